@@ -1,0 +1,41 @@
+# The README's two commands are `make demo` and `make test`; each sets itself up first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test unit lint lock clean
+
+$(STAMP): requirements.lock pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || \
+	  { echo "error: Python 3.11 or newer is needed (set PYTHON=/path/to/python3.11)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements.lock
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
+	@touch $(STAMP)
+
+# Python packages, then the default Kafka versions (Java 17 and Maven are checked there).
+setup: $(STAMP)
+	$(BIN)/kafka-canary setup
+
+demo: setup
+	$(BIN)/kafka-canary demo
+
+test: setup lint
+	$(BIN)/pytest
+
+unit: $(STAMP)
+	$(BIN)/pytest tests/unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+# Rebuild requirements.lock from the loose ranges in pyproject.toml (needs PyPI).
+lock:
+	rm -rf /tmp/kafka-canary-lock && $(PYTHON) -m venv /tmp/kafka-canary-lock
+	/tmp/kafka-canary-lock/bin/pip install -q -e '.[airflow,spark,dev]' matplotlib 'scipy<1.17' pyspark-client
+	/tmp/kafka-canary-lock/bin/pip freeze --exclude-editable | grep -v '^-e' > requirements.lock.new
+	@echo "review requirements.lock.new (keep pyspark and pyspark-client on one release), then move it over requirements.lock"
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,278 @@
+"""`kafka-canary`: the command line. Errors a user can act on print one line and exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from canary.cluster import distribution
+from canary.errors import CanaryError
+
+
+def default_cluster_dir() -> Path:
+    if os.environ.get("KAFKA_CANARY_CLUSTER_DIR"):
+        return Path(os.environ["KAFKA_CANARY_CLUSTER_DIR"])
+    state_home = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return state_home / "kafka-canary" / "cluster"
+
+
+def _key_values(items: list[str] | None, allow_unset: bool = False) -> dict[str, str | None]:
+    """['k=v', 'k2='] -> {'k': 'v', 'k2': None}; an empty value removes an override."""
+    result: dict[str, str | None] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CanaryError(f"--config {item!r} is not key=value")
+        if not value and not allow_unset:
+            raise CanaryError(f"--config {item!r} has no value")
+        result[key.strip()] = value or None
+    return result
+
+
+def _broker_versions(items: list[str] | None) -> dict[int, str]:
+    result = {}
+    for item in items or []:
+        node, sep, version = item.partition("=")
+        if not sep or not node.isdigit():
+            raise CanaryError(f"--broker-version {item!r} is not ID=VERSION, e.g. 2={distribution.TARGET_VERSION}")
+        result[int(node)] = version
+    return result
+
+
+def _feature_levels(items: list[str] | None) -> dict[str, int]:
+    result = {}
+    for item in items or []:
+        name, sep, level = item.partition("=")
+        if not sep or not level.isdigit():
+            raise CanaryError(f"--feature {item!r} is not name=level, e.g. metadata.version=27")
+        result[name] = int(level)
+    return result
+
+
+def _print(data: object, as_json: bool, text: str) -> None:
+    print(json.dumps(data, indent=2) if as_json else text)
+
+
+# ----- cluster -----
+
+def cmd_cluster_up(args: argparse.Namespace) -> int:
+    from canary.cluster.local import LocalCluster
+
+    cluster = LocalCluster.up(
+        args.dir, brokers=args.brokers, controllers=args.controllers, version=args.version,
+        broker_versions=_broker_versions(args.broker_version), racks=args.racks.split(",") if args.racks else None,
+        config=_key_values(args.config), base_port=args.base_port, timeout=args.timeout)
+    print(f"cluster up in {cluster.directory}: bootstrap servers {cluster.bootstrap_servers}")
+    return 0
+
+
+def cmd_cluster_status(args: argparse.Namespace) -> int:
+    from canary.cluster.local import LocalCluster
+
+    status = LocalCluster.open(args.dir).status()
+    if args.json:
+        print(json.dumps(status.to_dict(), indent=2))
+        return 0
+    print(f"cluster {status.cluster_id} in {status.directory}")
+    print(f"bootstrap servers: {status.bootstrap_servers}")
+    print(f"health: {status.health.reason()}")
+    print(f"{'id':>5}  {'role':<10} {'version':<8} {'rack':<10} {'pid':>7}  {'port':>5}  state")
+    for n in status.nodes:
+        rack, pid = n.rack or "-", n.pid or "-"
+        print(f"{n.node_id:>5}  {n.role:<10} {n.version:<8} {rack:<10} {pid:>7}  {n.port:>5}  {n.state}")
+    return 0
+
+
+def cmd_cluster_down(args: argparse.Namespace) -> int:
+    from canary.cluster.local import LocalCluster
+
+    LocalCluster.open(args.dir).down()
+    print(f"cluster in {args.dir} stopped; node logs kept under {args.dir}/nodes")
+    return 0
+
+
+def _restart(args: argparse.Namespace, role: str) -> int:
+    from canary.cluster.local import LocalCluster
+
+    cluster = LocalCluster.open(args.dir)
+    cluster.restart_node(args.id, version=args.version, config=_key_values(getattr(args, "config", None), True),
+                         kill=args.kill, wait=not args.no_wait, timeout=args.timeout, role=role)
+    node = cluster.state.node(args.id)
+    print(f"{role} {args.id} restarted on Kafka {node.version}" + ("" if args.no_wait else "; cluster healthy"))
+    return 0
+
+
+def cmd_cluster_restart_broker(args: argparse.Namespace) -> int:
+    return _restart(args, "broker")
+
+
+def cmd_cluster_restart_controller(args: argparse.Namespace) -> int:
+    return _restart(args, "controller")
+
+
+def cmd_cluster_stop_broker(args: argparse.Namespace) -> int:
+    from canary.cluster.local import LocalCluster
+
+    cluster = LocalCluster.open(args.dir)
+    cluster.state.node(args.id, "broker")
+    cluster.stop_node(args.id, kill=args.kill)
+    print(f"broker {args.id} stopped ({'killed' if args.kill else 'controlled shutdown'})")
+    return 0
+
+
+def cmd_cluster_start_broker(args: argparse.Namespace) -> int:
+    from canary.cluster.local import LocalCluster
+
+    cluster = LocalCluster.open(args.dir)
+    cluster.state.node(args.id, "broker")
+    cluster.start_node(args.id, wait=not args.no_wait, timeout=args.timeout)
+    print(f"broker {args.id} started")
+    return 0
+
+
+def cmd_cluster_add_broker(args: argparse.Namespace) -> int:
+    from canary.cluster.local import LocalCluster
+
+    node_id = LocalCluster.open(args.dir).add_broker(version=args.version, rack=args.rack,
+                                                     config=_key_values(args.config), timeout=args.timeout)
+    print(f"broker {node_id} added")
+    return 0
+
+
+def cmd_cluster_remove_broker(args: argparse.Namespace) -> int:
+    from canary.cluster.local import LocalCluster
+
+    LocalCluster.open(args.dir).remove_broker(args.id, force=args.force)
+    print(f"broker {args.id} removed")
+    return 0
+
+
+def cmd_cluster_features(args: argparse.Namespace) -> int:
+    from canary.cluster.local import LocalCluster
+
+    levels = LocalCluster.open(args.dir).features()
+    text = "\n".join(f"{name:<36} finalized {levels.finalized.get(name, 0):>3}   supported {lo}-{hi}"
+                     for name, (lo, hi) in sorted(levels.supported.items()))
+    _print(levels.to_dict(), args.json, text)
+    return 0
+
+
+def cmd_cluster_finalize(args: argparse.Namespace) -> int:
+    from canary.cluster.local import LocalCluster
+
+    changes = LocalCluster.open(args.dir).finalize(release=args.release, levels=_feature_levels(args.feature),
+                                                    dry_run=args.dry_run)
+    verb = "would raise" if args.dry_run else "raised"
+    text = "\n".join(f"{verb} {name}: {old} -> {new}" for name, (old, new) in changes.items()) or \
+        "nothing to finalize: every level asked for is already reached"
+    _print({name: {"from": old, "to": new} for name, (old, new) in changes.items()}, args.json, text)
+    return 0
+
+
+# ----- setup and demo -----
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    for version in args.versions or [distribution.BASELINE_VERSION, distribution.TARGET_VERSION]:
+        dist = distribution.ensure(version)
+        print(f"Kafka {dist.version}: {dist.libs} ({dist.source})")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from canary.demo import run_demo
+
+    return run_demo(brokers=args.brokers, version=args.version, directory=args.dir, keep=args.keep)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kafka-canary", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    setup = sub.add_parser("setup", help="check Java and Maven, fetch Kafka releases into the cache")
+    setup.add_argument("versions", nargs="*", help="Kafka versions (default: the baseline and target)")
+    setup.set_defaults(func=cmd_setup)
+
+    demo = sub.add_parser("demo", help="the main job: embedded cluster up, round trip through every leader, down")
+    demo.add_argument("--brokers", type=int, default=3)
+    demo.add_argument("--version", default=distribution.BASELINE_VERSION)
+    demo.add_argument("--dir", type=Path, help="cluster directory (default: a temporary one)")
+    demo.add_argument("--keep", action="store_true", help="leave the cluster running")
+    demo.set_defaults(func=cmd_demo)
+
+    cluster = sub.add_parser("cluster", help="the embedded local KRaft cluster")
+    csub = cluster.add_subparsers(dest="action", required=True)
+
+    def add(name: str, func, help_text: str, timeout: bool = True) -> argparse.ArgumentParser:
+        p = csub.add_parser(name, help=help_text)
+        p.add_argument("--dir", type=Path, default=default_cluster_dir(),
+                       help="cluster directory (default: $KAFKA_CANARY_CLUSTER_DIR or %(default)s)")
+        if timeout:
+            p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for health")
+        p.set_defaults(func=func)
+        return p
+
+    up = add("up", cmd_cluster_up, "format and start a cluster, wait until healthy")
+    up.add_argument("--brokers", type=int, default=3)
+    up.add_argument("--controllers", type=int, default=1, help="controller quorum size: 1, 3 or 5")
+    up.add_argument("--version", default=distribution.BASELINE_VERSION, help="Kafka version of every node")
+    up.add_argument("--broker-version", action="append", metavar="ID=VERSION", help="one broker on another version")
+    up.add_argument("--racks", help="comma-separated rack names, assigned to brokers round-robin")
+    up.add_argument("--config", action="append", metavar="KEY=VALUE", help="broker config override (repeatable)")
+    up.add_argument("--base-port", type=int, help="first port (default: free ports)")
+
+    status = add("status", cmd_cluster_status, "nodes, versions, pids and health", timeout=False)
+    status.add_argument("--json", action="store_true")
+    add("down", cmd_cluster_down, "stop every node and delete the data (logs are kept)", timeout=False)
+
+    for role, func in (("broker", cmd_cluster_restart_broker), ("controller", cmd_cluster_restart_controller)):
+        p = add(f"restart-{role}", func, f"restart one {role}, optionally on another version or config")
+        p.add_argument("id", type=int)
+        p.add_argument("--version", help="Kafka version to run after the restart")
+        if role == "broker":
+            p.add_argument("--config", action="append", metavar="KEY=VALUE",
+                           help="set a config override; KEY= removes it (repeatable)")
+        p.add_argument("--kill", action="store_true", help="hard kill instead of controlled shutdown")
+        p.add_argument("--no-wait", action="store_true", help="do not wait for the cluster to be healthy")
+
+    stop = add("stop-broker", cmd_cluster_stop_broker, "stop one broker", timeout=False)
+    stop.add_argument("id", type=int)
+    stop.add_argument("--kill", action="store_true", help="hard kill (SIGKILL) instead of controlled shutdown")
+    start = add("start-broker", cmd_cluster_start_broker, "start a stopped broker")
+    start.add_argument("id", type=int)
+    start.add_argument("--no-wait", action="store_true")
+
+    addb = add("add-broker", cmd_cluster_add_broker, "add a broker with the next free id")
+    addb.add_argument("--version")
+    addb.add_argument("--rack")
+    addb.add_argument("--config", action="append", metavar="KEY=VALUE")
+    rm = add("remove-broker", cmd_cluster_remove_broker, "stop, unregister and delete a broker", timeout=False)
+    rm.add_argument("id", type=int)
+    rm.add_argument("--force", action="store_true", help="even if it still hosts partition replicas")
+
+    feats = add("features", cmd_cluster_features, "finalized and supported feature levels", timeout=False)
+    feats.add_argument("--json", action="store_true")
+    fin = add("finalize", cmd_cluster_finalize, "raise finalized feature levels (KIP-584)", timeout=False)
+    fin.add_argument("--release", help="feature release whose levels to finalize, e.g. 4.1 (default: the one "
+                                       "every node runs); kraft.version is left alone unless named")
+    fin.add_argument("--feature", action="append", metavar="NAME=LEVEL", help="finalize exactly this level")
+    fin.add_argument("--dry-run", action="store_true", help="validate with the controller, change nothing")
+    fin.add_argument("--json", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except CanaryError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""Kafka releases as local jar directories, resolved from Maven Central (or taken from KAFKA_HOME).
+
+A distribution is a flat `libs/` directory holding the broker, the storage tool, the admin and
+feature tools and a logging backend. It is fetched once per version into the cache directory
+(`$KAFKA_CANARY_CACHE`, default `~/.cache/kafka-canary`) by Maven, using the pom shipped beside
+this module. `KAFKA_HOME` (an unpacked Kafka release) is used instead for the version it holds.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from canary.errors import SetupError
+
+BASELINE_VERSION = "3.9.2"  # latest 3.9.x: the last release line that still has ZooKeeper mode
+TARGET_VERSION = "4.1.2"  # a 4.x release with a higher metadata.version (4.1-IV1)
+MIN_VERSION = (3, 7, 0)  # KRaft with directory ids; older releases are not supported here
+MIN_JAVA = 17
+
+RESOURCES = Path(__file__).parent / "resources"
+POM = RESOURCES / "kafka-distribution.pom.xml"
+_VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
+_HOME_JAR_RE = re.compile(r"^kafka_2\.1[23]-(\d+\.\d+\.\d+)\.jar$")
+
+
+def parse_version(version: str) -> tuple[int, int, int]:
+    """'3.9.2' -> (3, 9, 2); raises SetupError for anything that is not a release number."""
+    match = _VERSION_RE.match(version.strip()) if isinstance(version, str) else None
+    if not match:
+        raise SetupError(
+            f"Kafka version {version!r} is not a release number; use MAJOR.MINOR.PATCH, e.g. "
+            f"{BASELINE_VERSION} or {TARGET_VERSION}"
+        )
+    parsed = (int(match[1]), int(match[2]), int(match[3]))
+    if parsed < MIN_VERSION:
+        raise SetupError(
+            f"Kafka {version} is too old: the local cluster runs KRaft and needs "
+            f"{'.'.join(map(str, MIN_VERSION))} or newer"
+        )
+    return parsed
+
+
+def release_of(version: str) -> str:
+    """The feature release a version belongs to: '4.1.2' -> '4.1'."""
+    major, minor, _ = parse_version(version)
+    return f"{major}.{minor}"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("KAFKA_CANARY_CACHE") or Path.home() / ".cache" / "kafka-canary")
+
+
+@dataclass(frozen=True)
+class KafkaDistribution:
+    """One Kafka release on disk. `libs` holds every jar the broker and tools need."""
+
+    version: str
+    libs: Path
+    source: str  # "maven" or "KAFKA_HOME"
+
+    @property
+    def release(self) -> str:
+        return release_of(self.version)
+
+    @property
+    def uses_log4j2(self) -> bool:
+        return parse_version(self.version)[0] >= 4
+
+    def log_config_props(self, tool: bool) -> list[str]:
+        """JVM flags that point the logging backend at the shipped config."""
+        name = ("tools-" if tool else "") + ("log4j2.properties" if self.uses_log4j2 else "log4j.properties")
+        path = RESOURCES / name
+        if self.uses_log4j2:
+            return [f"-Dlog4j2.configurationFile={path}"]
+        return [f"-Dlog4j.configuration=file:{path}"]
+
+    def java_command(self, main_class: str, args: list[str], jvm_opts: list[str] | None = None,
+                     tool: bool = True) -> list[str]:
+        """The command line that runs `main_class` of this release."""
+        return [
+            require_java(), *(jvm_opts or []), *self.log_config_props(tool),
+            "-cp", f"{self.libs}/*", main_class, *args,
+        ]
+
+    def run_tool(self, main_class: str, args: list[str], timeout: float = 120) -> str:
+        """Runs one of the release's command-line tools; returns stdout, raises SetupError on failure."""
+        cmd = self.java_command(main_class, args, ["-Xmx256m", "-XX:TieredStopAtLevel=1", "-Xshare:auto"])
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise SetupError(f"Kafka {self.version} tool {main_class} did not finish in {timeout:.0f}s") from exc
+        if done.returncode != 0:
+            detail = (done.stderr.strip() or done.stdout.strip())[-2000:]
+            raise SetupError(f"Kafka {self.version} tool {main_class} {args[:1]} failed: {detail}")
+        return done.stdout
+
+
+@cache
+def require_java() -> str:
+    """Path of a Java 17+ `java`; one clear error when there is none."""
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home and (Path(home) / "bin" / "java").exists() else shutil.which("java")
+    if not java:
+        raise SetupError(f"Java {MIN_JAVA} or newer is needed to run Kafka: install a JDK "
+                         f"(e.g. `apt install openjdk-17-jdk-headless`) or set JAVA_HOME")
+    out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60).stderr
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    major = int(match[1]) if match else 0
+    if major == 1 and match and match[2]:  # "1.8.0" style
+        major = int(match[2])
+    if major < MIN_JAVA:
+        raise SetupError(f"Java {MIN_JAVA} or newer is needed to run Kafka, found {java} ({out.splitlines()[:1]}): "
+                         f"install openjdk-17 or point JAVA_HOME at it")
+    return java
+
+
+def require_maven() -> str:
+    mvn = shutil.which("mvn")
+    if not mvn:
+        raise SetupError("Maven is needed to fetch Kafka from Maven Central: install it (e.g. `apt install maven`), "
+                         "or point KAFKA_HOME at an unpacked Kafka release")
+    return mvn
+
+
+def _kafka_home_distribution(version: str) -> KafkaDistribution | None:
+    home = os.environ.get("KAFKA_HOME")
+    if not home:
+        return None
+    libs = Path(home) / "libs"
+    if not libs.is_dir():
+        raise SetupError(f"KAFKA_HOME={home} has no libs/ directory; point it at an unpacked Kafka release")
+    for jar in libs.iterdir():
+        match = _HOME_JAR_RE.match(jar.name)
+        if match and match[1] == version:
+            return KafkaDistribution(version, libs, "KAFKA_HOME")
+    return None
+
+
+def installed(version: str) -> KafkaDistribution | None:
+    """The distribution of `version` if it is already on disk (KAFKA_HOME or the cache)."""
+    parse_version(version)
+    found = _kafka_home_distribution(version)
+    if found:
+        return found
+    target = cache_dir() / "kafka" / version
+    if (target / ".complete").exists():
+        return KafkaDistribution(version, target / "libs", "maven")
+    return None
+
+
+def ensure(version: str) -> KafkaDistribution:
+    """The distribution of `version`, fetched from Maven Central into the cache when missing.
+
+    Raises SetupError for a malformed or unreleased version, or when Java or Maven is missing.
+    """
+    found = installed(version)
+    if found:
+        require_java()
+        return found
+    require_java()
+    mvn = require_maven()
+    root = cache_dir() / "kafka"
+    root.mkdir(parents=True, exist_ok=True)
+    target = root / version
+    # One fetch per version at a time, across processes.
+    with open(root / f".{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / ".complete").exists():
+            return KafkaDistribution(version, target / "libs", "maven")
+        staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=root))
+        try:
+            _maven_fetch(mvn, version, staging / "libs")
+            (staging / ".complete").write_text(version + "\n")
+            shutil.rmtree(target, ignore_errors=True)
+            staging.rename(target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return KafkaDistribution(version, target / "libs", "maven")
+
+
+def _maven_fetch(mvn: str, version: str, libs: Path) -> None:
+    profile = "logging-log4j2" if parse_version(version)[0] >= 4 else "logging-reload4j"
+    cmd = [mvn, "-B", "-q", "-Dstyle.color=never", "-f", str(POM), f"-Dkafka.version={version}",
+           f"-Dkafka.libs={libs}", "-P", profile, "dependency:copy-dependencies"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    except subprocess.TimeoutExpired as exc:
+        raise SetupError(f"fetching Kafka {version} from Maven Central took over 15 min; check the network") from exc
+    if done.returncode == 0 and any(libs.glob("kafka_2.13-*.jar")):
+        return
+    output = done.stdout + done.stderr
+    if re.search(r"(Could not find artifact|was not found in|could not be resolved).*org\.apache\.kafka", output):
+        raise SetupError(f"Kafka {version} is not a released version on Maven Central "
+                         f"(org.apache.kafka:kafka_2.13:{version} not found); pick a release listed at "
+                         f"https://kafka.apache.org/downloads, e.g. {BASELINE_VERSION} or {TARGET_VERSION}")
+    tail = "\n".join(output.strip().splitlines()[-15:])
+    raise SetupError(f"Maven could not fetch Kafka {version} (exit {done.returncode}); "
+                     f"check access to Maven Central:\n{tail}")

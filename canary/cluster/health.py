@@ -1,0 +1,115 @@
+"""Cluster health as a client sees it: which brokers are registered and unfenced, and which
+partitions are offline or under-replicated. Works against any cluster, local or remote."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+from kafka.admin import KafkaAdminClient
+from kafka.errors import KafkaError
+
+# librdkafka's own log lines (connection refused while brokers start, retries) go here, not to
+# stderr; the callers report failures themselves.
+QUIET_LOGGER = logging.getLogger("canary.librdkafka")
+QUIET_LOGGER.setLevel(logging.CRITICAL)
+
+
+@dataclass
+class ClusterHealth:
+    expected_brokers: list[int]
+    registered_brokers: list[int] = field(default_factory=list)
+    offline_partitions: list[str] = field(default_factory=list)
+    under_replicated: list[str] = field(default_factory=list)
+    lagging_voters: list[int] = field(default_factory=list)  # controllers not caught up with the quorum leader
+    error: str | None = None
+
+    @property
+    def missing_brokers(self) -> list[int]:
+        return sorted(set(self.expected_brokers) - set(self.registered_brokers))
+
+    @property
+    def healthy(self) -> bool:
+        return not (self.error or self.missing_brokers or self.offline_partitions or self.under_replicated
+                    or self.lagging_voters)
+
+    def reason(self) -> str:
+        if self.error:
+            return self.error
+        parts = []
+        if self.missing_brokers:
+            parts.append(f"brokers not registered or fenced: {self.missing_brokers}")
+        if self.offline_partitions:
+            parts.append(f"offline partitions: {_abbrev(self.offline_partitions)}")
+        if self.under_replicated:
+            parts.append(f"under-replicated partitions: {_abbrev(self.under_replicated)}")
+        if self.lagging_voters:
+            parts.append(f"controllers not caught up with the quorum: {self.lagging_voters}")
+        return "; ".join(parts) or "healthy"
+
+    def to_dict(self) -> dict:
+        return {"healthy": self.healthy, "reason": self.reason(), "registered_brokers": self.registered_brokers,
+                "offline_partitions": self.offline_partitions, "under_replicated": self.under_replicated,
+                "lagging_voters": self.lagging_voters}
+
+
+def _abbrev(items: list[str], limit: int = 8) -> str:
+    return ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def admin_client(bootstrap_servers: str, extra: dict[str, str] | None = None) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": 5000,
+                        "logger": QUIET_LOGGER, **(extra or {})})
+
+
+def check(bootstrap_servers: str, expected_brokers: list[int], timeout: float = 5.0,
+          client_config: dict[str, str] | None = None, expected_voters: list[int] | None = None) -> ClusterHealth:
+    """One look at the cluster's metadata (and, given `expected_voters`, the controller quorum).
+    Never raises for an unreachable cluster: says so in `error`."""
+    health = ClusterHealth(expected_brokers=sorted(expected_brokers))
+    try:
+        metadata = admin_client(bootstrap_servers, client_config).list_topics(timeout=timeout)
+    except KafkaException as exc:
+        health.error = f"cannot read cluster metadata from {bootstrap_servers}: {exc.args[0]}"
+        return health
+    # Metadata lists only registered, unfenced brokers (KRaft), so absence means down or fenced.
+    health.registered_brokers = sorted(metadata.brokers)
+    for topic in sorted(metadata.topics.values(), key=lambda t: t.topic):
+        for part in sorted(topic.partitions.values(), key=lambda p: p.id):
+            name = f"{topic.topic}-{part.id}"
+            if part.leader < 0:
+                health.offline_partitions.append(name)
+            elif len(part.isrs) < len(part.replicas):
+                health.under_replicated.append(name)
+    if expected_voters and not (health.missing_brokers or health.offline_partitions):
+        health.lagging_voters = lagging_voters(bootstrap_servers, expected_voters, timeout)
+    return health
+
+
+def lagging_voters(bootstrap_servers: str, expected_voters: list[int], timeout: float = 5.0,
+                   max_lag: int = 20) -> list[int]:
+    """Voters whose metadata log is more than `max_lag` records behind the quorum's high watermark
+    (or absent); all of them when the quorum has no leader or cannot be described."""
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=int(timeout * 1000),
+                                 client_id="kafka-canary-health")
+        try:
+            quorum = admin.describe_metadata_quorum()
+        finally:
+            admin.close()
+        part = quorum["topics"][0]["partitions"][0]
+    except (KafkaError, KeyError, IndexError):
+        return sorted(expected_voters)
+    if part.get("leader_id", -1) < 0:
+        return sorted(expected_voters)
+    end = {v["replica_id"]: v["log_end_offset"] for v in part["current_voters"]}
+    return sorted(v for v in expected_voters if part["high_watermark"] - end.get(v, -max_lag - 1) > max_lag)
+
+
+def partitions_hosted_by(bootstrap_servers: str, broker_id: int, timeout: float = 10.0) -> list[str]:
+    """Partitions with a replica on `broker_id`."""
+    metadata = admin_client(bootstrap_servers).list_topics(timeout=timeout)
+    return sorted(f"{t.topic}-{p.id}" for t in metadata.topics.values() for p in t.partitions.values()
+                  if broker_id in p.replicas)

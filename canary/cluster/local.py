@@ -1,0 +1,385 @@
+"""A real KRaft cluster of separate JVM processes on loopback: the embedded default.
+
+    cluster = LocalCluster.up(Path("/tmp/c1"), brokers=3)
+    cluster.restart_node(2, version=TARGET_VERSION)   # controlled shutdown, same log dirs
+    cluster.down()
+
+Layout of the cluster directory: `cluster.json` (the state file), and per node
+`nodes/<id>/server.properties`, `nodes/<id>/data/` (log dirs) and `nodes/<id>/logs/`.
+Every operation validates its input before it changes anything, holds the directory's lock
+while it changes things, and leaves the state file true to what is running.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from canary.cluster import distribution, features, health, node_config, process
+from canary.cluster.distribution import BASELINE_VERSION, KafkaDistribution
+from canary.cluster.state import STATE_FILE, ClusterState, NodeState, Role
+from canary.errors import ClusterError, ClusterStateError, HealthTimeout
+
+CONTROLLER_ID_BASE = 3000  # broker ids are 1..N; controller ids stay clear of them
+BROKER_HEAP = "320m"
+CONTROLLER_HEAP = "192m"
+_JVM_OPTS = ["-XX:+UseSerialGC", "-XX:MaxMetaspaceSize=96m", "-XX:ReservedCodeCacheSize=64m",
+             "-XX:MaxDirectMemorySize=64m", "-Xss512k", "-Djava.awt.headless=true", "-Xshare:auto"]
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    node_id: int
+    role: Role
+    version: str
+    rack: str | None
+    pid: int | None
+    port: int
+    state: str  # online | starting | down | stopped
+    config: dict[str, str]
+
+    def to_dict(self) -> dict:
+        return {"id": self.node_id, "role": self.role, "version": self.version, "rack": self.rack,
+                "pid": self.pid, "port": self.port, "state": self.state, "config": self.config}
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    directory: str
+    cluster_id: str
+    bootstrap_servers: str
+    nodes: list[NodeStatus]
+    health: health.ClusterHealth
+
+    def to_dict(self) -> dict:
+        return {"directory": self.directory, "cluster_id": self.cluster_id,
+                "bootstrap_servers": self.bootstrap_servers, "healthy": self.health.healthy,
+                "health": self.health.to_dict(), "nodes": [n.to_dict() for n in self.nodes]}
+
+
+def _new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class LocalCluster:
+    def __init__(self, state: ClusterState, tie_to_parent: bool = False):
+        self.state = state
+        self.directory = Path(state.directory)
+        # Tests set this so the kernel kills the JVMs if the test process dies.
+        self.tie_to_parent = tie_to_parent
+
+    # ----- creating and finding -----
+
+    @classmethod
+    def up(cls, directory: Path, brokers: int = 3, controllers: int = 1, version: str = BASELINE_VERSION,
+           broker_versions: dict[int, str] | None = None, racks: list[str] | None = None,
+           config: dict[str, str] | None = None, base_port: int | None = None, wait: bool = True,
+           timeout: float = 120.0, tie_to_parent: bool = False) -> LocalCluster:
+        """Formats and starts a new cluster in `directory`, then (by default) waits until it is healthy.
+
+        Raises ClusterStateError if the directory already holds a cluster, SetupError for an
+        unknown version, PortInUseError, ClusterError for bad arguments; nothing is started then.
+        """
+        directory = Path(directory).resolve()
+        if brokers < 1:
+            raise ClusterError(f"--brokers must be at least 1, got {brokers}")
+        if controllers not in (1, 3, 5):
+            raise ClusterError(f"--controllers must be 1, 3 or 5 (a quorum needs an odd size), got {controllers}")
+        broker_versions = broker_versions or {}
+        unknown = sorted(set(broker_versions) - set(range(1, brokers + 1)))
+        if unknown:
+            raise ClusterError(f"per-broker versions name brokers {unknown}, but broker ids are 1..{brokers}")
+        node_config.validate_overrides(config or {})
+        if racks is not None and (not racks or any(not r.strip() for r in racks)):
+            raise ClusterError("--racks needs non-empty rack names, e.g. --racks a,b,c")
+        if ClusterState.exists(directory):
+            old = LocalCluster.open(directory)
+            live = [n.node_id for n in old.state.nodes if old._is_running(n)]
+            if live:
+                raise ClusterStateError(f"a cluster is already running in {directory} (nodes {live}); use it, or "
+                                        f"run `kafka-canary cluster down --dir {directory}` first")
+            raise ClusterStateError(f"{directory} holds a stopped cluster; remove it with "
+                                    f"`kafka-canary cluster down --dir {directory}` or choose another --dir")
+        versions = {version, *broker_versions.values()}
+        dists = {v: distribution.ensure(v) for v in sorted(versions)}  # fetch first: fail before any change
+
+        count = controllers + brokers
+        ports = list(range(base_port, base_port + count)) if base_port else [process.free_port() for _ in range(count)]
+        for port in ports:
+            process.require_free(port, "a node of the new cluster")
+        nodes = [NodeState(CONTROLLER_ID_BASE + i, "controller", version, ports[i]) for i in range(controllers)]
+        for i in range(brokers):
+            broker_id = i + 1
+            nodes.append(NodeState(broker_id, "broker", broker_versions.get(broker_id, version),
+                                   ports[controllers + i], rack=racks[i % len(racks)] if racks else None,
+                                   config=dict(config or {})))
+        oldest = min(versions, key=distribution.parse_version)
+        state = ClusterState(cluster_id=_new_cluster_id(), directory=str(directory),
+                             format_release=distribution.release_of(oldest), broker_heap=BROKER_HEAP,
+                             controller_heap=CONTROLLER_HEAP, nodes=nodes)
+        shutil.rmtree(directory / "nodes", ignore_errors=True)  # logs a previous `down` left behind
+        directory.mkdir(parents=True, exist_ok=True)
+        cluster = cls(state, tie_to_parent)
+        with cluster._locked():
+            state.save()
+            try:
+                with ThreadPoolExecutor(max_workers=2) as pool:
+                    list(pool.map(lambda n: cluster._format(n, dists[n.version]), nodes))
+                for node in nodes:  # controllers first
+                    cluster._start(node)
+            except BaseException:
+                cluster._discard()
+                raise
+        if wait:
+            try:
+                cluster.wait_healthy(timeout)
+            except BaseException:
+                cluster.down()  # a cluster that never became healthy is not left half-up; logs stay
+                raise
+        return cluster
+
+    @classmethod
+    def open(cls, directory: Path, tie_to_parent: bool = False) -> LocalCluster:
+        """The cluster another process (or this one) started in `directory`."""
+        return cls(ClusterState.load(Path(directory).resolve()), tie_to_parent)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.state.bootstrap_servers
+
+    # ----- looking -----
+
+    def status(self, timeout: float = 5.0) -> ClusterStatus:
+        self.reload()
+        seen = self.health(timeout)
+        nodes = []
+        for node in self.state.nodes:
+            if self._is_running(node):
+                if node.role == "broker":
+                    state = "online" if node.node_id in seen.registered_brokers else "starting"
+                else:
+                    state = "online" if process.accepts_connections(node.port) else "starting"
+            else:
+                state = "stopped" if node.desired == "stopped" else "down"
+            nodes.append(NodeStatus(node.node_id, node.role, node.version, node.rack,
+                                    node.pid if state not in ("down", "stopped") else None, node.port, state,
+                                    dict(node.config)))
+        return ClusterStatus(str(self.directory), self.state.cluster_id, self.bootstrap_servers, nodes, seen)
+
+    def health(self, timeout: float = 5.0) -> health.ClusterHealth:
+        # A stopped broker counts: the cluster is degraded until it is back.
+        brokers = [n.node_id for n in self.state.brokers]
+        voters = [n.node_id for n in self.state.controllers]
+        return health.check(self.bootstrap_servers, brokers, timeout=timeout, expected_voters=voters)
+
+    def wait_healthy(self, timeout: float = 120.0) -> health.ClusterHealth:
+        """Waits until every broker is registered, no partition is offline or under-replicated and
+        every controller has caught up with the quorum.
+
+        Raises HealthTimeout naming what is still wrong, and any node process that died.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            seen = self.health()
+            if seen.healthy:
+                return seen
+            dead = [n.node_id for n in self.state.nodes if n.desired == "running" and not self._is_running(n)]
+            if dead or time.monotonic() > deadline:
+                logs = ", ".join(str(self.state.node_dir(self.state.node(i)) / "logs") for i in dead)
+                raise HealthTimeout(f"cluster in {self.directory} not healthy after {timeout:.0f}s: {seen.reason()}"
+                                    + (f"; nodes {dead} exited (see {logs})" if dead else ""))
+            time.sleep(0.5)
+
+    def reload(self) -> None:
+        self.state = ClusterState.load(self.directory)
+
+    # ----- changing nodes -----
+
+    def stop_node(self, node_id: int, kill: bool = False) -> None:
+        """Controlled shutdown (SIGTERM) of one node, or a hard kill (SIGKILL); it stays stopped."""
+        with self._locked():
+            node = self.state.node(node_id)
+            self._stop(node, kill)
+            node.desired = "stopped"
+            self.state.save()
+
+    def start_node(self, node_id: int, wait: bool = True, timeout: float = 120.0) -> None:
+        """Starts a stopped (or crashed) node with its current version and config."""
+        with self._locked():
+            node = self.state.node(node_id)
+            if not self._is_running(node):
+                self._start(node)
+        if wait:
+            self.wait_healthy(timeout)
+
+    def restart_node(self, node_id: int, version: str | None = None, config: dict[str, str | None] | None = None,
+                     kill: bool = False, wait: bool = True, timeout: float = 120.0,
+                     role: Role | None = None) -> None:
+        """Restarts one node, optionally on another Kafka version and/or with changed config overrides,
+        keeping its log dirs. A config value of None removes that override.
+
+        Validates first (node id, version fetched, config keys), so a bad request changes nothing.
+        With `wait`, returns once the cluster is healthy again: the node registered and back in the
+        ISR of every partition it hosts.
+        """
+        node = self.state.node(node_id, role)
+        dist = distribution.ensure(version or node.version)
+        changes = config or {}
+        node_config.validate_overrides({k: v for k, v in changes.items() if v is not None})
+        if node.role == "controller" and changes:
+            raise ClusterError("config overrides apply to brokers; controllers take the cluster defaults")
+        with self._locked():
+            node = self.state.node(node_id, role)
+            self._stop(node, kill)
+            node.version = dist.version
+            for key, value in changes.items():
+                if value is None:
+                    node.config.pop(key, None)
+                else:
+                    node.config[key] = value
+            self.state.save()
+            self._start(node)
+        if wait:
+            self.wait_healthy(timeout)
+
+    def add_broker(self, version: str | None = None, rack: str | None = None,
+                   config: dict[str, str] | None = None, wait: bool = True, timeout: float = 120.0) -> int:
+        """Formats and starts a new broker with the next free id; returns the id."""
+        version = version or self.state.brokers[0].version
+        dist = distribution.ensure(version)
+        node_config.validate_overrides(config or {})
+        with self._locked():
+            node_id = max((n.node_id for n in self.state.brokers), default=0) + 1
+            port = process.free_port()
+            node = NodeState(node_id, "broker", dist.version, port, rack=rack, config=dict(config or {}))
+            self.state.nodes.append(node)
+            shutil.rmtree(self.state.node_dir(node), ignore_errors=True)
+            try:
+                self._format(node, dist)
+            except BaseException:
+                self.state.nodes.remove(node)
+                raise
+            self.state.save()
+            self._start(node)
+        if wait:
+            self.wait_healthy(timeout)
+        return node_id
+
+    def remove_broker(self, node_id: int, force: bool = False) -> None:
+        """Stops a broker for good, unregisters it from the controllers and deletes its directory.
+
+        Refuses while it hosts partition replicas (move them first), unless `force`.
+        """
+        node = self.state.node(node_id, "broker")
+        if len(self.state.brokers) == 1:
+            raise ClusterError("cannot remove the last broker; use `kafka-canary cluster down`")
+        if not force:
+            hosted = health.partitions_hosted_by(self.bootstrap_servers, node_id)
+            if hosted:
+                raise ClusterError(f"broker {node_id} hosts replicas of {len(hosted)} partitions "
+                                   f"({', '.join(hosted[:5])}…); reassign them first, or pass --force")
+        with self._locked():
+            node = self.state.node(node_id, "broker")
+            self._stop(node, kill=False)
+            self.state.nodes.remove(node)
+            self.state.save()
+            tool = distribution.ensure(max((n.version for n in self.state.brokers), key=distribution.parse_version))
+            tool.run_tool("org.apache.kafka.tools.ClusterTool",
+                          ["unregister", "--bootstrap-server", self.bootstrap_servers, "--id", str(node_id)])
+            shutil.rmtree(self.state.node_dir(node), ignore_errors=True)
+
+    # ----- features -----
+
+    def features(self) -> features.FeatureLevels:
+        return features.describe(self.bootstrap_servers)
+
+    def finalize(self, release: str | None = None, levels: dict[str, int] | None = None,
+                 dry_run: bool = False) -> dict[str, tuple[int, int]]:
+        """Finalizes feature levels: the explicit `levels`, or those of `release` (default: the
+        release every node runs) except kraft.version. Returns feature -> (old, new)."""
+        wanted = dict(levels or {})
+        if release or not wanted:
+            newest = max((n.version for n in self.state.nodes), key=distribution.parse_version)
+            oldest = min((n.version for n in self.state.nodes), key=distribution.parse_version)
+            release = release or distribution.release_of(oldest)
+            mapped = features.release_levels(release, distribution.ensure(newest))
+            wanted = {k: v for k, v in mapped.items() if k not in features.NOT_BY_DEFAULT and v > 0} | wanted
+        return features.finalize(self.bootstrap_servers, wanted, dry_run=dry_run)
+
+    # ----- tearing down -----
+
+    def down(self) -> None:
+        """Stops every node (hard: the data is discarded) and deletes the state and data, keeping logs."""
+        with self._locked():
+            self._discard()
+
+    def _discard(self) -> None:
+        self._kill_all()
+        for node in self.state.nodes:
+            shutil.rmtree(self.state.node_dir(node) / "data", ignore_errors=True)
+        (self.directory / STATE_FILE).unlink(missing_ok=True)
+
+    # ----- internals -----
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        # One changer at a time per cluster directory, across processes; re-read state under the lock.
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with open(self.directory / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if ClusterState.exists(self.directory):
+                self.state = ClusterState.load(self.directory)
+            yield
+
+    def _marker(self, node: NodeState) -> str:
+        return process.marker(self.directory, node.node_id)
+
+    def _is_running(self, node: NodeState) -> bool:
+        return process.is_ours(node.pid, node.pid_start, self._marker(node))
+
+    def _properties_file(self, node: NodeState) -> Path:
+        path = self.state.node_dir(node) / "server.properties"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(node_config.render(self.state, node))
+        return path
+
+    def _format(self, node: NodeState, dist: KafkaDistribution) -> None:
+        props = self._properties_file(node)
+        dist.run_tool("kafka.tools.StorageTool", ["format", "-t", self.state.cluster_id, "-c", str(props),
+                                                  "--release-version", self.state.format_release])
+
+    def _start(self, node: NodeState) -> None:
+        dist = distribution.ensure(node.version)
+        props = self._properties_file(node)
+        logs = self.state.node_dir(node) / "logs"
+        heap = self.state.broker_heap if node.role == "broker" else self.state.controller_heap
+        jvm = [f"-Xms{heap}", f"-Xmx{heap}", *_JVM_OPTS, f"-Dkafka.logs.dir={logs}", self._marker(node)]
+        cmd = dist.java_command("kafka.Kafka", [str(props)], jvm, tool=False)
+        node.pid, node.pid_start = process.start(cmd, self.state.node_dir(node), logs / "stdout.log",
+                                                 self.tie_to_parent)
+        node.desired = "running"
+        self.state.save()
+
+    def _stop(self, node: NodeState, kill: bool) -> None:
+        if self._is_running(node):
+            process.stop(node.pid, node.pid_start, self._marker(node), kill=kill)
+        node.pid = node.pid_start = None
+
+    def _kill_all(self) -> None:
+        for node in self.state.nodes:
+            if self._is_running(node):
+                process.stop(node.pid, node.pid_start, self._marker(node), kill=True, timeout=15)
+        process.kill_marked(f"{self.directory}#")  # a JVM whose pid never reached the state file
+        for node in self.state.nodes:
+            node.pid = node.pid_start = None
+            node.desired = "stopped"
+        if ClusterState.exists(self.directory):
+            self.state.save()

@@ -1,0 +1,69 @@
+"""server.properties for each node of a local KRaft cluster.
+
+Defaults suit a small loopback cluster on a 2-core machine (few threads, small buffers);
+per-node overrides win, except for the keys this module owns (identity, listeners, storage).
+"""
+
+from __future__ import annotations
+
+from canary.cluster.state import LOOPBACK, ClusterState, NodeState
+from canary.errors import ClusterError
+
+# Keys the local cluster sets itself; overriding them would break addressing or storage.
+MANAGED_KEYS = frozenset({
+    "process.roles", "node.id", "broker.id", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
+    "controller.listener.names", "listeners", "advertised.listeners", "listener.security.protocol.map",
+    "inter.broker.listener.name", "log.dirs", "log.dir", "metadata.log.dir", "broker.rack",
+})
+
+_SMALL_MACHINE = {
+    "num.network.threads": "2",
+    "num.io.threads": "4",
+    "num.recovery.threads.per.data.dir": "1",
+    "background.threads": "4",
+    "log.cleaner.threads": "1",
+    "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),  # default 128 MiB would eat the capped heap
+}
+
+
+def validate_overrides(config: dict[str, str]) -> None:
+    """Refuses overrides of managed keys and malformed keys, before anything is changed."""
+    for key in config:
+        if not key or "=" in key or key.strip() != key:
+            raise ClusterError(f"config key {key!r} is malformed; pass overrides as key=value")
+        if key in MANAGED_KEYS:
+            hint = " (use --rack)" if key == "broker.rack" else ""
+            raise ClusterError(f"config key {key!r} is managed by the local cluster and cannot be overridden{hint}")
+
+
+def render(state: ClusterState, node: NodeState) -> str:
+    data_dir = state.node_dir(node) / "data"
+    props: dict[str, str] = {
+        "process.roles": node.role,
+        "node.id": str(node.node_id),
+        "controller.quorum.voters": state.quorum_voters,
+        "controller.listener.names": "CONTROLLER",
+        "log.dirs": str(data_dir),
+        **_SMALL_MACHINE,
+    }
+    if node.role == "controller":
+        props |= {
+            "listeners": f"CONTROLLER://{LOOPBACK}:{node.port}",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
+        }
+    else:
+        replicas = min(3, len(state.brokers))
+        props |= {
+            "listeners": f"PLAINTEXT://{LOOPBACK}:{node.port}",
+            "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{node.port}",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "offsets.topic.replication.factor": str(replicas),
+            "transaction.state.log.replication.factor": str(replicas),
+            "transaction.state.log.min.isr": str(max(1, replicas - 1)),
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        if node.rack:
+            props["broker.rack"] = node.rack
+    props |= node.config
+    return "".join(f"{key}={value}\n" for key, value in props.items())

@@ -1,0 +1,137 @@
+"""Starting, checking and stopping the JVM of one node.
+
+Every node's command line carries a marker (`-Dkafka.canary.node=<dir>#<id>`), so a process is
+only ever signalled when it is provably ours: same pid, same start time, marker present.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from canary.errors import PortInUseError
+
+MARKER = "-Dkafka.canary.node="
+_children: dict[int, subprocess.Popen] = {}  # JVMs this process started, so exits are reaped
+
+
+def marker(directory: Path | str, node_id: int) -> str:
+    return f"{MARKER}{Path(directory).resolve()}#{node_id}"
+
+
+def _die_with_parent() -> None:
+    # PR_SET_PDEATHSIG: the kernel kills the JVM if the process that started it dies (tests).
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(1, signal.SIGKILL)
+
+
+def start(cmd: list[str], cwd: Path, log_file: Path, tie_to_parent: bool = False) -> tuple[int, int]:
+    """Starts `cmd` detached in its own session; returns (pid, start time)."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_file, "ab") as out:
+        proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, preexec_fn=_die_with_parent if tie_to_parent else None)
+    _children[proc.pid] = proc
+    started = start_time(proc.pid)
+    if started is None:
+        raise RuntimeError(f"process {cmd[0]} exited at once; see {log_file}")
+    return proc.pid, started
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot, or None when it is gone or a zombie."""
+    child = _children.get(pid)
+    if child is not None and child.poll() is not None:
+        _children.pop(pid, None)
+        return None
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+def args(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def is_ours(pid: int | None, started: int | None, mark: str) -> bool:
+    """True when `pid` is still the process we started: same start time, marker on its command line."""
+    if not pid or started is None:
+        return False
+    return start_time(pid) == started and mark in args(pid)
+
+
+def stop(pid: int, started: int, mark: str, kill: bool = False, timeout: float = 60.0) -> None:
+    """SIGTERM (Kafka's controlled shutdown) or SIGKILL; escalates to SIGKILL after `timeout`."""
+    if not is_ours(pid, started, mark):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL if kill else signal.SIGTERM)
+    if wait_gone(pid, started, timeout):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    wait_gone(pid, started, 10)
+
+
+def wait_gone(pid: int, started: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if start_time(pid) != started:
+            return True
+        time.sleep(0.1)
+    return start_time(pid) != started
+
+
+def kill_marked(prefix: str) -> list[int]:
+    """SIGKILLs every live process with a node marker that starts with `MARKER + prefix` (a sweep for
+    JVMs whose pid never reached a state file); returns their pids once they are gone."""
+    needle = MARKER + prefix
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and any(a.startswith(needle) for a in args(int(entry.name))):
+            started = start_time(int(entry.name))
+            if started is not None:
+                found[int(entry.name)] = started
+    for pid, started in found.items():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        wait_gone(pid, started, 10)
+    return sorted(found)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def require_free(port: int, what: str) -> None:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise PortInUseError(f"port {port} ({what}) is already in use; free it or choose another "
+                                 f"--base-port") from exc
+
+
+def accepts_connections(port: int, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout):
+            return True
+    except OSError:
+        return False

@@ -1,0 +1,33 @@
+"""Exceptions of the library. Each message says what went wrong and what to do about it."""
+
+
+class CanaryError(Exception):
+    """Base class: a problem the user can act on; the CLI prints the message and exits 2."""
+
+
+class SetupError(CanaryError):
+    """A prerequisite is missing: Java, Maven, or a Kafka release."""
+
+
+class ClusterError(CanaryError):
+    """A cluster operation cannot be done as asked."""
+
+
+class ClusterStateError(ClusterError):
+    """The cluster directory is not in the state the operation needs (already up, not up)."""
+
+
+class UnknownNodeError(ClusterError):
+    """A node id that the cluster does not have."""
+
+
+class PortInUseError(ClusterError):
+    """A port the cluster needs is taken by another process."""
+
+
+class HealthTimeout(ClusterError):
+    """The cluster did not become healthy within the time allowed."""
+
+
+class FeatureError(ClusterError):
+    """Feature levels cannot be read or finalized as asked."""

@@ -1,0 +1,117 @@
+"""A produce/consume round trip through every partition of a topic, so through every leader.
+
+The smallest proof that a cluster serves clients: one acks=all message per partition, read
+back by a consumer assigned to that partition. The probe (a later, fuller tool) does this
+continuously; this is the one-shot version the demo and the cluster tests use.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import asdict, dataclass
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import NewTopic
+
+from canary.cluster.health import QUIET_LOGGER, admin_client
+from canary.errors import ClusterError
+
+
+@dataclass(frozen=True)
+class PartitionRoundTrip:
+    partition: int
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+    acked: bool
+    received: bool
+    ack_ms: float | None  # produce acknowledgement latency
+    e2e_ms: float | None  # send to receive
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.acked and self.received and self.error is None
+
+
+def ensure_topic(bootstrap_servers: str, topic: str, broker_ids: list[int], min_insync: int | None = None,
+                 timeout: float = 30.0) -> None:
+    """Creates `topic` with one partition per broker, each broker the preferred leader of one, and
+    RF = min(brokers, 3). An existing topic is left as it is (a harmless repeat)."""
+    brokers = sorted(broker_ids)
+    rf = min(3, len(brokers))
+    assignment = [[brokers[(p + r) % len(brokers)] for r in range(rf)] for p in range(len(brokers))]
+    config = {"min.insync.replicas": str(min_insync if min_insync is not None else max(1, rf - 1))}
+    admin = admin_client(bootstrap_servers)
+    new = NewTopic(topic, num_partitions=len(assignment), replica_assignment=assignment, config=config)
+    futures = admin.create_topics([new],
+                                  operation_timeout=timeout, request_timeout=timeout)
+    for name, future in futures.items():
+        try:
+            future.result()
+        except KafkaException as exc:
+            if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
+                raise ClusterError(f"creating topic {name} failed: {exc.args[0].str()}") from exc
+
+
+def round_trip(bootstrap_servers: str, topic: str, timeout: float = 30.0) -> list[PartitionRoundTrip]:
+    """Sends one acks=all message to each partition of `topic` and reads each back."""
+    metadata = admin_client(bootstrap_servers).list_topics(topic, timeout=timeout)
+    if topic not in metadata.topics or metadata.topics[topic].error is not None:
+        raise ClusterError(f"topic {topic} is not available on {bootstrap_servers}")
+    partitions = sorted(metadata.topics[topic].partitions.values(), key=lambda p: p.id)
+    run_id = uuid.uuid4().hex
+    producer = Producer({"bootstrap.servers": bootstrap_servers, "acks": "all", "enable.idempotence": True,
+                         "message.timeout.ms": int(timeout * 1000), "linger.ms": 0, "logger": QUIET_LOGGER})
+    sent: dict[int, float] = {}
+    acked: dict[int, float] = {}
+    offsets: dict[int, int] = {}
+    errors: dict[int, str] = {}
+
+    def on_delivery(err, msg) -> None:
+        if err is not None:
+            errors[msg.partition()] = err.str()
+        else:
+            acked[msg.partition()] = time.monotonic()
+            offsets[msg.partition()] = msg.offset()
+
+    for part in partitions:
+        sent[part.id] = time.monotonic()
+        value = json.dumps({"runId": run_id, "partition": part.id, "timestamp": int(time.time() * 1000)})
+        producer.produce(topic, value=value.encode(), partition=part.id, on_delivery=on_delivery)
+    producer.flush(timeout)
+
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"kafka-canary-rt-{run_id}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest", "logger": QUIET_LOGGER})
+    received: dict[int, float] = {}
+    try:
+        # Read each partition from the offset its message was acknowledged at.
+        consumer.assign([TopicPartition(topic, p, offset) for p, offset in offsets.items()])
+        deadline = time.monotonic() + timeout
+        while len(received) < len(acked) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            body = json.loads(msg.value())
+            if body.get("runId") == run_id:
+                received.setdefault(msg.partition(), time.monotonic())
+    finally:
+        consumer.close()
+
+    results = []
+    for part in partitions:
+        pid = part.id
+        results.append(PartitionRoundTrip(
+            partition=pid, leader=part.leader, replicas=list(part.replicas), isr=list(part.isrs),
+            acked=pid in acked, received=pid in received,
+            ack_ms=round((acked[pid] - sent[pid]) * 1000, 2) if pid in acked else None,
+            e2e_ms=round((received[pid] - sent[pid]) * 1000, 2) if pid in received else None,
+            error=errors.get(pid) or (None if pid in received or pid not in acked else "not received in time"),
+        ))
+    return results
+
+
+def to_json(results: list[PartitionRoundTrip]) -> list[dict]:
+    return [asdict(r) | {"ok": r.ok} for r in results]
