@@ -260,6 +260,8 @@ def build_parser() -> argparse.ArgumentParser:
     fin.add_argument("--feature", action="append", metavar="NAME=LEVEL", help="finalize exactly this level")
     fin.add_argument("--dry-run", action="store_true", help="validate with the controller, change nothing")
     fin.add_argument("--json", action="store_true")
+
+    # Other areas add their subcommands here, one `register(sub)` call each.
     return parser
 
 
