@@ -1,0 +1,30 @@
+import pytest
+
+from canary import cli
+from canary.errors import CanaryError
+
+
+def test_key_values_parse_and_unset():
+    assert cli._key_values(["a=1", "b=x=y"]) == {"a": "1", "b": "x=y"}
+    assert cli._key_values(["a="], allow_unset=True) == {"a": None}
+
+
+@pytest.mark.parametrize("bad", ["novalue", "=1"])
+def test_key_values_refuse_malformed(bad):
+    with pytest.raises(CanaryError, match="key=value"):
+        cli._key_values([bad])
+
+
+def test_broker_versions_and_feature_levels():
+    assert cli._broker_versions(["2=4.1.2"]) == {2: "4.1.2"}
+    assert cli._feature_levels(["metadata.version=27"]) == {"metadata.version": 27}
+    with pytest.raises(CanaryError, match="ID=VERSION"):
+        cli._broker_versions(["two=4.1.2"])
+    with pytest.raises(CanaryError, match="name=level"):
+        cli._feature_levels(["metadata.version=high"])
+
+
+def test_canary_errors_exit_2_with_one_line(capsys, tmp_path):
+    assert cli.main(["cluster", "status", "--dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no cluster in") and err.count("\n") == 1
