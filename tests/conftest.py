@@ -3,7 +3,6 @@ no Kafka JVM behind, even when a test fails or the run is interrupted."""
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,7 +54,9 @@ def cluster_factory(request) -> Iterator:
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
-    # Last line of defence: any JVM of this run still alive is killed, so none outlives the suite.
+    # Every fixture has been torn down by now. A JVM still alive is a teardown bug: kill it so none
+    # outlives the suite, and fail the run so the bug is seen.
     leftover = process.kill_marked(str(RUN_ROOT))
-    if leftover and os.environ.get("PYTEST_XDIST_WORKER") is None:
-        print(f"\nkilled {len(leftover)} Kafka JVM(s) left behind under {RUN_ROOT}: {leftover}")
+    if leftover:
+        print(f"\nFAILED: {len(leftover)} Kafka JVM(s) outlived their tests under {RUN_ROOT}: {leftover}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
