@@ -1,0 +1,192 @@
+"""Probe settings: one typed `ProbeConfig`, built from a properties/JSON file, env vars and CLI flags.
+
+Client settings are librdkafka properties passed through untouched (SASL PLAIN/SCRAM, TLS, …):
+
+- a config file: `key=value` lines (Java properties style, `#` comments) or a JSON object;
+  keys starting with `probe.` set probe options (`probe.rate`, `probe.topic`, …), all others
+  are client settings;
+- env vars `KAFKA_CANARY_CLIENT_<KEY>` (key upper-cased, dots as underscores, e.g.
+  `KAFKA_CANARY_CLIENT_SASL_PASSWORD`) add or override client settings.
+
+Secrets are never printed: `redacted()` masks every setting whose name says password, secret,
+key material or JAAS config.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import uuid
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+from canary.errors import CanaryError
+
+ENV_PREFIX = "KAFKA_CANARY_CLIENT_"
+_SECRET = re.compile(r"password|secret|jaas|\.pem$|key\.pem|private|token|credential", re.IGNORECASE)
+# Keys a probe manages itself; a passthrough value for them would break the probe's guarantees.
+_MANAGED = {"bootstrap.servers", "acks", "group.id", "enable.auto.commit", "auto.offset.reset"}
+
+
+class ConfigError(CanaryError):
+    """Probe settings that cannot be used as given."""
+
+
+def is_secret(key: str) -> bool:
+    return bool(_SECRET.search(key))
+
+
+def redacted(settings: dict[str, str]) -> dict[str, str]:
+    """A copy safe to print or log: secret values replaced by '*****'."""
+    return {k: ("*****" if is_secret(k) else v) for k, v in settings.items()}
+
+
+def parse_duration(text: str | float | int | None) -> float | None:
+    """'60s', '5m', '1h', '250ms', '90' (seconds) -> seconds; None/'' -> None (run until stopped)."""
+    if text is None or text == "":
+        return None
+    if isinstance(text, int | float):
+        return float(text)
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", text)
+    if not match:
+        raise ConfigError(f"duration {text!r} is not like 60s, 5m, 1h or 250ms")
+    value, unit = float(match.group(1)), match.group(2) or "s"
+    return value * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    bootstrap_servers: str
+    topic: str = "__kafka_canary"
+    observations_topic: str | None = None      # None: canary.observations.OBSERVATIONS_TOPIC; "" disables
+    observations_file: str | None = None       # JSONL, one observation per line
+    rate: float = 10.0                         # messages per second per partition
+    message_size: int = 200                    # bytes of the JSON value, padded
+    duration: float | None = None              # seconds; None runs until stopped
+    rtt_sla: float = 30.0                      # seconds: acked but not received by then = lost
+    message_timeout: float = 10.0              # seconds librdkafka retries one message before a produce error
+    metadata_interval: float = 5.0             # seconds between leader/rack refreshes
+    reconcile_interval: float = 30.0           # seconds between topic reconciliations
+    connection_interval: float = 15.0          # seconds between broker connection checks
+    status_window: float = 60.0                # seconds summarised by /status
+    http_port: int | None = None               # None: no HTTP server; 0: any free port
+    http_host: str = "0.0.0.0"
+    reconcile: bool = True                     # False: use the topic as it is (no admin rights needed)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    producer_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    client: dict[str, str] = field(default_factory=dict)  # librdkafka passthrough
+
+    def __post_init__(self) -> None:
+        if not self.bootstrap_servers:
+            raise ConfigError("bootstrap servers are missing: pass --bootstrap-servers host:port[,host:port]")
+        if self.rate <= 0:
+            raise ConfigError(f"rate must be > 0 messages/s per partition, got {self.rate}")
+        if self.message_size < 0 or self.message_size > 900_000:
+            raise ConfigError(f"message size must be 0..900000 bytes, got {self.message_size}")
+        if self.rtt_sla <= 0 or self.message_timeout <= 0:
+            raise ConfigError("rtt SLA and message timeout must be positive seconds")
+        managed = sorted(set(self.client) & _MANAGED)
+        if managed:
+            raise ConfigError(f"client settings {managed} are managed by the probe; remove them from the config")
+
+    def with_overrides(self, **changes) -> ProbeConfig:
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def describe(self) -> dict:
+        """JSON-able, secrets redacted."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "client"}
+        return data | {"client": redacted(self.client)}
+
+
+_PROBE_KEYS = {f.name for f in fields(ProbeConfig)} - {"client", "bootstrap_servers"}
+
+
+def read_settings_file(path: str | Path) -> dict[str, str]:
+    """A properties file (`key=value`, `#`/`!` comments) or a JSON object -> flat dict of strings."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    if text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid JSON: {exc.msg} at line {exc.lineno}") from exc
+        return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in data.items()}
+    result = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            key, sep, value = line.partition(":")
+        if not sep or not key.strip():
+            raise ConfigError(f"{path}:{number}: not key=value")
+        result[key.strip()] = value.strip()
+    return result
+
+
+def client_settings_from_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    environ = os.environ if environ is None else environ
+    return {k[len(ENV_PREFIX):].lower().replace("_", "."): v for k, v in environ.items() if k.startswith(ENV_PREFIX)}
+
+
+def load(bootstrap_servers: str | None, config_file: str | Path | None = None,
+         environ: dict[str, str] | None = None, **overrides) -> ProbeConfig:
+    """File, then env, then explicit overrides (CLI flags; None means not given)."""
+    settings = read_settings_file(config_file) if config_file else {}
+    probe_opts: dict[str, object] = {}
+    client: dict[str, str] = {}
+    for key, value in settings.items():
+        if key.startswith("probe."):
+            name = key[len("probe."):].replace(".", "_").replace("-", "_")
+            if name not in _PROBE_KEYS:
+                raise ConfigError(f"unknown probe option {key!r}; known: {sorted('probe.' + k for k in _PROBE_KEYS)}")
+            probe_opts[name] = value
+        else:
+            client[key] = value
+    client |= client_settings_from_env(environ)
+    bootstrap = bootstrap_servers or client.pop("bootstrap.servers", None)
+    client.pop("bootstrap.servers", None)
+    typed = {f.name: f.type for f in fields(ProbeConfig)}
+    for name, value in list(probe_opts.items()):
+        probe_opts[name] = _coerce(name, typed[name], value)
+    probe_opts |= {k: v for k, v in overrides.items() if v is not None}
+    return ProbeConfig(bootstrap_servers=bootstrap or "", client=client, **probe_opts)
+
+
+def _coerce(name: str, type_name: str, value: object) -> object:
+    if not isinstance(value, str):
+        return value
+    try:
+        if name in ("duration", "rtt_sla", "message_timeout", "metadata_interval", "reconcile_interval",
+                    "connection_interval", "status_window"):
+            return parse_duration(value)
+        if "bool" in type_name:
+            return value.lower() in ("1", "true", "yes", "on")
+        if "int" in type_name:
+            return int(value)
+        if "float" in type_name:
+            return float(value)
+    except ValueError as exc:
+        raise ConfigError(f"probe.{name}={value!r} is not a valid {type_name}") from exc
+    return value
+
+
+def kafka_python_settings(client: dict[str, str]) -> dict[str, object]:
+    """The librdkafka security settings translated for kafka-python (used for partition reassignment)."""
+    mapping = {
+        "security.protocol": "security_protocol", "sasl.mechanism": "sasl_mechanism",
+        "sasl.mechanisms": "sasl_mechanism", "sasl.username": "sasl_plain_username",
+        "sasl.password": "sasl_plain_password", "ssl.ca.location": "ssl_cafile",
+        "ssl.certificate.location": "ssl_certfile", "ssl.key.location": "ssl_keyfile",
+        "ssl.key.password": "ssl_password",
+    }
+    result: dict[str, object] = {mapping[k]: v for k, v in client.items() if k in mapping}
+    if client.get("enable.ssl.certificate.verification", "true").lower() == "false":
+        result["ssl_check_hostname"] = False
+    return result

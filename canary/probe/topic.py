@@ -1,0 +1,407 @@
+"""Reconciling the canary topic to the rules of DESIGN.md §5 (Strimzi proposal).
+
+- one partition per live broker, each broker the preferred leader (first replica) of one;
+- RF = min(brokers, 3), `min.insync.replicas` = max(1, RF - 1), small segment and retention bytes;
+- followers spread over all brokers, interleaved by rack when racks are set;
+- scale up: a new broker takes over an orphaned partition if there is one, else gets a new one;
+- scale down: the partitions of gone brokers become orphans: kept (partitions cannot be
+  removed), their replicas moved onto live brokers, never produced to;
+- leaders off their preferred broker are put back by a preferred leader election.
+
+`plan()` is pure: (spec, observed state) -> the changes. A plan with nothing to do makes no
+admin call that changes anything (the Strimzi canary reassigned on every pass and its users saw
+1–2 s produce latency from it). Acceptable replica sets are kept as they are, so a reconcile
+never shuffles a healthy topic.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+from confluent_kafka import ElectionType, KafkaException
+from confluent_kafka import TopicPartition as CTopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
+
+from canary.errors import ClusterError
+from canary.lanes import real_rack
+
+SEGMENT_BYTES = 4 * 1024 * 1024
+RETENTION_BYTES = 16 * 1024 * 1024
+RETENTION_MS = 6 * 3600 * 1000
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    segment_bytes: int = SEGMENT_BYTES
+    retention_bytes: int = RETENTION_BYTES
+    retention_ms: int = RETENTION_MS
+
+    def configs(self, rf: int) -> dict[str, str]:
+        return {"min.insync.replicas": str(max(1, rf - 1)), "segment.bytes": str(self.segment_bytes),
+                "retention.bytes": str(self.retention_bytes), "retention.ms": str(self.retention_ms)}
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    replicas: tuple[int, ...]
+    leader: int            # -1 when offline
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TopicState:
+    """What the cluster looks like to the reconciler."""
+    brokers: dict[int, str | None]            # live broker id -> rack
+    exists: bool
+    partitions: dict[int, PartitionState] = field(default_factory=dict)
+    configs: dict[str, str] = field(default_factory=dict)
+    reassigning: frozenset[int] = frozenset()  # partitions with a reassignment in flight
+
+
+@dataclass(frozen=True)
+class ReconcilePlan:
+    replication_factor: int
+    create: list[list[int]] | None              # full assignment when the topic is missing
+    add_partitions: list[list[int]]             # new partitions' replicas, in partition order
+    reassign: dict[int, list[int]]
+    elect: list[int]                            # preferred leader elections
+    configs: dict[str, str]                     # topic configs to set
+    owners: dict[int, int]                      # broker -> the partition it leads (preferred)
+    orphans: list[int]                          # partitions no live broker owns: not produced to
+
+    @property
+    def changes_anything(self) -> bool:
+        return bool(self.create or self.add_partitions or self.reassign or self.elect or self.configs)
+
+
+@dataclass
+class ReconcileResult:
+    """JSON-able: what reconcile found and changed."""
+    topic: str
+    changed: bool
+    created: bool
+    partitions_added: list[int]
+    reassigned: dict[int, list[int]]
+    elected: list[int]
+    configs_set: dict[str, str]
+    owners: dict[int, int]
+    orphans: list[int]
+    replication_factor: int
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def produce_partitions(self) -> dict[int, int]:
+        """partition -> its preferred leader broker, for every partition the probe produces to."""
+        return {p: b for b, p in self.owners.items()}
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ----- the pure part -----
+
+def rack_interleaved(brokers: dict[int, str | None]) -> list[int]:
+    """Broker ids ordered so that neighbours sit in different racks: one broker of each rack in
+    turn (racks and brokers sorted), so a partition's replicas taken from consecutive positions
+    land in as many racks as possible. Without racks this is the sorted id list."""
+    by_rack: dict[str, list[int]] = {}
+    for broker in sorted(brokers):
+        by_rack.setdefault(real_rack(brokers[broker]) or "", []).append(broker)
+    queues = [by_rack[r] for r in sorted(by_rack)]
+    order: list[int] = []
+    while any(queues):
+        for queue in queues:
+            if queue:
+                order.append(queue.pop(0))
+    return order
+
+
+def _rack_count(brokers: dict[int, str | None], ids) -> int:
+    return len({real_rack(brokers[b]) or "" for b in ids})
+
+
+def _acceptable(replicas: tuple[int, ...], leader: int | None, rf: int, brokers: dict[int, str | None]) -> bool:
+    if len(replicas) != rf or len(set(replicas)) != rf or any(b not in brokers for b in replicas):
+        return False
+    if leader is not None and replicas[0] != leader:
+        return False
+    racks_wanted = min(rf, _rack_count(brokers, brokers))
+    return _rack_count(brokers, replicas) >= racks_wanted
+
+
+def _followers(leader: int, order: list[int], rf: int, brokers: dict[int, str | None]) -> list[int]:
+    """RF-1 followers after `leader` in the interleaved order, preferring racks not yet used. Taking
+    neighbours in the ring gives every broker the same number of replicas when partitions = brokers."""
+    start = order.index(leader)
+    ring = [order[(start + i) % len(order)] for i in range(1, len(order))]
+    chosen: list[int] = []
+    racks = {real_rack(brokers[leader]) or ""}
+    for candidate in ring:  # first pass: new racks only
+        if len(chosen) == rf - 1:
+            break
+        if (real_rack(brokers[candidate]) or "") not in racks:
+            chosen.append(candidate)
+            racks.add(real_rack(brokers[candidate]) or "")
+    for candidate in ring:
+        if len(chosen) == rf - 1:
+            break
+        if candidate not in chosen:
+            chosen.append(candidate)
+    return chosen
+
+
+def plan(spec: TopicSpec, state: TopicState) -> ReconcilePlan:
+    """The changes that bring the topic to the rules; nothing when it already follows them."""
+    if not state.brokers:
+        raise ClusterError("no live broker in the cluster metadata; is the cluster up?")
+    brokers = state.brokers
+    order = rack_interleaved(brokers)
+    rf = min(len(brokers), 3)
+    wanted_configs = spec.configs(rf)
+
+    if not state.exists:
+        load: dict[int, int] = {}
+        assignment = []
+        for broker in sorted(brokers):
+            replicas = [broker, *_followers(broker, order, rf, brokers)]
+            for b in replicas:
+                load[b] = load.get(b, 0) + 1
+            assignment.append(replicas)
+        owners = {b: p for p, b in enumerate(sorted(brokers))}
+        return ReconcilePlan(rf, assignment, [], {}, [], wanted_configs, owners, [])
+
+    parts = state.partitions
+    owners = {}
+    for p in sorted(parts):
+        replicas = parts[p].replicas
+        if replicas and replicas[0] in brokers and replicas[0] not in owners:
+            owners[replicas[0]] = p
+    free_brokers = [b for b in sorted(brokers) if b not in owners]
+    unowned = [p for p in sorted(parts) if p not in owners.values()]
+    for broker in free_brokers:
+        if unowned:  # scale up again: a new broker takes over an orphan
+            owners[broker] = unowned.pop(0)
+    new_owners = [b for b in free_brokers if b not in owners]
+    orphans = unowned
+
+    load = {b: 0 for b in brokers}
+    for p in parts.values():
+        for b in p.replicas:
+            if b in load:
+                load[b] += 1
+
+    reassign: dict[int, list[int]] = {}
+    leader_of = {p: b for b, p in owners.items()}
+    for p in sorted(parts):
+        if p in state.reassigning:
+            continue  # converge on the next pass, once the reassignment in flight is done
+        current = parts[p].replicas
+        want_leader = leader_of.get(p)
+        if _acceptable(current, want_leader, rf, brokers):
+            continue
+        if want_leader is not None:
+            target = [want_leader, *_followers(want_leader, order, rf, brokers)]
+        else:  # orphan: keep its live replicas, fill up with the least loaded brokers
+            target = [b for b in current if b in brokers][:rf]
+            for b in sorted(brokers, key=lambda x: (load[x], order.index(x))):
+                if len(target) == rf:
+                    break
+                if b not in target:
+                    target.append(b)
+        for b in current:
+            if b in load:
+                load[b] -= 1
+        for b in target:
+            load[b] += 1
+        reassign[p] = target
+
+    add: list[list[int]] = []
+    next_partition = max(parts, default=-1) + 1
+    for broker in new_owners:
+        replicas = [broker, *_followers(broker, order, rf, brokers)]
+        for b in replicas:
+            load[b] += 1
+        owners[broker] = next_partition
+        next_partition += 1
+        add.append(replicas)
+
+    elect = []
+    for broker, p in owners.items():
+        if p in parts and p not in reassign and p not in state.reassigning:
+            current = parts[p]
+            if current.leader != broker and broker in current.isr:
+                elect.append(p)
+
+    configs = {k: v for k, v in wanted_configs.items() if state.configs.get(k) != v}
+    return ReconcilePlan(rf, None, add, reassign, sorted(elect), configs, dict(sorted(owners.items())), orphans)
+
+
+# ----- the cluster side -----
+
+class TopicAdmin:
+    """The admin calls reconcile needs, each with a timeout and named failures. Mutating calls are
+    the `create_topic`, `add_partitions`, `reassign`, `elect`, `set_configs` methods (tests count them)."""
+
+    def __init__(self, bootstrap_servers: str, client: dict[str, str] | None = None, timeout: float = 30.0):
+        self.bootstrap_servers = bootstrap_servers
+        self.client = dict(client or {})
+        self.timeout = timeout
+        from canary.cluster.health import QUIET_LOGGER
+        self.admin = AdminClient({"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": 10000,
+                                  "logger": QUIET_LOGGER, **self.client})
+
+    def observe(self, topic: str) -> TopicState:
+        try:
+            cluster = self.admin.describe_cluster(request_timeout=self.timeout).result(timeout=self.timeout)
+            brokers = {node.id: node.rack for node in cluster.nodes}
+            # All topics: a metadata request naming the topic could auto-create it on the broker.
+            metadata = self.admin.list_topics(timeout=self.timeout)
+        except KafkaException as exc:
+            raise ClusterError(f"cannot read cluster metadata from {self.bootstrap_servers}: {exc.args[0]}") from exc
+        meta = metadata.topics.get(topic)
+        if meta is None or (meta.error is not None and meta.error.name() == "UNKNOWN_TOPIC_OR_PART"):
+            return TopicState(brokers=brokers, exists=False)
+        if meta.error is not None:
+            raise ClusterError(f"topic {topic}: {meta.error.str()}")
+        parts = {p.id: PartitionState(tuple(p.replicas), p.leader, tuple(p.isrs)) for p in meta.partitions.values()}
+        return TopicState(brokers=brokers, exists=True, partitions=parts, configs=self._configs(topic),
+                          reassigning=frozenset(self.reassignments(topic)))
+
+    def _configs(self, topic: str) -> dict[str, str]:
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        for res, future in self.admin.describe_configs([resource], request_timeout=self.timeout).items():
+            try:
+                entries = future.result(timeout=self.timeout)
+            except KafkaException as exc:
+                raise ClusterError(f"describing configs of {res.name} failed: {exc.args[0].str()}") from exc
+            # Effective values, defaults included: a default that already equals the rule is no change.
+            return {name: entry.value for name, entry in entries.items()}
+        return {}
+
+    def _kafka_python(self):
+        from kafka.admin import KafkaAdminClient
+
+        from canary.probe.config import kafka_python_settings
+        return KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, client_id="kafka-canary-probe",
+                                request_timeout_ms=int(self.timeout * 1000), **kafka_python_settings(self.client))
+
+    def reassignments(self, topic: str) -> set[int]:
+        from kafka.errors import KafkaError
+        try:
+            admin = self._kafka_python()
+            try:
+                ongoing = admin.list_partition_reassignments(timeout_ms=int(self.timeout * 1000))
+            finally:
+                admin.close()
+        except KafkaError as exc:
+            raise ClusterError(f"listing partition reassignments failed: {exc}") from exc
+        return {tp.partition for tp in ongoing if tp.topic == topic}
+
+    # mutating calls
+
+    def create_topic(self, topic: str, assignment: list[list[int]], configs: dict[str, str]) -> bool:
+        """False when the topic already existed (a harmless repeat)."""
+        new = NewTopic(topic, num_partitions=len(assignment), replica_assignment=assignment, config=configs)
+        for name, future in self.admin.create_topics([new], operation_timeout=self.timeout,
+                                                     request_timeout=self.timeout).items():
+            try:
+                future.result(timeout=self.timeout)
+            except KafkaException as exc:
+                if exc.args[0].name() == "TOPIC_ALREADY_EXISTS":
+                    return False
+                raise ClusterError(f"creating topic {name} failed: {exc.args[0].str()}") from exc
+        return True
+
+    def add_partitions(self, topic: str, total: int, new_assignment: list[list[int]]) -> None:
+        request = NewPartitions(topic, total, replica_assignment=new_assignment)
+        for name, future in self.admin.create_partitions([request], operation_timeout=self.timeout,
+                                                         request_timeout=self.timeout).items():
+            try:
+                future.result(timeout=self.timeout)
+            except KafkaException as exc:
+                raise ClusterError(f"adding partitions to {name} failed: {exc.args[0].str()}") from exc
+
+    def reassign(self, topic: str, targets: dict[int, list[int]]) -> None:
+        from kafka import TopicPartition
+        from kafka.errors import KafkaError
+        try:
+            admin = self._kafka_python()
+            try:
+                errors = admin.alter_partition_reassignments(
+                    {TopicPartition(topic, p): replicas for p, replicas in targets.items()},
+                    timeout_ms=int(self.timeout * 1000))
+            finally:
+                admin.close()
+        except KafkaError as exc:
+            raise ClusterError(f"reassigning partitions of {topic} failed: {exc}") from exc
+        failed = {tp.partition: err.__name__ for tp, err in errors.items() if err is not None}
+        if failed:
+            raise ClusterError(f"reassigning partitions of {topic} failed: {failed}")
+
+    def elect(self, topic: str, partitions: list[int]) -> list[str]:
+        """Preferred leader elections; returns the per-partition failures (named), an
+        ELECTION_NOT_NEEDED being no failure."""
+        future = self.admin.elect_leaders(ElectionType.PREFERRED, [CTopicPartition(topic, p) for p in partitions],
+                                          request_timeout=self.timeout, operation_timeout=self.timeout)
+        try:
+            results = future.result(timeout=self.timeout)
+        except KafkaException as exc:
+            raise ClusterError(f"preferred leader election on {topic} failed: {exc.args[0].str()}") from exc
+        return [f"{tp.topic}-{tp.partition}: {err.str()}" for tp, err in results.items()
+                if err is not None and err.name() != "ELECTION_NOT_NEEDED"]
+
+    def set_configs(self, topic: str, configs: dict[str, str]) -> None:
+        resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in sorted(configs.items())])
+        for res, future in self.admin.incremental_alter_configs([resource], request_timeout=self.timeout).items():
+            try:
+                future.result(timeout=self.timeout)
+            except KafkaException as exc:
+                raise ClusterError(f"setting configs of {res.name} failed: {exc.args[0].str()}") from exc
+
+
+def reconcile(admin: TopicAdmin, spec: TopicSpec, wait: float = 30.0) -> ReconcileResult:
+    """Observes the topic, applies the plan, returns what changed. With `wait` > 0, waits (up to
+    `wait` seconds) for reassignments to finish and then elects their preferred leaders, so one
+    call converges; otherwise the next call finishes the job."""
+    state = admin.observe(spec.name)
+    todo = plan(spec, state)
+    result = ReconcileResult(topic=spec.name, changed=todo.changes_anything, created=False, partitions_added=[],
+                             reassigned=todo.reassign, elected=[], configs_set={}, owners=todo.owners,
+                             orphans=todo.orphans, replication_factor=todo.replication_factor)
+    if todo.create is not None:
+        result.created = admin.create_topic(spec.name, todo.create, todo.configs)
+        return result
+    if todo.configs:
+        admin.set_configs(spec.name, todo.configs)
+        result.configs_set = todo.configs
+    if todo.add_partitions:
+        total = len(state.partitions) + len(todo.add_partitions)
+        admin.add_partitions(spec.name, total, todo.add_partitions)
+        result.partitions_added = list(range(len(state.partitions), total))
+    if todo.reassign:
+        admin.reassign(spec.name, todo.reassign)
+    elect = list(todo.elect)
+    if todo.reassign and wait > 0:
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and admin.reassignments(spec.name) & set(todo.reassign):
+            time.sleep(0.5)
+        after = admin.observe(spec.name)
+        for broker, p in todo.owners.items():
+            part = after.partitions.get(p)
+            if part and p in todo.reassign and part.leader != broker and broker in part.isr:
+                elect.append(p)
+    if elect:
+        result.errors = admin.elect(spec.name, sorted(set(elect)))
+        result.elected = sorted(set(elect))
+    return result

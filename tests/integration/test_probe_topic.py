@@ -1,0 +1,69 @@
+"""Reconciling the canary topic on real brokers: create, no-op, scale up, scale down."""
+
+from __future__ import annotations
+
+import pytest
+
+from canary.probe.topic import TopicAdmin, TopicSpec, reconcile
+
+pytestmark = pytest.mark.integration
+
+MUTATING = ("create_topic", "add_partitions", "reassign", "elect", "set_configs")
+
+
+class CountingAdmin(TopicAdmin):
+    """The real admin, counting every call that could change the cluster."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.calls: list[str] = []
+        for name in MUTATING:
+            real = getattr(self, name)
+
+            def counted(*a, _name=name, _real=real, **kw):
+                self.calls.append(_name)
+                return _real(*a, **kw)
+            setattr(self, name, counted)
+
+
+def test_reconcile_create_noop_scale_up_and_down(cluster_factory):
+    cluster = cluster_factory(brokers=3, racks=["a", "b", "c"])
+    spec = TopicSpec("probe-topic-test")
+    admin = CountingAdmin(cluster.bootstrap_servers)
+
+    first = reconcile(admin, spec)
+    assert first.created and admin.calls == ["create_topic"]
+    state = admin.observe(spec.name)
+    assert sorted(state.partitions) == [0, 1, 2]
+    assert {p: s.replicas[0] for p, s in state.partitions.items()} == {0: 1, 1: 2, 2: 3}
+    assert {p: s.leader for p, s in state.partitions.items()} == {0: 1, 1: 2, 2: 3}
+    assert all(len(set(s.replicas)) == 3 for s in state.partitions.values())
+    assert state.configs["min.insync.replicas"] == "2"
+    assert int(state.configs["segment.bytes"]) == spec.segment_bytes
+    assert int(state.configs["retention.bytes"]) == spec.retention_bytes
+
+    admin.calls.clear()
+    again = reconcile(admin, spec)
+    assert admin.calls == [] and not again.changed
+    assert again.produce_partitions == {0: 1, 1: 2, 2: 3}
+
+    new_broker = cluster.add_broker(rack="a")
+    grown = reconcile(admin, spec)
+    assert admin.calls == ["add_partitions"] and grown.partitions_added == [3]
+    state = admin.observe(spec.name)
+    assert state.partitions[3].replicas[0] == new_broker and state.partitions[3].leader == new_broker
+    assert len({cluster.state.node(b).rack for b in state.partitions[3].replicas}) == 3
+    assert grown.produce_partitions[3] == new_broker
+    admin.calls.clear()
+    assert not reconcile(admin, spec).changed and admin.calls == []
+
+    cluster.remove_broker(new_broker, force=True)
+    shrunk = reconcile(admin, spec)
+    assert shrunk.orphans == [3] and 3 not in shrunk.produce_partitions
+    assert 3 in shrunk.reassigned and new_broker not in shrunk.reassigned[3]
+    state = admin.observe(spec.name)
+    assert len(state.partitions) == 4  # partitions cannot be removed: the orphan stays
+    assert new_broker not in state.partitions[3].replicas and len(state.partitions[3].replicas) == 3
+    admin.calls.clear()
+    settled = reconcile(admin, spec)
+    assert not settled.changed and admin.calls == [] and settled.orphans == [3]

@@ -1,0 +1,100 @@
+from canary.probe.topic import PartitionState, TopicSpec, TopicState, plan, rack_interleaved
+
+SPEC = TopicSpec("canary")
+
+
+def _state_from(assignment, brokers, leaders=None, configs=None):
+    rf = min(len(brokers), 3)
+    parts = {p: PartitionState(tuple(r), (leaders or {}).get(p, r[0]), tuple(r)) for p, r in enumerate(assignment)}
+    return TopicState(brokers=brokers, exists=True, partitions=parts,
+                      configs=configs if configs is not None else SPEC.configs(rf))
+
+
+def test_new_topic_one_partition_per_broker_led_by_it_rf3_min_isr2():
+    todo = plan(SPEC, TopicState(brokers={1: None, 2: None, 3: None, 4: None, 5: None}, exists=False))
+    assert [r[0] for r in todo.create] == [1, 2, 3, 4, 5]
+    assert all(len(set(r)) == 3 for r in todo.create)
+    assert todo.configs["min.insync.replicas"] == "2"
+    # spread: every broker hosts replicas, none hosts all partitions
+    counts = {b: sum(b in r for r in todo.create) for b in range(1, 6)}
+    assert set(counts.values()) == {3}
+
+
+def test_small_clusters_rf_and_min_isr():
+    one = plan(SPEC, TopicState(brokers={1: None}, exists=False))
+    assert one.create == [[1]] and one.configs["min.insync.replicas"] == "1"
+    two = plan(SPEC, TopicState(brokers={1: None, 2: None}, exists=False))
+    assert two.create == [[1, 2], [2, 1]] and two.configs["min.insync.replicas"] == "1"
+
+
+def test_racks_interleaved():
+    brokers = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+    assert rack_interleaved(brokers) == [1, 3, 5, 2, 4, 6]
+    todo = plan(SPEC, TopicState(brokers=brokers, exists=False))
+    for replicas in todo.create:
+        assert len({brokers[b] for b in replicas}) == 3
+
+
+def test_canary_marker_is_not_a_rack_of_its_own():
+    brokers = {1: "a:canary-broker", 2: "a", 3: "b", 4: "b"}
+    todo = plan(SPEC, TopicState(brokers=brokers, exists=False))
+    for replicas in todo.create:
+        assert {brokers[b].split(":")[0] for b in replicas} == {"a", "b"}
+
+
+def test_nothing_to_change_plans_nothing():
+    brokers = {1: None, 2: None, 3: None}
+    created = plan(SPEC, TopicState(brokers=brokers, exists=False)).create
+    todo = plan(SPEC, _state_from(created, brokers))
+    assert not todo.changes_anything
+    assert todo.owners == {1: 0, 2: 1, 3: 2} and todo.orphans == []
+
+
+def test_scale_up_adds_partition_led_by_new_broker_without_touching_others():
+    brokers = {1: None, 2: None, 3: None}
+    created = plan(SPEC, TopicState(brokers=brokers, exists=False)).create
+    todo = plan(SPEC, _state_from(created, brokers | {4: None}))
+    assert todo.add_partitions and todo.add_partitions[0][0] == 4 and len(todo.add_partitions) == 1
+    assert todo.reassign == {} and todo.elect == []
+    assert todo.owners[4] == 3
+
+
+def test_scale_down_leaves_orphan_moved_onto_live_brokers_then_scale_up_takes_it_over():
+    brokers4 = {1: None, 2: None, 3: None, 4: None}
+    created = plan(SPEC, TopicState(brokers=brokers4, exists=False)).create
+    brokers3 = {1: None, 2: None, 3: None}
+    todo = plan(SPEC, _state_from(created, brokers3, leaders={3: 1}))
+    assert todo.orphans == [3]
+    assert 3 not in todo.owners.values()
+    moved = {p: r for p, r in todo.reassign.items()}
+    assert all(4 not in r and len(r) == 3 for r in moved.values())
+    assert 3 in moved  # the orphan's replica on the gone broker is replaced
+    # the gone broker comes back as broker 5: it takes the orphan over
+    after = [moved.get(p, r) for p, r in enumerate(created)]
+    again = plan(SPEC, _state_from(after, brokers3 | {5: None}, leaders={3: 1}))
+    assert again.owners[5] == 3 and again.add_partitions == []
+    assert again.reassign[3][0] == 5
+
+
+def test_leader_drift_is_put_back_by_preferred_election_only():
+    brokers = {1: None, 2: None, 3: None}
+    created = plan(SPEC, TopicState(brokers=brokers, exists=False)).create
+    todo = plan(SPEC, _state_from(created, brokers, leaders={0: 2, 2: 1}))
+    assert todo.elect == [0, 2] and todo.reassign == {} and todo.add_partitions == []
+
+
+def test_config_drift_sets_only_the_drifted_key():
+    brokers = {1: None, 2: None, 3: None}
+    created = plan(SPEC, TopicState(brokers=brokers, exists=False)).create
+    configs = SPEC.configs(3) | {"min.insync.replicas": "1"}
+    todo = plan(SPEC, _state_from(created, brokers, configs=configs))
+    assert todo.configs == {"min.insync.replicas": "2"}
+
+
+def test_partition_in_reassignment_is_left_alone():
+    brokers = {1: None, 2: None, 3: None}
+    state = TopicState(brokers=brokers, exists=True,
+                       partitions={0: PartitionState((1, 2), 1, (1, 2)), 1: PartitionState((2, 3, 1), 2, (2, 3, 1)),
+                                   2: PartitionState((3, 1, 2), 3, (3, 1, 2))},
+                       configs=SPEC.configs(3), reassigning=frozenset({0}))
+    assert not plan(SPEC, state).changes_anything
