@@ -1,0 +1,394 @@
+"""The judge: canary vs baseline, metric by metric, from the Spark job's aggregates (DESIGN.md §6).
+
+Input: `Aggregates` — counts per lane × time bucket × metric × histogram bin (see
+spark_jobs/canary_analysis.py for how they are made). Output: the verdict as a JSON-able dict
+(schema in canary/judge/README.md, version `VERDICT_SCHEMA_VERSION`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from canary.judge import histogram as H
+from canary.judge.config import JudgeConfig, MetricSpec
+from canary.judge.stats import bernoulli_cs, conditional_log_e, dkw_radius, one_sample_log_e
+from canary.observations import LANES
+
+VERDICT_SCHEMA = "kafka-canary/verdict"
+VERDICT_SCHEMA_VERSION = 1
+PROMOTE, ROLLBACK, INCONCLUSIVE = "PROMOTE", "ROLLBACK", "INCONCLUSIVE"
+PASS, FAIL, NO_DATA, INSUFFICIENT = "PASS", "FAIL", "NO_DATA", "INSUFFICIENT_DATA"
+OUTCOME_PREFIX, BAD_PREFIX, BAD_LANE = "outcome.", "bad.", "_bad"
+
+
+@dataclass
+class Aggregates:
+    """cells[(lane, metric)][bucket_start_ms][bin] = count. Metrics: `outcome.<outcome>` (bin 0),
+    `partition` (bin = partition number), and the histogram sources of canary.judge.config.SOURCES.
+    bad[reason] = observations excluded for that reason."""
+
+    bucket_ms: int
+    cells: dict = field(default_factory=lambda: defaultdict(lambda: defaultdict(dict)))
+    bad: dict = field(default_factory=dict)
+    run_ids: list = field(default_factory=list)
+
+    @classmethod
+    def from_rows(cls, rows: Iterable, bucket_ms: int, run_ids: Iterable[str] = ()) -> Aggregates:
+        """rows: (lane, bucket_start_ms, metric, bin, count) tuples or dicts with those keys."""
+        agg = cls(bucket_ms=int(bucket_ms), run_ids=sorted(set(run_ids)))
+        for row in rows:
+            if isinstance(row, dict):
+                row = (row["lane"], row["bucket_start_ms"], row["metric"], row["bin"], row["count"])
+            lane, bucket, metric, b, count = row
+            if lane == BAD_LANE:
+                reason = metric.removeprefix(BAD_PREFIX)
+                agg.bad[reason] = agg.bad.get(reason, 0) + int(count)
+                continue
+            cell = agg.cells[(lane, metric)][int(bucket)]
+            cell[int(b)] = cell.get(int(b), 0) + int(count)
+        return agg
+
+    @classmethod
+    def from_observations(cls, observations: Iterable, bucket_ms: int) -> Aggregates:
+        """Reference aggregation of Observation objects in plain Python (the Spark job does the same at
+        scale): for tests, simulations and small interim checks without Spark."""
+        counts: dict[tuple, int] = defaultdict(int)
+        run_ids = set()
+        for o in observations:
+            bucket = o.send_ts // bucket_ms * bucket_ms
+            run_ids.add(o.run_id)
+            if o.receive_ts is not None and o.receive_ts < o.send_ts or o.ack_ts is not None and o.ack_ts < o.send_ts:
+                counts[(BAD_LANE, bucket, BAD_PREFIX + "clock_skew", 0)] += 1
+                continue
+            counts[(o.lane, bucket, OUTCOME_PREFIX + o.outcome, 0)] += 1
+            counts[(o.lane, bucket, "partition", o.partition)] += 1
+            for metric, value in (("e2e_latency_ms", o.e2e_latency_ms), ("produce_latency_ms", o.produce_latency_ms),
+                                  ("processing_ms", o.processing_ms), ("lag", o.lag)):
+                if value is not None:
+                    counts[(o.lane, bucket, metric, H.bin_of(value))] += 1
+        return cls.from_rows([(*k, c) for k, c in counts.items()], bucket_ms, run_ids)
+
+    def buckets(self) -> list[int]:
+        return sorted({b for (lane, _), by in self.cells.items() if lane in LANES for b in by})
+
+    def hist(self, lane: str, metric: str, bucket: int) -> dict[int, int]:
+        by = self.cells.get((lane, metric))
+        return by.get(bucket, {}) if by else {}
+
+    def outcomes(self, lane: str, bucket: int) -> dict[str, int]:
+        return {metric.removeprefix(OUTCOME_PREFIX): by.get(bucket, {}).get(0, 0)
+                for (ln, metric), by in self.cells.items() if ln == lane and metric.startswith(OUTCOME_PREFIX)}
+
+
+def _fmt(x: float | None, pct: bool = False) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return f"{100 * x:.3g} %" if pct else f"{x:.4g}"
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+class _Run:
+    """Per-run quantities every metric needs: buckets in and after the warm-up, trials, partitions."""
+
+    def __init__(self, agg: Aggregates, config: JudgeConfig):
+        self.agg, self.config = agg, config
+        self.all_buckets = agg.buckets()
+        start = self.all_buckets[0] if self.all_buckets else 0
+        self.warmup_end = start + int(config.warmup_s * 1000)
+        self.warmup = [b for b in self.all_buckets if b < self.warmup_end]
+        self.buckets = [b for b in self.all_buckets if b >= self.warmup_end]
+        self.outcomes = {lane: [agg.outcomes(lane, b) for b in self.buckets] for lane in LANES}
+        self.trials = {lane: np.array([sum(o.values()) for o in self.outcomes[lane]], dtype=float) for lane in LANES}
+        self.partitions = {lane: np.array([len(agg.hist(lane, "partition", b)) for b in self.buckets], dtype=float)
+                           for lane in LANES}
+
+    def events(self, lane: str, names: Iterable[str]) -> np.ndarray:
+        names = tuple(names)
+        return np.array([sum(o.get(n, 0) for n in names) for o in self.outcomes[lane]], dtype=float)
+
+
+def judge(agg: Aggregates, config: JudgeConfig | None = None, final: bool = True) -> dict:
+    """The verdict for one run. final=False is an interim look: only a critical metric's regression
+    decides (ROLLBACK, fail fast); otherwise the verdict is INCONCLUSIVE and the rollout continues."""
+    config = (config or JudgeConfig()).validate()
+    run = _Run(agg, config)
+    # Bonferroni: alpha is split equally over the metrics that have data at all (whether a run carries
+    # client fields is fixed by its kind, not by the comparison); a metric with an SLO guard gives a quarter
+    # of its share to the guard, an eighth per lane.
+    metrics = [m for m in config.active if _has_data(run, m)]
+    share = config.alpha / max(1, len(metrics))
+    n_tests = sum(1 + (2 if m.slo is not None else 0) for m in metrics)
+    results = [_judge_metric(run, m, share) if _has_data(run, m) else _no_data(m, share) for m in config.active]
+
+    empty = [lane for lane in LANES if run.trials[lane].sum() == 0]
+    failed = [r for r in results if r["decision"] == FAIL]
+    critical_failed = [r for r in failed if r["critical"]]
+    missing = [r for r in results if r["decision"] in (NO_DATA, INSUFFICIENT) and r["must_have_data"]]
+    decided = [r for r in results if r["decision"] in (PASS, FAIL)]
+    weight = sum(r["weight"] for r in decided)
+    score = round(100 * sum(r["weight"] for r in decided if r["decision"] == PASS) / weight, 1) if weight else 0.0
+
+    if critical_failed:
+        verdict, reason = ROLLBACK, "critical regression: " + "; ".join(f"{r['name']}: {r['reason']}"
+                                                                        for r in critical_failed)
+    elif final and failed:
+        verdict, reason = ROLLBACK, "regression: " + "; ".join(f"{r['name']}: {r['reason']}" for r in failed)
+    elif not run.all_buckets:
+        verdict, reason = INCONCLUSIVE, "no valid observations in the window"
+    elif empty:
+        verdict, reason = INCONCLUSIVE, f"no observations after the warm-up in lane(s) {', '.join(empty)}"
+    elif len(run.buckets) < config.min_buckets:
+        verdict, reason = INCONCLUSIVE, (f"only {len(run.buckets)} time bucket(s) after the warm-up, "
+                                         f"{config.min_buckets} needed")
+    elif missing:
+        verdict, reason = INCONCLUSIVE, "not enough data: " + "; ".join(f"{r['name']}: {r['reason']}"
+                                                                        for r in missing)
+    elif not final:
+        verdict, reason = INCONCLUSIVE, ("interim look: no critical regression, continue" +
+                                         (f" (non-critical regressions so far: {', '.join(r['name'] for r in failed)})"
+                                          if failed else ""))
+    else:
+        verdict = PROMOTE
+        reason = f"no regression beyond the floors in {len(decided)} metric(s) at alpha {config.alpha}"
+
+    bucket_ms = agg.bucket_ms
+    return {
+        "schema": VERDICT_SCHEMA,
+        "schema_version": VERDICT_SCHEMA_VERSION,
+        "verdict": verdict,
+        "reason": reason,
+        "score": score,
+        "final": final,
+        "run_ids": list(agg.run_ids),
+        "window": {
+            "start_ms": run.all_buckets[0] if run.all_buckets else None,
+            "end_ms": run.all_buckets[-1] + bucket_ms if run.all_buckets else None,
+            "warmup_end_ms": run.warmup_end if run.all_buckets else None,
+            "bucket_ms": bucket_ms,
+            "buckets_analysed": len(run.buckets),
+            "buckets_warmup": len(run.warmup),
+        },
+        "lanes": {lane: {"observations": int(run.trials[lane].sum()),
+                         "partitions": int(run.partitions[lane].max()) if run.buckets else 0} for lane in LANES},
+        "data_quality": {"excluded": dict(sorted(agg.bad.items())), "excluded_total": int(sum(agg.bad.values())),
+                         "empty_lanes": empty},
+        "alpha": {"total": config.alpha, "tests": n_tests, "per_metric": share},
+        "metrics": results,
+        "config": config.to_dict(),
+    }
+
+
+def _base(m: MetricSpec, alpha: float) -> dict:
+    return {"name": m.name, "kind": m.kind, "direction": m.direction, "critical": m.critical,
+            "must_have_data": m.must_have_data, "weight": m.weight, "decision": NO_DATA, "reason": "",
+            "canary": {}, "baseline": {}, "effect": {},
+            "test": {"e_value": None, "threshold": 1 / alpha, "alpha": alpha}, "slo": None}
+
+
+def _sufficiency(r: dict, n_c: float, n_b: float, m: MetricSpec, unit: str) -> bool:
+    if n_c == 0 and n_b == 0:
+        r["decision"], r["reason"] = NO_DATA, f"no {unit} in either lane after the warm-up"
+        return False
+    if min(n_c, n_b) < m.min_samples:
+        r["decision"] = INSUFFICIENT
+        r["reason"] = f"{int(min(n_c, n_b))} {unit} in the smaller lane, {m.min_samples} needed"
+        return False
+    return True
+
+
+def _conclude(r: dict, log_e: np.ndarray, alpha: float, material: bool, effect_text: str, floor_text: str) -> None:
+    e_max = float(np.exp(min(log_e.max(), 700))) if log_e.size else 1.0
+    r["test"]["e_value"] = e_max
+    significant = log_e.size > 0 and log_e.max() >= math.log(1 / alpha)
+    if significant and material:
+        r["decision"] = FAIL
+        r["reason"] = f"{effect_text}; beyond {floor_text} (e-value {e_max:.3g} >= {1 / alpha:.3g})"
+    elif significant:
+        r["decision"], r["reason"] = PASS, f"{effect_text}; significant but within {floor_text}"
+    else:
+        r["decision"], r["reason"] = PASS, f"{effect_text}; no regression beyond {floor_text} (e-value {e_max:.3g})"
+
+
+def _slo(r: dict, series: dict[str, tuple[np.ndarray, np.ndarray]], p0: float, alpha: float, text: str) -> None:
+    """series[lane] = (events, trials) per bucket; H0 per lane: share of events <= p0."""
+    lanes = {}
+    breached = []
+    for lane, (x, n) in series.items():
+        log_e = one_sample_log_e(x, n, p0) if n.sum() > 0 else np.zeros(1)
+        e = float(np.exp(min(log_e.max(), 700)))
+        lanes[lane] = {"e_value": e, "breached": bool(log_e.max() >= math.log(1 / alpha))}
+        if lanes[lane]["breached"]:
+            breached.append(lane)
+    r["slo"] = {"guard": text, "threshold": 1 / alpha, "lanes": lanes}
+    if breached:
+        r["decision"] = FAIL
+        r["reason"] = f"SLO breached in {', '.join(breached)} ({text}); " + r["reason"]
+
+
+def _has_data(run: _Run, m: MetricSpec) -> bool:
+    if m.kind != "quantile":
+        return bool(run.trials["canary"].sum() + run.trials["baseline"].sum())
+    return any(run.agg.hist(lane, m.source, b) for lane in ("canary", "baseline") for b in run.buckets)
+
+
+def _no_data(m: MetricSpec, alpha: float) -> dict:
+    r = _base(m, alpha)
+    r["reason"] = "no data in either lane after the warm-up"
+    return r
+
+
+def _judge_metric(run: _Run, m: MetricSpec, share: float) -> dict:
+    alpha = share * 0.75 if m.slo is not None else share
+    r = _base(m, alpha)
+    if m.kind == "rate":
+        _rate(run, m, alpha, r)
+    elif m.kind == "throughput":
+        _throughput(run, m, alpha, r)
+    else:
+        _quantile(run, m, alpha, r)
+    return r
+
+
+def _rate(run: _Run, m: MetricSpec, alpha: float, r: dict) -> None:
+    x = {lane: run.events(lane, m.events) for lane in LANES}
+    n = run.trials
+    xc, xb, nc, nb = x["canary"].sum(), x["baseline"].sum(), n["canary"].sum(), n["baseline"].sum()
+    comp = m.display_complement
+    for lane, xs, ns in (("canary", xc, nc), ("baseline", xb, nb)):
+        rate = xs / ns if ns else None
+        lo, hi = bernoulli_cs(xs, ns, alpha / 2)
+        r[lane] = {"events": int(xs), "trials": int(ns), "rate": rate,
+                   "value": (1 - rate if comp else rate) if rate is not None else None,
+                   "interval": [1 - hi, 1 - lo] if comp else [lo, hi]}
+    if not _sufficiency(r, nc, nb, m, "observations"):
+        return
+    rc, rb = xc / nc, xb / nb
+    (lc, hc), (lb, hb) = (bernoulli_cs(xc, nc, alpha / 2), bernoulli_cs(xb, nb, alpha / 2))
+    sign = -1 if comp else 1
+    diff_iv = sorted([sign * (lc - hb), sign * (hc - lb)])
+    r["effect"] = {"absolute": sign * (rc - rb), "absolute_interval": diff_iv,
+                   "relative": (rc / rb - 1) if rb > 0 else None,
+                   "relative_interval": [_finite(lc / hb - 1) if hb > 0 else None,
+                                         _finite(hc / lb - 1) if lb > 0 else None]}
+    log_e = conditional_log_e(x["canary"], x["baseline"], n["canary"], n["baseline"], psi0=1 + m.rel_floor)
+    material = rc - rb >= m.abs_floor and (rb == 0 or rc > rb * (1 + m.rel_floor))
+    label = "failure share" if comp else "rate"
+    _conclude(r, log_e, alpha, material,
+              f"canary {label} {_fmt(rc, True)} vs baseline {_fmt(rb, True)}",
+              f"+{_fmt(m.rel_floor, True)} relative and +{_fmt(m.abs_floor * 100)} points")
+    if m.slo is not None:
+        _slo(r, {lane: (x[lane], n[lane]) for lane in LANES}, m.slo, alpha / 6, f"{label} <= {_fmt(m.slo, True)}")
+
+
+def _throughput(run: _Run, m: MetricSpec, alpha: float, r: dict) -> None:
+    bucket_s = run.agg.bucket_ms / 1000
+    x = {lane: run.trials[lane] - run.events(lane, ["produce_error"]) for lane in LANES}
+    exposure = {lane: run.partitions[lane] * bucket_s for lane in LANES}
+    for lane in LANES:
+        e = exposure[lane].sum()
+        r[lane] = {"acknowledged": int(x[lane].sum()), "partition_seconds": float(e),
+                   "value": float(x[lane].sum() / e) if e else None, "unit": "messages/s per partition"}
+    xc, xb = x["canary"].sum(), x["baseline"].sum()
+    if not _sufficiency(r, xc, xb, m, "acknowledged messages"):
+        return
+    ec, eb = exposure["canary"].sum(), exposure["baseline"].sum()
+    vc, vb = xc / ec, xb / eb
+    lo, hi = bernoulli_cs(xc, xc + xb, alpha)
+    ratio = [(p / (1 - p)) * eb / ec if p < 1 else math.inf for p in (lo, hi)]
+    r["effect"] = {"absolute": vc - vb, "relative": vc / vb - 1,
+                   "relative_interval": [_finite(ratio[0] - 1), _finite(ratio[1] - 1)]}
+    log_e = conditional_log_e(x["canary"], x["baseline"], exposure["canary"], exposure["baseline"],
+                              psi0=1 - m.rel_floor, exact=False, decrease=True)
+    material = vb - vc >= m.abs_floor and vc < vb * (1 - m.rel_floor)
+    _conclude(r, log_e, alpha, material, f"canary {_fmt(vc)} vs baseline {_fmt(vb)} messages/s per partition",
+              f"-{_fmt(m.rel_floor, True)} relative and -{_fmt(m.abs_floor)} absolute")
+
+
+def _dense(hists: list[dict[int, int]], width: int) -> np.ndarray:
+    out = np.zeros((len(hists), width))
+    for i, h in enumerate(hists):
+        for k, c in h.items():
+            out[i, k] += c
+    return out
+
+
+def _q_from_tail(tail: np.ndarray, q: float) -> float:
+    """q-quantile (representative value) from a top-down cumulative count array tail[j] = #(bin >= j)."""
+    total = tail[0]
+    if total <= 0:
+        return math.nan
+    if q >= 1:
+        return math.inf
+    if q <= 0:
+        return 0.0
+    # smallest j whose cumulative count from below (total - tail[j+1]) reaches q * total
+    below = total - np.append(tail[1:], 0.0)
+    return H.representative(int(np.argmax(below >= q * total)))
+
+
+def _quantile(run: _Run, m: MetricSpec, alpha: float, r: dict) -> None:
+    agg, q = run.agg, m.quantile
+    per = {lane: [agg.hist(lane, m.source, b) for b in run.buckets] for lane in LANES}
+    warm = [agg.hist("baseline", m.source, b) for b in run.warmup]
+    width = 1 + max([k for hs in (*per.values(), warm) for h in hs for k in h] + [0])
+    width += 2
+    dense = {lane: _dense(per[lane], width) for lane in LANES}
+    # tail[t, j] = observations of bucket t in bins >= j
+    tail = {lane: np.cumsum(dense[lane][:, ::-1], axis=1)[:, ::-1] for lane in LANES}
+    total = {lane: tail[lane][:, 0] if len(run.buckets) else np.zeros(0) for lane in LANES}
+    n_c, n_b = total["canary"].sum(), total["baseline"].sum()
+    cum = {lane: tail[lane].sum(axis=0) for lane in LANES}
+    est = {lane: _q_from_tail(cum[lane], q) for lane in LANES}
+    for lane in LANES:
+        n = cum[lane][0]
+        eps = dkw_radius(n, alpha / 2)
+        r[lane] = {"count": int(n), "value": _finite(est[lane]), "unit": "ms" if m.source != "lag" else "records",
+                   "p50": _finite(_q_from_tail(cum[lane], 0.5)), "p95": _finite(_q_from_tail(cum[lane], 0.95)),
+                   "p99": _finite(_q_from_tail(cum[lane], 0.99)),
+                   "interval": [_finite(_q_from_tail(cum[lane], q - eps)), _finite(_q_from_tail(cum[lane], q + eps))]}
+    if not _sufficiency(r, n_c, n_b, m, "samples"):
+        return
+    qc, qb = est["canary"], est["baseline"]
+    lo_c, hi_c = r["canary"]["interval"]
+    lo_b, hi_b = r["baseline"]["interval"]
+    r["effect"] = {"absolute": qc - qb, "relative": qc / qb - 1 if qb > 0 else None,
+                   "relative_interval": [(lo_c / hi_b - 1) if lo_c is not None and hi_b else None,
+                                         (hi_c / lo_b - 1) if hi_c is not None and lo_b else None]}
+    # Predictable thresholds: the baseline's q-quantile bin from the warm-up and earlier buckets only, so
+    # within each bucket both lanes face a threshold fixed before the bucket's data (exact conditional test).
+    # Canary exceedance is counted above the floor-raised threshold: under H0 (canary <= (1+r) x baseline
+    # + a, stochastically) the canary's exceedance share is at most the baseline's.
+    past = np.cumsum(np.vstack([_dense(warm, width).sum(axis=0, keepdims=True), dense["baseline"]]), axis=0)[:-1]
+    past_tail = np.cumsum(past[:, ::-1], axis=1)[:, ::-1]
+    need = 5 / (1 - q)
+    xc, xb, ncs, nbs = (np.zeros(len(run.buckets)) for _ in range(4))
+    for t in range(len(run.buckets)):
+        pt = past_tail[t]
+        if pt[0] < need:
+            continue
+        j_b = int(np.argmax(pt <= (1 - q) * pt[0]))
+        s = H.lower(j_b)
+        j_c = min(H.first_bin_at_least(max(s * (1 + m.rel_floor), s + m.abs_floor)), width - 1)
+        xc[t], ncs[t] = tail["canary"][t, j_c], total["canary"][t]
+        xb[t], nbs[t] = tail["baseline"][t, j_b], total["baseline"][t]
+    log_e = conditional_log_e(xc, xb, ncs, nbs) if ncs.sum() and nbs.sum() else np.zeros(1)
+    r["test"]["exceedances"] = {"canary": int(xc.sum()), "canary_of": int(ncs.sum()),
+                                "baseline": int(xb.sum()), "baseline_of": int(nbs.sum())}
+    material = qc > qb * (1 + m.rel_floor) and qc - qb >= m.abs_floor
+    unit = r["canary"]["unit"]
+    _conclude(r, log_e, alpha, material, f"canary p{100 * q:g} {_fmt(qc)} {unit} vs baseline {_fmt(qb)} {unit}",
+              f"+{_fmt(m.rel_floor, True)} and +{_fmt(m.abs_floor)} {unit}")
+    if m.slo is not None:
+        j_s = min(H.first_bin_at_least(m.slo * (1 + 1e-9)), width - 1)
+        _slo(r, {lane: (tail[lane][:, j_s], total[lane]) for lane in LANES}, 1 - q, alpha / 6,
+             f"p{100 * q:g} <= {_fmt(m.slo)} {unit}")
