@@ -1,0 +1,195 @@
+"""The judge on constructed aggregates: one case per decision path."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from canary.judge import Aggregates, ConfigError, JudgeConfig, judge, load_config
+from canary.judge import histogram as H
+from canary.judge.config import config_from_dict
+from canary.observations import Observation
+
+BUCKET = 10_000
+
+
+def lane_rows(lane, buckets, per_bucket, errors=0, latency=5.0, tail=None, partitions=1, start=0, lost=0):
+    """Deterministic rows: every bucket has `per_bucket` messages, `errors` produce errors, `lost` lost
+    messages; e2e latencies are `latency` ms except the top 10 % which take `tail` ms (default 2 x latency)."""
+    rows = []
+    tail = tail if tail is not None else 2 * latency
+    for b in range(start, start + buckets):
+        t = b * BUCKET
+        ok = per_bucket - errors - lost
+        rows += [(lane, t, "outcome.delivered", 0, ok), (lane, t, "outcome.produce_error", 0, errors),
+                 (lane, t, "outcome.lost", 0, lost)]
+        rows += [(lane, t, "partition", p, per_bucket // partitions) for p in range(partitions)]
+        n_tail = ok // 10
+        rows += [(lane, t, "e2e_latency_ms", H.bin_of(latency), ok - n_tail),
+                 (lane, t, "e2e_latency_ms", H.bin_of(tail), n_tail),
+                 (lane, t, "produce_latency_ms", H.bin_of(2.0), per_bucket - errors)]
+    return rows
+
+
+def run(canary=None, baseline=None, buckets=30, **kw):
+    rows = lane_rows("canary", buckets, 100, **(canary or {})) + lane_rows("baseline", buckets, 200, partitions=2,
+                                                                        **(baseline or {}))
+    return Aggregates.from_rows(rows, BUCKET, ["run-1"])
+
+
+def metric(verdict, name):
+    return next(m for m in verdict["metrics"] if m["name"] == name)
+
+
+def test_identical_lanes_promote_with_every_metric_explained():
+    v = judge(run())
+    assert v["verdict"] == "PROMOTE" and v["score"] == 100.0
+    assert v["schema"] == "kafka-canary/verdict" and v["schema_version"] == 1
+    assert v["window"]["buckets_warmup"] == 3 and v["window"]["buckets_analysed"] == 27
+    p99 = metric(v, "e2e_latency_p99")
+    assert p99["decision"] == "PASS" and p99["canary"]["count"] == 27 * 100
+    assert metric(v, "processing_latency_p99")["decision"] == "NO_DATA"
+    json.dumps(v)  # JSON-able as is
+
+
+def test_latency_regression_in_the_tail_is_a_critical_rollback_even_at_an_interim_look():
+    v = judge(run(canary={"tail": 20.0}), final=False)
+    assert v["verdict"] == "ROLLBACK" and v["reason"].startswith("critical regression")
+    p99 = metric(v, "e2e_latency_p99")
+    assert p99["decision"] == "FAIL" and p99["effect"]["relative"] == pytest.approx(1.0, rel=0.05)
+    assert metric(v, "e2e_latency_p50")["decision"] == "PASS"
+
+
+def test_error_rate_regression_rolls_back_and_names_the_metric():
+    v = judge(run(canary={"errors": 3}))
+    assert v["verdict"] == "ROLLBACK"
+    m = metric(v, "produce_error_rate")
+    assert m["decision"] == "FAIL" and "produce_error_rate" in v["reason"]
+    assert m["canary"]["rate"] == pytest.approx(0.03) and m["baseline"]["rate"] == 0
+    lo, hi = m["effect"]["absolute_interval"]
+    assert lo <= 0.03 <= hi and m["test"]["e_value"] >= m["test"]["threshold"]
+
+
+def test_non_critical_regression_continues_at_interim_and_rolls_back_at_the_end():
+    config = config_from_dict({"metrics": {"e2e_latency_p99": {"critical": False}}})
+    interim = judge(run(canary={"tail": 20.0}), config, final=False)
+    assert interim["verdict"] == "INCONCLUSIVE" and "e2e_latency_p99" in interim["reason"]
+    assert judge(run(canary={"tail": 20.0}), config, final=True)["verdict"] == "ROLLBACK"
+
+
+def test_clean_interim_look_is_inconclusive_not_promote():
+    v = judge(run(), final=False)
+    assert v["verdict"] == "INCONCLUSIVE" and v["reason"].startswith("interim look")
+
+
+def test_significant_effect_within_the_floors_passes():
+    # +4 % in the tail: real, but below the 10 % relative floor.
+    config = config_from_dict({"metrics": {"e2e_latency_p99": {"abs_floor": 0.0}}})
+    v = judge(run(canary={"tail": 10.4}), config)
+    m = metric(v, "e2e_latency_p99")
+    assert m["decision"] == "PASS" and v["verdict"] == "PROMOTE"
+
+
+def test_absolute_floor_blocks_a_large_relative_but_tiny_absolute_regression():
+    config = config_from_dict({"metrics": {"e2e_latency_p99": {"abs_floor": 50.0}}})
+    v = judge(run(canary={"tail": 20.0}), config)
+    assert metric(v, "e2e_latency_p99")["decision"] == "PASS"
+
+
+def test_too_little_data_is_inconclusive_never_a_pass():
+    v = judge(run(buckets=5))  # 2 buckets after a 30 s warm-up
+    assert v["verdict"] == "INCONCLUSIVE" and "time bucket" in v["reason"]
+    config = config_from_dict({"min_buckets": 1})
+    v = judge(run(buckets=5), config)
+    assert v["verdict"] == "INCONCLUSIVE" and "not enough data" in v["reason"]
+    assert metric(v, "e2e_latency_p99")["decision"] == "INSUFFICIENT_DATA"
+
+
+def test_empty_lane_is_inconclusive_and_named():
+    agg = Aggregates.from_rows(lane_rows("baseline", 30, 200, partitions=2), BUCKET)
+    v = judge(agg)
+    assert v["verdict"] == "INCONCLUSIVE" and v["data_quality"]["empty_lanes"] == ["canary"]
+
+
+def test_no_observations_at_all_is_inconclusive():
+    v = judge(Aggregates.from_rows([("_bad", -1, "bad.malformed", 0, 7)], BUCKET))
+    assert v["verdict"] == "INCONCLUSIVE" and v["data_quality"]["excluded"] == {"malformed": 7}
+
+
+def test_must_have_data_metric_without_data_is_inconclusive():
+    config = config_from_dict({"metrics": {"processing_latency_p99": {"must_have_data": True}}})
+    v = judge(run(), config)
+    assert v["verdict"] == "INCONCLUSIVE" and "processing_latency_p99" in v["reason"]
+
+
+def test_slo_guard_catches_harm_to_both_lanes():
+    # Both lanes lose 3 %: no difference between lanes, but the shared cluster is hurt.
+    v = judge(run(canary={"lost": 3}, baseline={"lost": 6}))
+    m = metric(v, "loss_rate")
+    assert m["decision"] == "FAIL" and "SLO breached in canary, baseline" in m["reason"]
+    assert v["verdict"] == "ROLLBACK"
+
+
+def test_throughput_drop_rolls_back():
+    rows = lane_rows("canary", 30, 50) + lane_rows("baseline", 30, 200, partitions=2)
+    config = config_from_dict({"metrics": {"throughput": {"critical": True}}})
+    v = judge(Aggregates.from_rows(rows, BUCKET), config)
+    m = metric(v, "throughput")
+    assert m["decision"] == "FAIL" and m["effect"]["relative"] == pytest.approx(-0.5)
+    assert v["verdict"] == "ROLLBACK"
+
+
+def test_warm_up_is_excluded():
+    # A terrible first 30 s in the canary does not count; the same badness afterwards does.
+    rows = lane_rows("canary", 3, 100, errors=50) + lane_rows("canary", 27, 100, start=3) + \
+        lane_rows("baseline", 30, 200, partitions=2)
+    assert judge(Aggregates.from_rows(rows, BUCKET))["verdict"] == "PROMOTE"
+    no_warmup = config_from_dict({"warmup_s": 0})
+    assert judge(Aggregates.from_rows(rows, BUCKET), no_warmup)["verdict"] == "ROLLBACK"
+
+
+def test_reference_aggregation_counts_and_excludes_clock_skew():
+    common = dict(run_id="r", kind="probe", source="p", topic="t", leader=1, producer_id="p1", error=None)
+    obs = [Observation(partition=0, lane="canary", message_id="1", seq=0, send_ts=1000, ack_ts=1002,
+                       receive_ts=1005, outcome="delivered", **common),
+           Observation(partition=0, lane="canary", message_id="2", seq=1, send_ts=1000, ack_ts=1001,
+                       receive_ts=990, outcome="delivered", **common)]
+    agg = Aggregates.from_observations(obs, BUCKET)
+    assert agg.bad == {"clock_skew": 1}
+    assert agg.hist("canary", "e2e_latency_ms", 0) == {H.bin_of(5): 1}
+    assert agg.outcomes("canary", 0) == {"delivered": 1}
+
+
+def test_a_a_false_rollback_rate_is_small_on_random_lanes():
+    rng = np.random.default_rng(7)
+    rollbacks = 0
+    for _ in range(40):
+        rows = []
+        for lane, n in (("canary", 100), ("baseline", 200)):
+            for b in range(30):
+                errs = int(rng.binomial(n, 0.01))
+                lat = rng.lognormal(np.log(5), 0.6, n - errs)
+                bins, counts = np.unique([H.bin_of(x) for x in lat], return_counts=True)
+                t = b * BUCKET
+                rows += [(lane, t, "outcome.delivered", 0, n - errs), (lane, t, "outcome.produce_error", 0, errs)]
+                rows += [(lane, t, "partition", p, 100) for p in range(n // 100)]
+                rows += [(lane, t, "e2e_latency_ms", int(k), int(c)) for k, c in zip(bins, counts, strict=True)]
+        rollbacks += judge(Aggregates.from_rows(rows, BUCKET))["verdict"] == "ROLLBACK"
+    assert rollbacks <= 1
+
+
+def test_config_file_overrides_and_validation(tmp_path):
+    path = tmp_path / "judge.yaml"
+    path.write_text("version: 1\nalpha: 0.02\nmetrics:\n  duplicate_rate: {enabled: false}\n"
+                    "  e2e_latency_p90: {kind: quantile, source: e2e_latency_ms, quantile: 0.9}\n")
+    config = load_config(path)
+    names = [m.name for m in config.active]
+    assert config.alpha == 0.02 and "duplicate_rate" not in names and "e2e_latency_p90" in names
+    assert load_config(None) == JudgeConfig()
+    for bad in ("alpha: 2\n", "metrics:\n  x: {source: e2e_latency_ms}\n", "bogus: 1\n",
+                "metrics:\n  loss_rate: {events: [nope]}\n", "metrics:\n  throughput: {direction: increase}\n"):
+        path.write_text(bad)
+        with pytest.raises(ConfigError):
+            load_config(path)
