@@ -210,3 +210,18 @@ def test_jvms_die_with_a_killed_parent_and_down_leaves_none(run_root):
     cluster.down()
     assert process.kill_marked(str(cluster.directory)) == []  # down left no JVM to sweep
     assert not (cluster.directory / "cluster.json").exists()
+
+
+def test_three_controller_quorum_with_mixed_broker_versions_and_racks(cluster_factory):
+    cluster = cluster_factory(brokers=2, controllers=3, broker_versions={2: TARGET_VERSION}, racks=["a", "b"])
+    status = cluster.status()
+    controllers = [n for n in status.nodes if n.role == "controller"]
+    assert len(controllers) == 3 and all(n.state == "online" for n in controllers)
+    assert {n.node_id: (n.version, n.rack) for n in status.nodes if n.role == "broker"} == \
+        {1: (BASELINE_VERSION, "a"), 2: (TARGET_VERSION, "b")}
+    assert status.health.healthy and status.health.lagging_voters == []
+
+    cluster.restart_node(3001, role="controller")  # waits until it has caught up with the quorum again
+    assert cluster.health().healthy
+    cluster.stop_node(3002, kill=True)
+    assert _wait_until(lambda: 3002 in cluster.health().lagging_voters, 60, "stopped voter reported as lagging")
