@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -82,10 +83,12 @@ class Tally:
 
 
 class Ledger:
-    """Tallies per (lane, partition): for the whole run, and per second for a sliding window."""
+    """Tallies per (lane, partition): for the whole run, and per second for a sliding window.
+    Thread-safe: the tracker writes while HTTP and housekeeping read."""
 
     def __init__(self, window_s: float = 60.0):
         self.window_s = window_s
+        self._lock = threading.RLock()
         self.total: dict[tuple[str, int], Tally] = defaultdict(Tally)
         self.seconds: dict[int, dict[tuple[str, int], Tally]] = {}
 
@@ -100,28 +103,34 @@ class Ledger:
         return self.total[(lane, partition)], bucket[(lane, partition)]
 
     def count(self, now_ms: float, lane: str, partition: int, name: str, n: int = 1) -> None:
-        for t in self._tallies(now_ms, lane, partition):
-            t.counts[name] += n
+        with self._lock:
+            for t in self._tallies(now_ms, lane, partition):
+                t.counts[name] += n
 
     def latency(self, now_ms: float, lane: str, partition: int, kind: str, ms: float) -> None:
-        for t in self._tallies(now_ms, lane, partition):
-            getattr(t, kind).add(ms)
+        with self._lock:
+            for t in self._tallies(now_ms, lane, partition):
+                getattr(t, kind).add(ms)
+
+    def by_lane_partition(self, window_from_ms: float | None = None) -> dict[tuple[str, int], Tally]:
+        """(lane, partition) -> tally, for the whole run, or for the seconds from `window_from_ms` on."""
+        result: dict[tuple[str, int], Tally] = {}
+        with self._lock:
+            sources = [self.total] if window_from_ms is None else \
+                [b for s, b in self.seconds.items() if s >= window_from_ms // 1000]
+            for source in sources:
+                for key, tally in source.items():
+                    result.setdefault(key, Tally()).merge(tally)
+        return result
 
     def by_lane(self, window_from_ms: float | None = None) -> dict[str, Tally]:
-        """Lane -> tally, for the whole run, or for the seconds from `window_from_ms` on."""
         result: dict[str, Tally] = {}
-        sources = [self.total] if window_from_ms is None else \
-            [b for s, b in self.seconds.items() if s >= window_from_ms // 1000]
-        for source in sources:
-            for (lane, _), tally in source.items():
-                result.setdefault(lane, Tally()).merge(tally)
+        for (lane, _), tally in self.by_lane_partition(window_from_ms).items():
+            result.setdefault(lane, Tally()).merge(tally)
         return result
 
     def by_partition(self, window_from_ms: float | None = None) -> dict[int, Tally]:
         result: dict[int, Tally] = {}
-        sources = [self.total] if window_from_ms is None else \
-            [b for s, b in self.seconds.items() if s >= window_from_ms // 1000]
-        for source in sources:
-            for (_, partition), tally in source.items():
-                result.setdefault(partition, Tally()).merge(tally)
+        for (_, partition), tally in self.by_lane_partition(window_from_ms).items():
+            result.setdefault(partition, Tally()).merge(tally)
         return result

@@ -1,0 +1,37 @@
+"""Connection checks: a timed, fresh client connection to each broker on its own (TCP, TLS and
+SASL as configured, then a metadata request), the way a new client would connect."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from canary.cluster.health import QUIET_LOGGER
+
+
+@dataclass(frozen=True)
+class ConnectionCheck:
+    broker: int
+    address: str
+    ok: bool
+    latency_ms: float | None
+    error: str | None = None
+
+
+def check_broker(broker: int, address: str, client: dict[str, str] | None = None,
+                 timeout: float = 5.0) -> ConnectionCheck:
+    """Connects to `address` only and asks for metadata; never raises."""
+    started = time.perf_counter()
+    admin = AdminClient({"bootstrap.servers": address, "socket.timeout.ms": int(timeout * 1000),
+                         "logger": QUIET_LOGGER, **(client or {})})
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        return ConnectionCheck(broker, address, False, None, str(exc.args[0]))
+    latency = (time.perf_counter() - started) * 1000
+    if metadata.orig_broker_id >= 0 and metadata.orig_broker_id != broker:
+        return ConnectionCheck(broker, address, False, latency, f"answered by broker {metadata.orig_broker_id}")
+    return ConnectionCheck(broker, address, True, round(latency, 3))

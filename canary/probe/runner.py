@@ -1,0 +1,369 @@
+"""The probe loop: reconcile the topic, then produce to every owned partition at the configured
+rate, consume them back, track every message, and keep metrics, status and observations current.
+
+    probe = Probe(config)
+    summary = probe.run()          # for config.duration, or until probe.stop() / Ctrl-C
+
+Threads: producing, delivery reports, consuming, housekeeping (metadata, reconcile, SLA expiry,
+availability gauges, connection checks), and the optional HTTP server. All are daemons and all
+are joined by `stop()`.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+
+from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from canary.cluster.health import QUIET_LOGGER
+from canary.errors import CanaryError
+from canary.lanes import broker_lane
+from canary.observations import OBSERVATIONS_TOPIC
+from canary.probe.config import ProbeConfig
+from canary.probe.connection import ConnectionCheck, check_broker
+from canary.probe.http import StatusServer
+from canary.probe.metrics import ProbeMetrics
+from canary.probe.sink import ObservationSink, ensure_observations_topic
+from canary.probe.stats import Ledger
+from canary.probe.topic import ReconcileResult, TopicAdmin, TopicSpec, plan, reconcile
+from canary.probe.tracker import Tracker, TrackerIdentity
+
+
+class ClusterUnreachable(CanaryError):
+    """The cluster could not be reached at all."""
+
+
+@dataclass
+class ProbeSummary:
+    """JSON-able result of one probe run."""
+    run_id: str
+    producer_id: str
+    topic: str
+    seconds: float
+    lanes: dict[str, dict]
+    partitions: dict[int, dict]
+    foreign_records: int
+    malformed_records: int
+    unresolved: dict[str, int]
+    observations: dict[str, int]
+    reconcile: dict | None
+    connection_checks: dict[int, dict] = field(default_factory=dict)
+    reached: bool = True
+
+    @property
+    def acked(self) -> int:
+        return sum(lane["acked"] for lane in self.lanes.values())
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class ClusterView:
+    """Leaders and broker lanes as last seen in the metadata; read on every send."""
+
+    def __init__(self) -> None:
+        self.leaders: dict[int, int] = {}
+        self.lanes: dict[int, str] = {}
+        self.addresses: dict[int, str] = {}
+
+    def lane_of(self, broker: int | None) -> str:
+        return self.lanes.get(broker, "baseline") if broker is not None else "baseline"
+
+
+class Probe:
+    def __init__(self, config: ProbeConfig, metrics: ProbeMetrics | None = None):
+        self.config = config
+        self.metrics = metrics or ProbeMetrics()
+        self.epoch = uuid.uuid4().hex[:8]
+        self.ledger = Ledger(config.status_window)
+        obs_topic = OBSERVATIONS_TOPIC if config.observations_topic is None else config.observations_topic
+        self.observations_topic = obs_topic or None
+        self.sink = ObservationSink(config.bootstrap_servers, self.observations_topic, config.client,
+                                    config.observations_file)
+        self.tracker = Tracker(TrackerIdentity(config.run_id, config.topic, config.producer_id, self.epoch),
+                               config.rtt_sla * 1000, self.sink.emit, self.metrics, self.ledger)
+        self.admin = TopicAdmin(config.bootstrap_servers, config.client)
+        self.spec = TopicSpec(config.topic)
+        self.view = ClusterView()
+        self.reconciled: ReconcileResult | None = None
+        self.reconcile_errors: list[str] = []
+        self.connection_checks: dict[int, ConnectionCheck] = {}
+        self.http: StatusServer | None = None
+        self._partitions: list[int] = []          # produced to (owned by a live broker)
+        self._assigned: set[int] = set()
+        self._stop = threading.Event()
+        self._stop_producing = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._heartbeat = time.monotonic()
+        self._started = 0.0
+        self._round_trip_ok = False
+        self._producer: Producer | None = None
+        self._consumer: Consumer | None = None
+        self._lock = threading.Lock()
+
+    # ----- life cycle -----
+
+    def start(self) -> None:
+        """Connects, reconciles the topic, assigns the consumer, starts the threads.
+        Raises ClusterUnreachable when no broker answers."""
+        c = self.config
+        try:
+            self._refresh_view()
+        except KafkaException as exc:
+            raise ClusterUnreachable(f"cannot reach the cluster at {c.bootstrap_servers}: {exc.args[0]}; check "
+                                     f"--bootstrap-servers and the security settings") from exc
+        self._reconcile()
+        if self.observations_topic:
+            ensure_observations_topic(self.admin.admin, self.observations_topic, len(self.view.lanes))
+        base = {"bootstrap.servers": c.bootstrap_servers, "logger": QUIET_LOGGER}
+        self._producer = Producer({**base, "acks": "all", "enable.idempotence": True, "linger.ms": 0,
+                                   "message.timeout.ms": int(c.message_timeout * 1000),
+                                   "queue.buffering.max.messages": 1_000_000,
+                                   "client.id": f"kafka-canary-probe-{c.producer_id}", **c.client})
+        self._consumer = Consumer({**base, "group.id": f"kafka-canary-probe-{c.producer_id}-{self.epoch}",
+                                   "enable.auto.commit": False, "auto.offset.reset": "latest",
+                                   "fetch.wait.max.ms": 100, "client.id": f"kafka-canary-probe-{c.producer_id}",
+                                   **c.client})
+        self._assign(self._wanted)
+        if c.http_port is not None:
+            self.http = StatusServer(c.http_host, c.http_port, self.metrics.registry, self.live, self.ready,
+                                     self.status)
+        self._started = time.monotonic()
+        for target, name in ((self._consume_loop, "consume"), (self._delivery_loop, "delivery"),
+                             (self._produce_loop, "produce"), (self._housekeeping_loop, "housekeeping")):
+            thread = threading.Thread(target=self._guard(target), name=f"probe-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def run(self) -> ProbeSummary:
+        """start(), wait for the duration (or stop()/Ctrl-C), stop(); returns the summary."""
+        self.start()
+        try:
+            deadline = None if self.config.duration is None else time.monotonic() + self.config.duration
+            while not self._stop_producing.is_set():
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    break
+                self._stop_producing.wait(1.0 if remaining is None else min(1.0, remaining))
+        finally:
+            summary = self.stop()
+        return summary
+
+    def stop(self, drain: float | None = None) -> ProbeSummary:
+        """Stops producing, waits for outstanding reports and receipts (up to `drain` seconds, by
+        default the smaller of the SLA and message timeout + 5 s), stops the rest; returns the summary."""
+        self._stop_producing.set()
+        drain = min(self.config.rtt_sla, self.config.message_timeout + 5) if drain is None else drain
+        if self._producer is not None:
+            self._producer.flush(drain)
+            deadline = time.monotonic() + drain
+            while time.monotonic() < deadline and sum(self.tracker.unresolved().values()):
+                time.sleep(0.1)
+        self.tracker.expire(time.time() * 1000)
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        if self._consumer is not None:
+            self._consumer.close()
+        self.sink.close()
+        if self.http is not None:
+            self.http.close()
+        return self.summary()
+
+    def _guard(self, target):
+        @functools.wraps(target)
+        def run() -> None:
+            try:
+                target()
+            except Exception as exc:  # a dead thread must show in /liveness and the summary, not vanish
+                self.reconcile_errors.append(f"{target.__name__} stopped: {exc!r}")
+                self._stop_producing.set()
+                raise
+        return run
+
+    # ----- state for HTTP and the CLI -----
+
+    def live(self) -> bool:
+        return all(t.is_alive() for t in self._threads) and time.monotonic() - self._heartbeat < 30
+
+    def ready(self) -> bool:
+        return self.reconciled is not None and self._round_trip_ok
+
+    def status(self) -> dict:
+        since = time.time() * 1000 - self.config.status_window * 1000
+        return {
+            "run_id": self.config.run_id, "producer_id": self.config.producer_id, "topic": self.config.topic,
+            "ready": self.ready(), "window_seconds": self.config.status_window,
+            "produce_partitions": {p: self.view.leaders.get(p) for p in self._partitions},
+            "lanes": {lane: t.to_dict() for lane, t in self.ledger.by_lane(since).items()},
+            "partitions": {p: t.to_dict() for p, t in sorted(self.ledger.by_partition(since).items())},
+            "brokers": {b: {"lane": lane, "connection": asdict(self.connection_checks[b])
+                            if b in self.connection_checks else None} for b, lane in sorted(self.view.lanes.items())},
+            "unresolved": self.tracker.unresolved(), "observations": self.sink.stats(),
+            "orphans": self.reconciled.orphans if self.reconciled else [],
+            "errors": self.reconcile_errors[-5:],
+        }
+
+    def summary(self) -> ProbeSummary:
+        return ProbeSummary(
+            run_id=self.config.run_id, producer_id=self.config.producer_id, topic=self.config.topic,
+            seconds=round(time.monotonic() - self._started, 1) if self._started else 0.0,
+            lanes={lane: t.to_dict() for lane, t in sorted(self.ledger.by_lane().items())},
+            partitions={p: t.to_dict() for p, t in sorted(self.ledger.by_partition().items())},
+            foreign_records=self.tracker.foreign_records, malformed_records=self.tracker.malformed_records,
+            unresolved=self.tracker.unresolved(), observations=self.sink.stats(),
+            reconcile=self.reconciled.to_dict() if self.reconciled else None,
+            connection_checks={b: asdict(c) for b, c in sorted(self.connection_checks.items())})
+
+    # ----- cluster state -----
+
+    def _refresh_view(self) -> None:
+        cluster = self.admin.admin.describe_cluster(request_timeout=10).result(timeout=10)
+        lanes = {n.id: broker_lane(n.rack) for n in cluster.nodes}
+        addresses = {n.id: f"{n.host}:{n.port}" for n in cluster.nodes}
+        metadata = self.admin.admin.list_topics(timeout=10)
+        topic = metadata.topics.get(self.config.topic)
+        leaders = {p.id: p.leader for p in topic.partitions.values()} if topic and topic.error is None else {}
+        self.view.lanes, self.view.addresses, self.view.leaders = lanes, addresses, leaders
+
+    def _reconcile(self) -> None:
+        if self.config.reconcile:
+            result = reconcile(self.admin, self.spec, wait=10.0)
+        else:  # read-only: produce to the partitions the rules say are owned, change nothing
+            state = self.admin.observe(self.spec.name)
+            if not state.exists:
+                raise CanaryError(f"topic {self.spec.name} does not exist and reconciling is off")
+            todo = plan(self.spec, state)
+            owners = {b: p for b, p in todo.owners.items() if p in state.partitions}
+            result = ReconcileResult(self.spec.name, False, False, [], {}, [], {}, owners, todo.orphans,
+                                     todo.replication_factor)
+        if result.errors:
+            self.reconcile_errors.extend(result.errors)
+        self.reconciled = result
+        if result.changed:
+            self._refresh_view()
+        self._wanted = sorted(result.produce_partitions)
+
+    def _assign(self, partitions: list[int]) -> None:
+        """Assigns new partitions at their current end, before any message is sent to them."""
+        new = [p for p in partitions if p not in self._assigned]
+        if new:
+            ends = []
+            for p in new:
+                try:
+                    _, high = self._consumer.get_watermark_offsets(TopicPartition(self.config.topic, p), timeout=10)
+                except KafkaException:
+                    high = OFFSET_END
+                ends.append(TopicPartition(self.config.topic, p, high))
+            self._consumer.incremental_assign(ends)
+            self._assigned.update(new)
+        self._partitions = sorted(partitions)
+
+    # ----- threads -----
+
+    def _produce_loop(self) -> None:
+        c, producer, topic = self.config, self._producer, self.config.topic
+        rounds = 0
+        start = time.monotonic()
+        while not self._stop_producing.is_set():
+            now = time.monotonic()
+            due = int((now - start) * c.rate) + 1 - rounds
+            if due <= 0:
+                time.sleep(min(0.005, (rounds - (now - start) * c.rate) / c.rate))
+                continue
+            if due > c.rate:  # more than a second behind: skip ahead rather than burst
+                rounds += due - 1
+                due = 1
+            partitions = self._partitions
+            for _ in range(due):
+                for p in partitions:
+                    leader = self.view.leaders.get(p)
+                    msg = self.tracker.next_message(p, leader, self.view.lane_of(leader), time.time() * 1000)
+                    value = msg.encode(c.message_size)
+                    while True:
+                        try:
+                            producer.produce(topic, value=value, partition=p,
+                                             on_delivery=functools.partial(self._delivered, p, msg.seq))
+                            break
+                        except BufferError:
+                            time.sleep(0.01)
+                        except KafkaException as exc:
+                            self.tracker.failed(p, msg.seq, str(exc.args[0]), time.time() * 1000)
+                            break
+                rounds += 1
+
+    def _delivered(self, partition: int, seq: int, err, msg) -> None:
+        now = time.time() * 1000
+        if err is None:
+            self.tracker.acked(partition, seq, msg.offset(), now)
+        else:
+            self.tracker.failed(partition, seq, err.str(), now)
+
+    def _delivery_loop(self) -> None:
+        while not self._stop.is_set():
+            self._producer.poll(0.1)
+            self.sink.poll(0)
+
+    def _consume_loop(self) -> None:
+        consumer, tracker = self._consumer, self.tracker
+        while not self._stop.is_set():
+            first = consumer.poll(0.1)
+            if first is None:
+                continue
+            now = time.time() * 1000
+            batch = [first, *consumer.consume(num_messages=1000, timeout=0)]
+            for msg in batch:
+                err = msg.error()
+                if err is not None:
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        tracker.consume_error(msg.partition())
+                    continue
+                tracker.record(msg.partition(), msg.offset(), msg.value(), now)
+            if not self._round_trip_ok:
+                self._round_trip_ok = any(t.counts["delivered"] for t in self.ledger.by_lane().values())
+
+    def _housekeeping_loop(self) -> None:
+        c = self.config
+        last = {"metadata": time.monotonic(), "reconcile": time.monotonic(), "connection": 0.0}
+        while not self._stop.wait(0.5):
+            self._heartbeat = now = time.monotonic()
+            self.tracker.expire(time.time() * 1000)
+            self._update_availability()
+            if now - last["metadata"] >= c.metadata_interval:
+                last["metadata"] = now
+                try:
+                    self._refresh_view()
+                except KafkaException as exc:
+                    self.reconcile_errors.append(f"metadata: {exc.args[0]}")
+            if c.reconcile and now - last["reconcile"] >= c.reconcile_interval:
+                last["reconcile"] = now
+                try:
+                    self._reconcile()
+                    self._assign(self._wanted)
+                except (CanaryError, KafkaException) as exc:
+                    self.reconcile_errors.append(f"reconcile: {exc}")
+            if now - last["connection"] >= c.connection_interval:
+                last["connection"] = now
+                self._check_connections()
+
+    def _check_connections(self) -> None:
+        for broker, address in sorted(self.view.addresses.items()):
+            if self._stop.is_set():
+                return
+            result = check_broker(broker, address, self.config.client, timeout=5.0)
+            self.connection_checks[broker] = result
+            self.metrics.connection(broker, self.view.lane_of(broker), result.ok, result.latency_ms)
+
+    def _update_availability(self) -> None:
+        since = time.time() * 1000 - self.config.status_window * 1000
+        for (lane, partition), tally in self.ledger.by_lane_partition(since).items():
+            if tally.availability is not None:
+                self.metrics.availability.labels(str(partition), lane).set(tally.availability)
+        for lane, tally in self.ledger.by_lane(since).items():
+            if tally.availability is not None:
+                self.metrics.lane_availability.labels(lane).set(tally.availability)
+        self.metrics.ready.set(1 if self.ready() else 0)

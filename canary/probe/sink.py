@@ -1,0 +1,85 @@
+"""Where observations go: the observations topic on the cluster (so the Spark analysis reads a run
+by time range: records carry the time they were written, key = run id) and, optionally, a local
+JSONL file. Writing never blocks the probe for long and never raises into it: failures are counted."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import NewTopic
+
+from canary.cluster.health import QUIET_LOGGER
+from canary.errors import ClusterError
+from canary.observations import Observation
+
+OBSERVATIONS_RETENTION_MS = 7 * 24 * 3600 * 1000
+
+
+def ensure_observations_topic(admin, topic: str, brokers: int, timeout: float = 30.0) -> bool:
+    """Creates the observations topic if missing (an existing one is a harmless repeat); True if created."""
+    rf = min(brokers, 3)
+    new = NewTopic(topic, num_partitions=max(3, brokers), replication_factor=rf,
+                   config={"min.insync.replicas": str(max(1, rf - 1)), "retention.ms": str(OBSERVATIONS_RETENTION_MS)})
+    for name, future in admin.create_topics([new], operation_timeout=timeout, request_timeout=timeout).items():
+        try:
+            future.result(timeout=timeout)
+        except KafkaException as exc:
+            if exc.args[0].name() == "TOPIC_ALREADY_EXISTS":
+                return False
+            raise ClusterError(f"creating observations topic {name} failed: {exc.args[0].str()}") from exc
+    return True
+
+
+class ObservationSink:
+    def __init__(self, bootstrap_servers: str | None, topic: str | None, client: dict[str, str] | None = None,
+                 path: str | Path | None = None):
+        self.topic = topic
+        self.written = 0
+        self.failed = 0
+        self.dropped = 0
+        self._lock = threading.Lock()
+        self._producer = None
+        if topic and bootstrap_servers:
+            self._producer = Producer({
+                "bootstrap.servers": bootstrap_servers, "acks": "all", "linger.ms": 100,
+                "compression.type": "lz4", "logger": QUIET_LOGGER, "queue.buffering.max.messages": 500_000,
+                **(client or {})})
+        self._file = open(path, "a", buffering=1 << 16) if path else None  # noqa: SIM115 - closed in close()
+
+    def emit(self, obs: Observation) -> None:
+        # vars() of the flat frozen dataclass: the same JSON as Observation.to_json, without asdict's copying
+        raw = json.dumps(vars(obs), separators=(",", ":"))
+        if self._file is not None:
+            with self._lock:
+                self._file.write(raw + "\n")
+        if self._producer is not None:
+            try:
+                self._producer.produce(self.topic, value=raw.encode(), key=obs.run_id.encode(),
+                                       on_delivery=self._delivered)
+            except BufferError:
+                self.dropped += 1
+
+    def _delivered(self, err, _msg) -> None:
+        if err is None:
+            self.written += 1
+        else:
+            self.failed += 1
+
+    def poll(self, timeout: float = 0.0) -> None:
+        if self._producer is not None:
+            self._producer.poll(timeout)
+
+    def close(self, timeout: float = 15.0) -> None:
+        if self._producer is not None:
+            self._producer.flush(timeout)
+        if self._file is not None:
+            with self._lock:
+                self._file.close()
+                self._file = None
+
+    def stats(self) -> dict[str, int]:
+        pending = len(self._producer) if self._producer is not None else 0
+        return {"written": self.written, "failed": self.failed, "dropped": self.dropped, "pending": pending}
