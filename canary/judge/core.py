@@ -200,9 +200,8 @@ def _sufficiency(r: dict, n_c: float, n_b: float, m: MetricSpec, unit: str) -> b
         r["decision"], r["reason"] = NO_DATA, f"no {unit} in either lane after the warm-up"
         return False
     if min(n_c, n_b) < m.min_samples:
-        r["decision"] = INSUFFICIENT
-        r["reason"] = f"{int(min(n_c, n_b))} {unit} in the smaller lane, {m.min_samples} needed"
-        return False
+        # Too little to pass, but an anytime-valid regression is still a regression: the test runs anyway.
+        r["insufficient"] = f"{int(min(n_c, n_b))} {unit} in the smaller lane, {m.min_samples} needed"
     return True
 
 
@@ -256,6 +255,9 @@ def _judge_metric(run: _Run, m: MetricSpec, share: float) -> dict:
         _throughput(run, m, alpha, r)
     else:
         _quantile(run, m, alpha, r)
+    short = r.pop("insufficient", None)
+    if short and r["decision"] == PASS:
+        r["decision"], r["reason"] = INSUFFICIENT, f"{short} ({r['reason']})"
     return r
 
 
