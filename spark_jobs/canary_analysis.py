@@ -199,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.master:
         builder = builder.master(args.master)
     spark = builder.config("spark.sql.shuffle.partitions", "8").config("spark.ui.enabled", "false").getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
     try:
         verdict = run(spark, args)
     except SystemExit:
