@@ -4,8 +4,8 @@ rate, consume them back, track every message, and keep metrics, status and obser
     probe = Probe(config)
     summary = probe.run()          # for config.duration, or until probe.stop() / Ctrl-C
 
-Threads: producing, delivery reports, consuming, housekeeping (metadata, reconcile, SLA expiry,
-availability gauges, connection checks), and the optional HTTP server. All are daemons and all
+Threads: producing, delivery reports, consuming, housekeeping (SLA expiry, availability gauges),
+admin (metadata, reconcile), connection checks, and the optional HTTP server. All are daemons and all
 are joined by `stop()`.
 """
 
@@ -113,14 +113,16 @@ class Probe:
         c = self.config
         try:
             self._refresh_view()
-        except KafkaException as exc:
+        except (KafkaException, TimeoutError) as exc:
             raise ClusterUnreachable(f"cannot reach the cluster at {c.bootstrap_servers}: {exc.args[0]}; check "
                                      f"--bootstrap-servers and the security settings") from exc
         self._reconcile()
         if self.observations_topic:
             ensure_observations_topic(self.admin.admin, self.observations_topic, len(self.view.lanes))
         base = {"bootstrap.servers": c.bootstrap_servers, "logger": QUIET_LOGGER}
-        self._producer = Producer({**base, "acks": "all", "enable.idempotence": True, "linger.ms": 0,
+        # Not idempotent by default: an idempotent producer's epoch bump after one partition's timeout
+        # fails the in-flight messages of every partition, which would blur the per-broker picture.
+        self._producer = Producer({**base, "acks": "all", "enable.idempotence": False, "linger.ms": 0,
                                    "message.timeout.ms": int(c.message_timeout * 1000),
                                    "queue.buffering.max.messages": 1_000_000,
                                    "client.id": f"kafka-canary-probe-{c.producer_id}", **c.client})
@@ -134,7 +136,8 @@ class Probe:
                                      self.status)
         self._started = time.monotonic()
         for target, name in ((self._consume_loop, "consume"), (self._delivery_loop, "delivery"),
-                             (self._produce_loop, "produce"), (self._housekeeping_loop, "housekeeping")):
+                             (self._produce_loop, "produce"), (self._housekeeping_loop, "housekeeping"),
+                             (self._admin_loop, "admin"), (self._connection_loop, "connections")):
             thread = threading.Thread(target=self._guard(target), name=f"probe-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -227,8 +230,12 @@ class Probe:
         addresses = {n.id: f"{n.host}:{n.port}" for n in cluster.nodes}
         metadata = self.admin.admin.list_topics(timeout=10)
         topic = metadata.topics.get(self.config.topic)
-        leaders = {p.id: p.leader for p in topic.partitions.values()} if topic and topic.error is None else {}
-        self.view.lanes, self.view.addresses, self.view.leaders = lanes, addresses, leaders
+        # Per partition even when the topic reports an error (e.g. one partition without a leader).
+        leaders = {p.id: p.leader for p in topic.partitions.values()} if topic else {}
+        # Brokers that leave the metadata (down, fenced) stay known: their connection checks go on failing.
+        self.view.lanes = {**self.view.lanes, **lanes}
+        self.view.addresses = {**self.view.addresses, **addresses}
+        self.view.leaders = leaders
 
     def _reconcile(self) -> None:
         if self.config.reconcile:
@@ -327,28 +334,34 @@ class Probe:
                 self._round_trip_ok = any(t.counts["delivered"] for t in self.ledger.by_lane().values())
 
     def _housekeeping_loop(self) -> None:
-        c = self.config
-        last = {"metadata": time.monotonic(), "reconcile": time.monotonic(), "connection": 0.0}
+        """Fast and never blocked by the cluster: SLA expiry and gauges."""
         while not self._stop.wait(0.5):
-            self._heartbeat = now = time.monotonic()
+            self._heartbeat = time.monotonic()
             self.tracker.expire(time.time() * 1000)
             self._update_availability()
-            if now - last["metadata"] >= c.metadata_interval:
-                last["metadata"] = now
-                try:
-                    self._refresh_view()
-                except KafkaException as exc:
-                    self.reconcile_errors.append(f"metadata: {exc.args[0]}")
-            if c.reconcile and now - last["reconcile"] >= c.reconcile_interval:
-                last["reconcile"] = now
+
+    def _admin_loop(self) -> None:
+        """Metadata refresh and reconciliation; admin calls may block for their timeouts when a broker is down."""
+        c = self.config
+        last_reconcile = time.monotonic()
+        while not self._stop.wait(c.metadata_interval):
+            try:
+                self._refresh_view()
+            except (KafkaException, TimeoutError) as exc:  # keep the last view; try again next interval
+                self.reconcile_errors.append(f"metadata: {exc!r}")
+            if c.reconcile and time.monotonic() - last_reconcile >= c.reconcile_interval:
+                last_reconcile = time.monotonic()
                 try:
                     self._reconcile()
                     self._assign(self._wanted)
-                except (CanaryError, KafkaException) as exc:
-                    self.reconcile_errors.append(f"reconcile: {exc}")
-            if now - last["connection"] >= c.connection_interval:
-                last["connection"] = now
-                self._check_connections()
+                except (CanaryError, KafkaException, TimeoutError) as exc:
+                    self.reconcile_errors.append(f"reconcile: {exc!r}")
+
+    def _connection_loop(self) -> None:
+        while True:
+            self._check_connections()
+            if self._stop.wait(self.config.connection_interval):
+                return
 
     def _check_connections(self) -> None:
         for broker, address in sorted(self.view.addresses.items()):
