@@ -381,6 +381,13 @@ def reconcile(admin: TopicAdmin, spec: TopicSpec, wait: float = 30.0) -> Reconci
                              orphans=todo.orphans, replication_factor=todo.replication_factor)
     if todo.create is not None:
         result.created = admin.create_topic(spec.name, todo.create, todo.configs)
+        # Brokers learn of a new topic a moment later; callers go on to use its partitions.
+        deadline = time.monotonic() + max(wait, 5.0)
+        while time.monotonic() < deadline:
+            seen = admin.observe(spec.name)
+            if len(seen.partitions) == len(todo.create) and all(p.leader >= 0 for p in seen.partitions.values()):
+                break
+            time.sleep(0.2)
         return result
     if todo.configs:
         admin.set_configs(spec.name, todo.configs)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from canary.probe.config import ProbeConfig
+from canary.probe.runner import Probe
 from canary.probe.topic import TopicAdmin, TopicSpec, reconcile
 
 pytestmark = pytest.mark.integration
@@ -67,3 +71,15 @@ def test_reconcile_create_noop_scale_up_and_down(cluster_factory):
     admin.calls.clear()
     settled = reconcile(admin, spec)
     assert not settled.changed and admin.calls == [] and settled.orphans == [3]
+
+    # the probe produces to the owned partitions only, never to the orphan
+    probe = Probe(ProbeConfig(cluster.bootstrap_servers, topic=spec.name, rate=20, observations_topic=""))
+    probe.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not probe.ready() and time.monotonic() < deadline:
+            time.sleep(0.5)
+    finally:
+        summary = probe.stop()
+    assert sorted(summary.partitions) == [0, 1, 2]
+    assert summary.lanes["baseline"]["delivered"] > 0 and summary.lanes["baseline"]["lost"] == 0
