@@ -58,7 +58,8 @@ def ensure_topic(bootstrap_servers: str, topic: str, broker_ids: list[int], min_
 
 def round_trip(bootstrap_servers: str, topic: str, timeout: float = 30.0) -> list[PartitionRoundTrip]:
     """Sends one acks=all message to each partition of `topic` and reads each back."""
-    metadata = admin_client(bootstrap_servers).list_topics(topic, timeout=timeout)
+    # All topics: a metadata request naming the topic would auto-create it on brokers that allow that.
+    metadata = admin_client(bootstrap_servers).list_topics(timeout=timeout)
     if topic not in metadata.topics or metadata.topics[topic].error is not None:
         raise ClusterError(f"topic {topic} is not available on {bootstrap_servers}")
     partitions = sorted(metadata.topics[topic].partitions.values(), key=lambda p: p.id)
