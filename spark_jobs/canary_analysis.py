@@ -66,11 +66,11 @@ def extract(spark: SparkSession, source: str, from_ms: int | None = None, to_ms:
         servers, _, topic = source.removeprefix("kafka://").partition("/")
         reader = (spark.read.format("kafka").option("kafka.bootstrap.servers", servers)
                   .option("subscribe", topic or OBSERVATIONS_TOPIC))
-        # Record timestamps are the producers' send times; a small margin catches late records.
+        # Record timestamps are the producers' send times; a small margin catches late records. The end of the
+        # window is applied to send_ts in transform(): an endingTimestamp past a partition's last record fails.
         if from_ms is not None:
-            reader = reader.option("startingTimestamp", str(max(0, from_ms - 60_000)))
-        if to_ms is not None:
-            reader = reader.option("endingTimestamp", str(to_ms + 60_000))
+            reader = (reader.option("startingTimestamp", str(max(0, from_ms - 60_000)))
+                      .option("startingOffsetsByTimestampStrategy", "latest"))
         return reader.load().select(F.col("value").cast("string").alias("value"))
     path = Path(source)
     if not path.exists():
