@@ -351,8 +351,9 @@ class TopicAdmin:
     def elect(self, topic: str, partitions: list[int]) -> list[str]:
         """Preferred leader elections; returns the per-partition failures (named), an
         ELECTION_NOT_NEEDED being no failure."""
-        future = self.admin.elect_leaders(ElectionType.PREFERRED, [CTopicPartition(topic, p) for p in partitions],
-                                          request_timeout=self.timeout, operation_timeout=self.timeout)
+        # No timeout kwargs: confluent-kafka 2.16's elect_leaders binding fails on any keyword argument;
+        # result(timeout=...) below bounds the wait instead.
+        future = self.admin.elect_leaders(ElectionType.PREFERRED, [CTopicPartition(topic, p) for p in partitions])
         try:
             results = future.result(timeout=self.timeout)
         except KafkaException as exc:
