@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from waiting import wait_until
 
 from canary.cluster import process
 from canary.cluster.distribution import BASELINE_VERSION, TARGET_VERSION
@@ -26,16 +27,6 @@ KAFKA_CANARY = str(Path(sys.executable).parent / "kafka-canary")
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([KAFKA_CANARY, *args], capture_output=True, text=True, timeout=300)
-
-
-def _wait_until(predicate, timeout: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"{what} not reached in {timeout:.0f}s")
 
 
 def _produce(bootstrap: str, topic: str, count: int) -> None:
@@ -92,7 +83,7 @@ def test_hard_killed_broker_is_down_with_under_replicated_partitions_and_restart
     ensure_topic(shared_cluster.bootstrap_servers, "rt", [b.node_id for b in shared_cluster.state.brokers])
     victim = shared_cluster.state.node(3)
     os.kill(victim.pid, signal.SIGKILL)  # a crash, not an operation of ours
-    status = _wait_until(lambda: (s := shared_cluster.status()).health.under_replicated and s, 60,
+    status = wait_until(lambda: (s := shared_cluster.status()).health.under_replicated and s, 60,
                          "under-replicated partitions")
     assert {n.node_id: n.state for n in status.nodes}[3] == "down"
     assert any(p.startswith("rt-") for p in status.health.under_replicated)
@@ -201,7 +192,7 @@ def test_jvms_die_with_a_killed_parent_and_down_leaves_none(run_root):
         assert all(process.start_time(pid) for pid in pids)
         parent.kill()  # the test process of a failed run, killed hard
         parent.wait(30)
-        _wait_until(lambda: all(process.start_time(pid) is None for pid in pids), 30, "JVMs gone with their parent")
+        wait_until(lambda: all(process.start_time(pid) is None for pid in pids), 30, "JVMs gone with their parent")
     finally:
         parent.kill()
         process.kill_marked(str(directory))
@@ -224,4 +215,4 @@ def test_three_controller_quorum_with_mixed_broker_versions_and_racks(cluster_fa
     cluster.restart_node(3001, role="controller")  # waits until it has caught up with the quorum again
     assert cluster.health().healthy
     cluster.stop_node(3002, kill=True)
-    assert _wait_until(lambda: 3002 in cluster.health().lagging_voters, 60, "stopped voter reported as lagging")
+    assert wait_until(lambda: 3002 in cluster.health().lagging_voters, 60, "stopped voter reported as lagging")

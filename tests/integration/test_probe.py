@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from waiting import wait_until
 
 from canary.cluster.health import QUIET_LOGGER
 from canary.observations import OBSERVATIONS_TOPIC, Observation
@@ -17,16 +18,6 @@ from canary.probe.message import ProbeMessage
 from canary.probe.runner import Probe
 
 pytestmark = pytest.mark.integration
-
-
-def _wait(condition, timeout: float = 90.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _get(port: int, path: str) -> tuple[int, str]:
@@ -58,15 +49,15 @@ def test_healthy_run_two_probes_share_a_topic_and_crafted_records_are_counted(sh
     try:
         port = a.http.port
         assert _get(port, "/liveness")[0] == 200
-        _wait(a.ready, what="probe a ready")
+        wait_until(a.ready, what="probe a ready")
         assert _get(port, "/readiness")[0] == 200
         # a second instance joins late on the same topic
         b = Probe(ProbeConfig(bootstrap, topic=topic, rate=10, producer_id="probe-b", run_id="run-b",
                               observations_file=str(tmp_path / "b.jsonl")))
         b.start()
         try:
-            _wait(b.ready, what="probe b ready")
-            _wait(lambda: a.tracker.foreign_records and b.tracker.foreign_records, what="each seeing the other")
+            wait_until(b.ready, what="probe b ready")
+            wait_until(lambda: a.tracker.foreign_records and b.tracker.foreign_records, what="each seeing the other")
             # crafted records on partition 0: two extra copies of a's first message, junk, a stranger's message
             first = ProbeMessage("probe-a", a.epoch, "run-a", 0, 0, int(time.time() * 1000), 1, "baseline")
             stranger = ProbeMessage("someone-else", "x", "r", 0, 0, int(time.time() * 1000), 1, "baseline")
@@ -74,8 +65,8 @@ def test_healthy_run_two_probes_share_a_topic_and_crafted_records_are_counted(sh
             for value in (first.encode(), first.encode(), b"{not json", b"", stranger.encode()):
                 crafted.produce(topic, value=value, partition=0)
             assert crafted.flush(30) == 0
-            _wait(lambda: a.tracker.malformed_records >= 2, what="junk seen")
-            _wait(lambda: _get(port, "/status")[1] and a.connection_checks, what="connection checks")
+            wait_until(lambda: a.tracker.malformed_records >= 2, what="junk seen")
+            wait_until(lambda: _get(port, "/status")[1] and a.connection_checks, what="connection checks")
             status = json.loads(_get(port, "/status")[1])
             metrics = _get(port, "/metrics")[1]
         finally:
@@ -136,26 +127,26 @@ def test_broker_down_shows_errors_and_recovers_and_canary_lane(cluster_factory, 
     probe.start()
     try:
         port = probe.http.port
-        _wait(probe.ready, what="ready")
+        wait_until(probe.ready, what="ready")
         assert probe.reconciled.produce_partitions == {0: 1, 1: 2, 2: 3}
         cluster.stop_node(2, kill=True)
-        _wait(lambda: probe.ledger.by_partition().get(1) and probe.ledger.by_partition()[1].counts["produce_errors"],
-              what="produce errors on broker 2's partition")
-        metrics = _wait(lambda: (m := _get(port, "/metrics")[1]) and
+        wait_until(lambda: (part := probe.ledger.by_partition().get(1)) and part.counts["produce_errors"],
+                   what="produce errors on broker 2's partition")
+        metrics = wait_until(lambda: (m := _get(port, "/metrics")[1]) and
                         _metric(m, "kafka_canary_availability", partition="1") < 1 and m, what="availability drop")
         errors = [line for line in metrics.splitlines() if line.startswith("kafka_canary_produce_error_total{")]
         assert _metric(metrics, "kafka_canary_produce_error_total", partition="1") > 0, errors
         # on a loaded 2-core machine a kill can slow the others too; the stopped broker's partition leads
         others = [_metric(metrics, "kafka_canary_produce_error_total", partition=p) for p in ("0", "2")]
         assert _metric(metrics, "kafka_canary_produce_error_total", partition="1") >= max(others), errors
-        _wait(lambda: not probe.connection_checks[2].ok, what="failed connection check")
-        _wait(lambda: _metric(_get(port, "/metrics")[1], "kafka_canary_connection_success", broker="2") == 0,
+        wait_until(lambda: not probe.connection_checks[2].ok, what="failed connection check")
+        wait_until(lambda: _metric(_get(port, "/metrics")[1], "kafka_canary_connection_success", broker="2") == 0,
               what="connection check metric")
         cluster.start_node(2)
         acked_before = probe.ledger.by_partition()[1].counts["acked"]
         # the probe's own reconcile puts broker 2 back as leader of partition 1 (preferred leader election)
-        _wait(lambda: probe.view.leaders.get(1) == 2, what="preferred leader back")
-        _wait(lambda: probe.ledger.by_partition()[1].counts["acked"] > acked_before + 20, what="recovery")
+        wait_until(lambda: probe.view.leaders.get(1) == 2, what="preferred leader back")
+        wait_until(lambda: probe.ledger.by_partition()[1].counts["acked"] > acked_before + 20, what="recovery")
     finally:
         summary = probe.stop()
 
