@@ -12,11 +12,11 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import NewTopic
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from canary.cluster.health import QUIET_LOGGER, admin_client
 from canary.errors import ClusterError
+from canary.probe.topic import TopicAdmin
 
 
 @dataclass(frozen=True)
@@ -44,16 +44,7 @@ def ensure_topic(bootstrap_servers: str, topic: str, broker_ids: list[int], min_
     rf = min(3, len(brokers))
     assignment = [[brokers[(p + r) % len(brokers)] for r in range(rf)] for p in range(len(brokers))]
     config = {"min.insync.replicas": str(min_insync if min_insync is not None else max(1, rf - 1))}
-    admin = admin_client(bootstrap_servers)
-    new = NewTopic(topic, num_partitions=len(assignment), replica_assignment=assignment, config=config)
-    futures = admin.create_topics([new],
-                                  operation_timeout=timeout, request_timeout=timeout)
-    for name, future in futures.items():
-        try:
-            future.result()
-        except KafkaException as exc:
-            if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
-                raise ClusterError(f"creating topic {name} failed: {exc.args[0].str()}") from exc
+    TopicAdmin(bootstrap_servers, timeout=timeout).create_topic(topic, assignment, config)
 
 
 def round_trip(bootstrap_servers: str, topic: str, timeout: float = 30.0) -> list[PartitionRoundTrip]:

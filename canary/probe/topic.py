@@ -22,7 +22,6 @@ from dataclasses import asdict, dataclass, field
 from confluent_kafka import ElectionType, KafkaException
 from confluent_kafka import TopicPartition as CTopicPartition
 from confluent_kafka.admin import (
-    AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
@@ -31,6 +30,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from canary.cluster.health import admin_client
 from canary.errors import ClusterError
 from canary.lanes import real_rack
 
@@ -256,9 +256,7 @@ class TopicAdmin:
         self.bootstrap_servers = bootstrap_servers
         self.client = dict(client or {})
         self.timeout = timeout
-        from canary.cluster.health import QUIET_LOGGER
-        self.admin = AdminClient({"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": 10000,
-                                  "logger": QUIET_LOGGER, **self.client})
+        self.admin = admin_client(bootstrap_servers, {"socket.timeout.ms": 10000, **self.client})
 
     def observe(self, topic: str) -> TopicState:
         try:
