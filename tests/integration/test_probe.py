@@ -136,9 +136,8 @@ def test_broker_down_shows_errors_and_recovers_and_canary_lane(cluster_factory, 
                         _metric(m, "kafka_canary_availability", partition="1") < 1 and m, what="availability drop")
         errors = [line for line in metrics.splitlines() if line.startswith("kafka_canary_produce_error_total{")]
         assert _metric(metrics, "kafka_canary_produce_error_total", partition="1") > 0, errors
-        # on a loaded 2-core machine a kill can slow the others too; the stopped broker's partition leads
-        others = [_metric(metrics, "kafka_canary_produce_error_total", partition=p) for p in ("0", "2")]
-        assert _metric(metrics, "kafka_canary_produce_error_total", partition="1") >= max(others), errors
+        # No comparison with partitions 0 and 2: with RF 3 on 3 brokers, broker 2 follows every partition, so
+        # acks=all produce to all of them stalls until it is fenced and leaves their ISR (seen: 45 vs 48 errors).
         wait_until(lambda: not probe.connection_checks[2].ok, what="failed connection check")
         wait_until(lambda: _metric(_get(port, "/metrics")[1], "kafka_canary_connection_success", broker="2") == 0,
               what="connection check metric")
@@ -153,7 +152,6 @@ def test_broker_down_shows_errors_and_recovers_and_canary_lane(cluster_factory, 
     observed = _observations(path)
     by_outcome = Counter((o.partition, o.outcome) for o in observed)
     assert by_outcome[(1, "produce_error")] > 0
-    assert by_outcome[(1, "produce_error")] >= max(by_outcome[(0, "produce_error")], by_outcome[(2, "produce_error")])
     assert not any(o.outcome == "lost" for o in observed)  # acknowledged messages are never lost
     assert sum(t["lost"] for t in summary.lanes.values()) == 0
     # lanes: broker 1 carries the canary marker, so partition 0 (led by 1) is canary
