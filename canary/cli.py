@@ -98,10 +98,14 @@ def _restart(args: argparse.Namespace, role: str) -> int:
     from canary.cluster.local import LocalCluster
 
     cluster = LocalCluster.open(args.dir)
+    extra = {}
+    if getattr(args, "rack", None) is not None:
+        extra["rack"] = args.rack or None  # --rack '' removes the rack
     cluster.restart_node(args.id, version=args.version, config=_key_values(getattr(args, "config", None), True),
-                         kill=args.kill, wait=not args.no_wait, timeout=args.timeout, role=role)
+                         kill=args.kill, wait=not args.no_wait, timeout=args.timeout, role=role, **extra)
     node = cluster.state.node(args.id)
-    print(f"{role} {args.id} restarted on Kafka {node.version}" + ("" if args.no_wait else "; cluster healthy"))
+    print(f"{role} {args.id} restarted on Kafka {node.version}" + (f", rack {node.rack or '-'}" if extra else "")
+          + ("" if args.no_wait else "; cluster healthy"))
     return 0
 
 
@@ -234,6 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
         if role == "broker":
             p.add_argument("--config", action="append", metavar="KEY=VALUE",
                            help="set a config override; KEY= removes it (repeatable)")
+            p.add_argument("--rack", help="broker.rack from this restart on ('' removes it); the canary "
+                                          "marker travels here, e.g. a:canary-broker")
         p.add_argument("--kill", action="store_true", help="hard kill instead of controlled shutdown")
         p.add_argument("--no-wait", action="store_true", help="do not wait for the cluster to be healthy")
 

@@ -65,6 +65,16 @@ class ClusterStatus:
                 "health": self.health.to_dict(), "nodes": [n.to_dict() for n in self.nodes]}
 
 
+class _Unchanged:
+    """The default of `restart_node`'s keyword parameters whose None has a meaning of its own."""
+
+    def __repr__(self) -> str:
+        return "UNCHANGED"
+
+
+UNCHANGED = _Unchanged()
+
+
 def _new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
@@ -222,11 +232,15 @@ class LocalCluster:
 
     def restart_node(self, node_id: int, version: str | None = None, config: dict[str, str | None] | None = None,
                      kill: bool = False, wait: bool = True, timeout: float = 120.0,
-                     role: Role | None = None) -> None:
+                     role: Role | None = None, *, rack: str | None | _Unchanged = UNCHANGED) -> None:
         """Restarts one node, optionally on another Kafka version and/or with changed config overrides,
         keeping its log dirs. A config value of None removes that override.
 
-        Validates first (node id, version fetched, config keys), so a bad request changes nothing.
+        `rack` (brokers only) sets the broker's `broker.rack` from this restart on; None removes it;
+        left out, the rack stays. The rollout engine marks a canary broker this way
+        (`canary.lanes.canary_rack`) and unmarks it (`canary.lanes.real_rack`).
+
+        Validates first (node id, version fetched, config keys, rack), so a bad request changes nothing.
         With `wait`, returns once the cluster is healthy again: the node registered and back in the
         ISR of every partition it hosts.
         """
@@ -236,10 +250,18 @@ class LocalCluster:
         node_config.validate_overrides({k: v for k, v in changes.items() if v is not None})
         if node.role == "controller" and changes:
             raise ClusterError("config overrides apply to brokers; controllers take the cluster defaults")
+        if rack is not UNCHANGED:
+            if node.role == "controller":
+                raise ClusterError(f"node {node_id} is a controller; a rack (broker.rack) applies to brokers only")
+            if rack is not None and (not isinstance(rack, str) or not rack.strip() or rack.strip() != rack):
+                raise ClusterError(f"rack {rack!r} is not a rack name; pass a non-empty name without "
+                                   f"surrounding spaces, or None to remove the rack")
         with self._locked():
             node = self.state.node(node_id, role)
             self._stop(node, kill)
             node.version = dist.version
+            if rack is not UNCHANGED:
+                node.rack = rack
             for key, value in changes.items():
                 if value is None:
                     node.config.pop(key, None)
