@@ -25,17 +25,23 @@ def marker(directory: Path | str, node_id: int) -> str:
     return f"{MARKER}{Path(directory).resolve()}#{node_id}"
 
 
+def proxy_marker(directory: Path | str, node_id: int) -> str:
+    """The marker of the delay proxy in front of a node: another process, same directory sweep."""
+    return f"{marker(directory, node_id)}:proxy"
+
+
 def _die_with_parent() -> None:
     # PR_SET_PDEATHSIG: the kernel kills the JVM if the process that started it dies (tests).
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(1, signal.SIGKILL)
 
 
-def start(cmd: list[str], cwd: Path, log_file: Path, tie_to_parent: bool = False) -> tuple[int, int]:
+def start(cmd: list[str], cwd: Path, log_file: Path, tie_to_parent: bool = False,
+          env: dict[str, str] | None = None) -> tuple[int, int]:
     """Starts `cmd` detached in its own session; returns (pid, start time)."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log_file, "ab") as out:
-        proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True, preexec_fn=_die_with_parent if tie_to_parent else None)
     _children[proc.pid] = proc
     started = start_time(proc.pid)
@@ -135,3 +141,16 @@ def accepts_connections(port: int, timeout: float = 1.0) -> bool:
             return True
     except OSError:
         return False
+
+
+def wait_listening(port: int, timeout: float, alive=lambda: True) -> bool:
+    """True once something accepts connections on loopback `port`; False after `timeout` or when
+    `alive()` turns false (the process meant to listen has exited)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if accepts_connections(port, timeout=0.5):
+            return True
+        if not alive():
+            return False
+        time.sleep(0.05)
+    return False

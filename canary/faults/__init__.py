@@ -1,0 +1,1 @@
+"""Fault injection for scenarios and tests: make a canary broker bad on purpose (issue 5, item 10)."""
