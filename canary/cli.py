@@ -79,10 +79,11 @@ def cmd_cluster_status(args: argparse.Namespace) -> int:
     print(f"cluster {status.cluster_id} in {status.directory}")
     print(f"bootstrap servers: {status.bootstrap_servers}")
     print(f"health: {status.health.reason()}")
-    print(f"{'id':>5}  {'role':<10} {'version':<8} {'rack':<10} {'pid':>7}  {'port':>5}  state")
+    print(f"{'id':>5}  {'role':<10} {'version':<8} {'rack':<10} {'pid':>7}  {'port':>5}  {'state':<8}  client delay")
     for n in status.nodes:
         rack, pid = n.rack or "-", n.pid or "-"
-        print(f"{n.node_id:>5}  {n.role:<10} {n.version:<8} {rack:<10} {pid:>7}  {n.port:>5}  {n.state}")
+        delay = f"{n.client_delay_ms:g} ms via proxy port {n.proxy_port} ({n.proxy})" if n.client_delay_ms else "-"
+        print(f"{n.node_id:>5}  {n.role:<10} {n.version:<8} {rack:<10} {pid:>7}  {n.port:>5}  {n.state:<8}  {delay}")
     return 0
 
 
@@ -101,10 +102,16 @@ def _restart(args: argparse.Namespace, role: str) -> int:
     extra = {}
     if getattr(args, "rack", None) is not None:
         extra["rack"] = args.rack or None  # --rack '' removes the rack
+    if getattr(args, "client_delay_ms", None) is not None:
+        extra["client_delay_ms"] = args.client_delay_ms
     cluster.restart_node(args.id, version=args.version, config=_key_values(getattr(args, "config", None), True),
                          kill=args.kill, wait=not args.no_wait, timeout=args.timeout, role=role, **extra)
     node = cluster.state.node(args.id)
-    print(f"{role} {args.id} restarted on Kafka {node.version}" + (f", rack {node.rack or '-'}" if extra else "")
+    details = [f"rack {node.rack or '-'}"] if "rack" in extra else []
+    if "client_delay_ms" in extra:
+        details.append(f"clients reach it through a {node.client_delay_ms:g} ms delay proxy on port {node.proxy_port}"
+                       if node.client_delay_ms > 0 else "no client delay")
+    print(f"{role} {args.id} restarted on Kafka {node.version}" + "".join(f", {d}" for d in details)
           + ("" if args.no_wait else "; cluster healthy"))
     return 0
 
@@ -225,7 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--broker-version", action="append", metavar="ID=VERSION", help="one broker on another version")
     up.add_argument("--racks", help="comma-separated rack names, assigned to brokers round-robin")
     up.add_argument("--config", action="append", metavar="KEY=VALUE", help="broker config override (repeatable)")
-    up.add_argument("--base-port", type=int, help="first port (default: free ports)")
+    up.add_argument("--base-port", type=int, help="first port; nodes take the next ones, then each broker's "
+                                                  "replication listener (default: free ports)")
 
     status = add("status", cmd_cluster_status, "nodes, versions, pids and health", timeout=False)
     status.add_argument("--json", action="store_true")
@@ -240,6 +248,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="set a config override; KEY= removes it (repeatable)")
             p.add_argument("--rack", help="broker.rack from this restart on ('' removes it); the canary "
                                           "marker travels here, e.g. a:canary-broker")
+            p.add_argument("--client-delay-ms", type=float, metavar="N",
+                           help="fault injection: clients reach the broker through a proxy that delays their "
+                                "requests N ms (replication is not delayed); 0 removes the proxy")
         p.add_argument("--kill", action="store_true", help="hard kill instead of controlled shutdown")
         p.add_argument("--no-wait", action="store_true", help="do not wait for the cluster to be healthy")
 
@@ -270,6 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Other areas add their subcommands here, one `register(sub)` call each.
     __import__("canary.judge.cli", fromlist=["register"]).register(sub)
     __import__("canary.probe.cli", fromlist=["register"]).register(sub)
+    __import__("canary.rollout.cli", fromlist=["register"]).register(sub)
     return parser
 
 

@@ -98,8 +98,24 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env.setdefault("PYSPARK_PYTHON", sys.executable)
-    proc = subprocess.run(spark_submit_command(args), env=env)
+    try:
+        proc = subprocess.run(spark_submit_command(args), env=env, timeout=getattr(args, "timeout", None),
+                              stdout=getattr(args, "log", None), stderr=subprocess.STDOUT if args.log else None)
+    except subprocess.TimeoutExpired:
+        print(f"error: the analysis did not finish within {args.timeout:.0f}s", file=sys.stderr)
+        return 2
     return proc.returncode if proc.returncode in (0, 1, 3) else 2
+
+
+def run_analysis(observations: str, out: Path, *, from_ms: int | None = None, to_ms: int | None = None,
+                 config: str | None = None, run_id: str | None = None, interim: bool = False,
+                 master: str = "local[2]", timeout: float | None = None, log=None) -> int:
+    """The analysis job as a function (the rollout's gate calls it): the exit code, 0 PROMOTE, 1 ROLLBACK,
+    3 INCONCLUSIVE, 2 error (a timeout included); `out`/verdict.json holds the verdict. `log`: an open file
+    that receives spark-submit's output."""
+    args = argparse.Namespace(observations=observations, out=Path(out), from_=from_ms, to=to_ms, config=config,
+                              run_id=run_id, interim=interim, master=master, timeout=timeout, log=log)
+    return cmd_analyze(args)
 
 
 def register(sub) -> None:
@@ -114,4 +130,4 @@ def register(sub) -> None:
     p.add_argument("--run-id", help="only this run's observations")
     p.add_argument("--interim", action="store_true", help="interim look: only critical regressions decide")
     p.add_argument("--master", default="local[2]", help="Spark master (default: %(default)s)")
-    p.set_defaults(func=cmd_analyze)
+    p.set_defaults(func=cmd_analyze, timeout=None, log=None)

@@ -1,0 +1,94 @@
+"""The safe-roll guard (Strimzi's rule): a broker may restart only if no partition it hosts is already below
+`min.insync.replicas`, and none would drop below it when the broker leaves the ISR.
+
+A partition whose min ISR is not below its replication factor can never stay writable with acks=all while
+any replica restarts, so it does not block (the guard would wait forever); it is named in the warnings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import ConfigResource, ResourceType
+
+from canary.cluster.health import admin_client
+from canary.errors import ClusterError
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    min_isr: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass
+class GuardDecision:
+    broker_id: int
+    allowed: bool
+    reasons: list[str] = field(default_factory=list)   # why not, one per partition (abbreviated by caller)
+    warnings: list[str] = field(default_factory=list)
+
+    def reason(self, limit: int = 5) -> str:
+        shown = "; ".join(self.reasons[:limit])
+        more = f"; and {len(self.reasons) - limit} more" if len(self.reasons) > limit else ""
+        return f"broker {self.broker_id} may not restart: {shown}{more}" if self.reasons else "allowed"
+
+    def to_dict(self) -> dict:
+        return {"broker": self.broker_id, "allowed": self.allowed, "reasons": self.reasons, "warnings": self.warnings}
+
+
+def decide(broker_id: int, partitions: list[PartitionView]) -> GuardDecision:
+    """Pure: may `broker_id` restart now, given every partition's replicas, ISR and min ISR."""
+    decision = GuardDecision(broker_id, allowed=True)
+    for p in partitions:
+        if broker_id not in p.replicas:
+            continue
+        if p.min_isr >= len(p.replicas):
+            decision.warnings.append(f"{p.name}: min.insync.replicas {p.min_isr} ≥ replication factor "
+                                     f"{len(p.replicas)}, unavailable for acks=all during any restart")
+            continue
+        if len(p.isr) < p.min_isr:
+            decision.reasons.append(f"{p.name} is already below min.insync.replicas "
+                                    f"(ISR {list(p.isr)}, min {p.min_isr})")
+        elif broker_id in p.isr and len(p.isr) - 1 < p.min_isr:
+            decision.reasons.append(f"{p.name} would drop below min.insync.replicas "
+                                    f"(ISR {list(p.isr)}, min {p.min_isr})")
+    decision.allowed = not decision.reasons
+    return decision
+
+
+def observe(bootstrap_servers: str, client: dict[str, str] | None = None, timeout: float = 15.0
+            ) -> list[PartitionView]:
+    """Every partition of every topic with its topic's effective min.insync.replicas."""
+    admin = admin_client(bootstrap_servers, client)
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise ClusterError(f"cannot read cluster metadata from {bootstrap_servers}: {exc.args[0]}") from exc
+    topics = sorted(t for t, meta in metadata.topics.items() if meta.error is None)
+    min_isr: dict[str, int] = {}
+    if topics:
+        resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
+        for res, future in admin.describe_configs(resources, request_timeout=timeout).items():
+            try:
+                entries = future.result(timeout=timeout)
+            except KafkaException as exc:
+                raise ClusterError(f"describing configs of topic {res.name} failed: {exc.args[0].str()}") from exc
+            entry = entries.get("min.insync.replicas")
+            min_isr[res.name] = int(entry.value) if entry is not None and entry.value else 1
+    return [PartitionView(t, p.id, tuple(p.replicas), tuple(p.isrs), p.leader, min_isr.get(t, 1))
+            for t in topics for p in sorted(metadata.topics[t].partitions.values(), key=lambda p: p.id)]
+
+
+def not_in_isr(broker_id: int, partitions: list[PartitionView]) -> list[str]:
+    """Partitions hosted by `broker_id` whose ISR it is not (yet) in: the learner warm-up waits for none."""
+    return [p.name for p in partitions if broker_id in p.replicas and broker_id not in p.isr]

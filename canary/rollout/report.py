@@ -1,0 +1,56 @@
+"""The run report: one self-contained HTML page in the run directory with the verdict, the steps, the
+pre-rollout snapshot and the audit log, linking to the analysis report (plots, metric table)."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from canary.rollout.audit import AuditLog
+from canary.rollout.run import RunState
+
+_STYLE = """body{font:14px/1.4 system-ui,sans-serif;margin:2em;max-width:1100px}
+table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;
+vertical-align:top}th{background:#f3f3f3}.PROMOTE{background:#1a7f37}.ROLLBACK{background:#cf222e}
+.INCONCLUSIVE{background:#9a6700}.verdict{color:#fff;padding:.6em 1em;font-size:1.4em;border-radius:6px}
+code,pre{font-size:12px}"""
+
+
+def _e(value) -> str:
+    return html.escape(value if isinstance(value, str) else json.dumps(value, default=str))
+
+
+def write_report(state: RunState, audit: AuditLog) -> Path:
+    data = state.data
+    verdict = data.get("verdict") or {}
+    word = verdict.get("verdict", "NO VERDICT")
+    rows = []
+    for name, step in data["steps"].items():
+        took = ((step.get("finished_ms") or step.get("started_ms", 0)) - step.get("started_ms", 0)) / 1000
+        rows.append(f"<tr><td>{_e(name)}</td><td>{_e(step['status'])}</td><td>{step['attempts']}</td>"
+                    f"<td>{took:.1f}s</td><td>{_e(step.get('error') or '')}</td></tr>")
+    entries = "".join(
+        f"<tr><td>{e['ts_ms']}</td><td>{_e(e['step'])}</td><td>{_e(e['action'])}</td>"
+        f"<td><code>{_e({k: v for k, v in e.items() if k not in ('ts_ms', 'run_id', 'step', 'action')})}</code></td>"
+        "</tr>" for e in audit.entries())
+    analysis = verdict.get("analysis")
+    link = ""
+    if analysis and (Path(analysis) / "report.html").exists():
+        rel = Path(analysis).relative_to(state.run_dir) / "report.html"
+        link = f'<p><a href="{_e(str(rel))}">Analysis report: latency distributions, time series, metric table</a></p>'
+    body = f"""<!doctype html><html><head><meta charset="utf-8"><title>Rollout {_e(data['run_id'])}</title>
+<style>{_STYLE}</style></head><body>
+<h1>Rollout {_e(data['run_id'])}</h1>
+<p class="verdict {_e(word)}">{_e(word)} — {_e(data['status'])}</p>
+<p>{_e(verdict.get('reason', ''))}</p>{link}
+<h2>Steps</h2><table><tr><th>step</th><th>status</th><th>attempts</th><th>took</th><th>error</th></tr>
+{''.join(rows)}</table>
+<h2>Spec</h2><pre>{_e(json.dumps(data['spec'], indent=2))}</pre>
+<h2>Before the rollout</h2><pre>{_e(json.dumps({k: v for k, v in (data.get('before') or {}).items()
+                                                 if k != 'leaders'}, indent=2))}</pre>
+<h2>Audit log</h2><table><tr><th>time (ms)</th><th>step</th><th>action</th><th>details</th></tr>{entries}</table>
+</body></html>"""
+    path = state.run_dir / "report.html"
+    path.write_text(body)
+    return path

@@ -1,0 +1,663 @@
+"""The rollout steps of DESIGN.md §3. Each step reads the real cluster, converges it towards what the step
+promises, records every action in the audit log and returns a small JSON-able result. Re-running a step (a
+retried task, a resumed rollout) does only what is still missing.
+
+    rollout = Rollout(load_spec("rollout.yaml"))
+    preflight(rollout); deploy_canary(rollout); warm_up(rollout); lead(rollout)
+    verdict = gate(rollout)["verdict"]
+    promote(rollout) if verdict == "PROMOTE" else rollback(rollout)
+    verify(rollout)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import KafkaException
+from kafka.admin import KafkaAdminClient
+from kafka.errors import KafkaError
+
+from canary import lanes
+from canary.cluster import distribution, features, health
+from canary.errors import CanaryError, ClusterError
+from canary.judge import INCONCLUSIVE, PROMOTE, ROLLBACK, Aggregates, judge
+from canary.observations import Observation
+from canary.probe.config import ProbeConfig, kafka_python_settings
+from canary.probe.runner import Probe, ProbeSummary
+from canary.probe.topic import TopicAdmin
+from canary.rollout import guard
+from canary.rollout.audit import AuditLog
+from canary.rollout.deployer import BrokerInfo, Deployer, open_deployer
+from canary.rollout.lock import LOCK_TOPIC, ClusterLock
+from canary.rollout.run import RunState, default_run_dir
+from canary.rollout.spec import RolloutSpec, judge_settings
+
+log = logging.getLogger("canary.rollout")
+PROBE_TOPIC = "__kafka_canary"
+POLL = 1.0
+
+
+class RolloutError(CanaryError):
+    """A step cannot go on; the message says why and what to do."""
+
+
+class GuardRefused(RolloutError):
+    """The safe-roll guard did not allow a restart within the guard timeout."""
+
+
+class Rollout:
+    """One rollout: its spec, the deployer, the run directory (state and audit log) and a lock on the cluster."""
+
+    def __init__(self, spec: RolloutSpec, run_dir: str | Path | None = None, deployer: Deployer | None = None):
+        self.spec = spec
+        self.run_id = spec.effective_run_id
+        self.run_dir = Path(run_dir) if run_dir else default_run_dir(self.run_id)
+        self.deployer = deployer or open_deployer(spec.deployer, spec.cluster_dir)
+        self.state = RunState.open(self.run_dir, self.run_id, spec.to_dict())
+        self.audit = AuditLog(self.run_dir / "audit.jsonl", self.run_id)
+        self.lock = ClusterLock(self.bootstrap_servers, spec.client)
+        self.step = "-"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.deployer.bootstrap_servers
+
+    def say(self, text: str, *args) -> None:
+        log.info("[%s] " + text, self.step, *args)
+
+    def partitions(self) -> list[guard.PartitionView]:
+        return guard.observe(self.bootstrap_servers, self.spec.client)
+
+    def canary_ids(self) -> list[int]:
+        ids = self.state.data["canary_brokers"]
+        if ids is None:
+            raise RolloutError("preflight has not chosen the canary brokers yet; run `kafka-canary rollout "
+                               "preflight` first")
+        return ids
+
+    def broker(self, broker_id: int) -> BrokerInfo:
+        for b in self.deployer.brokers():
+            if b.broker_id == broker_id:
+                return b
+        raise RolloutError(f"broker {broker_id} is no longer in the cluster")
+
+
+def run_step(name: str, fn: Callable[[Rollout], dict]) -> Callable[[Rollout], dict]:
+    """Wraps a step: attempt counting in run.json, start/finish/failure in the audit log."""
+
+    def step(r: Rollout) -> dict:
+        r.step = name
+        attempt = r.state.step_started(name)
+        r.audit.record(name, "step started", attempt=attempt)
+        try:
+            result = fn(r)
+        except BaseException as exc:
+            r.state.step_failed(name, str(exc))
+            r.audit.record(name, "step failed", attempt=attempt, error=str(exc))
+            raise
+        r.state.step_finished(name, result)
+        r.audit.record(name, "step finished", attempt=attempt, result=result)
+        return result
+
+    step.__name__ = name
+    step.__doc__ = fn.__doc__
+    return step
+
+
+# ----- desired states -----
+
+def _target_version(r: Rollout, before: dict) -> str:
+    return r.spec.change.version or before["version"]
+
+
+def _target_config(r: Rollout, before: dict) -> dict[str, str]:
+    config = dict(before["config"])
+    for key, value in r.spec.change.config.items():
+        if value is None:
+            config.pop(key, None)
+        else:
+            config[key] = value
+    return config
+
+
+def _want(r: Rollout, broker_id: int, phase: str) -> dict:
+    """What broker `broker_id` should look like in `phase`: canary, promoted or baseline (= before)."""
+    before = r.state.before["brokers"][str(broker_id)]
+    if phase == "baseline":
+        return {"version": before["version"], "config": before["config"], "rack": before["rack"],
+                "client_delay_ms": 0.0}
+    canary = phase == "canary"
+    rack = lanes.canary_rack(before["rack"]) if canary else lanes.real_rack(before["rack"])
+    return {"version": _target_version(r, before), "config": _target_config(r, before), "rack": rack,
+            "client_delay_ms": r.spec.fault.client_delay_ms if canary else 0.0}
+
+
+def _is(b: BrokerInfo, want: dict) -> bool:
+    return (b.version == want["version"] and b.config == want["config"] and (b.rack or None) == (want["rack"] or None)
+            and float(b.client_delay_ms) == float(want["client_delay_ms"]))
+
+
+# ----- waiting -----
+
+def _wait(r: Rollout, what: str, timeout: float, check: Callable[[], str | None], progress_every: float = 10.0
+          ) -> float:
+    """Polls `check` (None = done, else what is still missing) until done; raises RolloutError at the timeout.
+    Returns the seconds waited."""
+    start = time.monotonic()
+    last_report = start
+    while True:
+        try:
+            missing = check()
+        except (KafkaException, KafkaError, ClusterError) as exc:
+            missing = f"cluster not answering: {exc}"
+        if missing is None:
+            return time.monotonic() - start
+        now = time.monotonic()
+        if now - start > timeout:
+            raise RolloutError(f"{what}: not done after {timeout:.0f}s: {missing}")
+        if now - last_report >= progress_every:
+            r.say("%s: waiting %.0fs, %s", what, now - start, missing)
+            last_report = now
+        time.sleep(POLL)
+
+
+def _registered(r: Rollout) -> dict[int, str | None]:
+    """Registered, unfenced brokers and their racks."""
+    admin = health.admin_client(r.bootstrap_servers, r.spec.client)
+    cluster = admin.describe_cluster(request_timeout=10).result(timeout=10)
+    return {n.id: n.rack for n in cluster.nodes}
+
+
+def _wait_guard(r: Rollout, broker_id: int) -> None:
+    """Blocks until the safe-roll guard allows `broker_id` to restart, or raises GuardRefused."""
+    decision: list[guard.GuardDecision] = []
+
+    def check() -> str | None:
+        d = guard.decide(broker_id, r.partitions())
+        decision[:] = [d]
+        return None if d.allowed else d.reason()
+
+    try:
+        waited = _wait(r, f"safe-roll guard for broker {broker_id}", r.spec.guard_timeout, check)
+    except RolloutError as exc:
+        r.audit.record(r.step, "guard refused", broker=broker_id, reason=str(exc))
+        raise GuardRefused(f"{exc}. The broker was not restarted; bring the named partitions' replicas back "
+                           f"into the ISR (or raise timeouts.guard) and run the step again") from None
+    if waited > POLL:
+        r.audit.record(r.step, "guard allowed after waiting", broker=broker_id, waited_s=round(waited, 1))
+
+
+def _wait_in_isr(r: Rollout, broker_id: int, timeout: float) -> float:
+    """Learner warm-up for one broker: registered, then in the ISR of every partition it hosts."""
+    def check() -> str | None:
+        if broker_id not in _registered(r):
+            return f"broker {broker_id} not registered yet"
+        behind = guard.not_in_isr(broker_id, r.partitions())
+        return f"broker {broker_id} not yet in the ISR of {len(behind)} partition(s): {behind[:5]}" if behind else None
+    return _wait(r, f"learner warm-up of broker {broker_id}", timeout, check)
+
+
+def _roll(r: Rollout, broker_id: int, phase: str, warm: bool) -> dict | None:
+    """Converges one broker to `phase` under the guard; None when it already was there."""
+    current = r.broker(broker_id)
+    want = _want(r, broker_id, phase)
+    if _is(current, want):
+        r.say("broker %s already %s (%s), no restart", broker_id, phase, want["version"])
+        return None
+    _wait_guard(r, broker_id)
+    r.say("rolling broker %s to %s %s", broker_id, phase, want["version"])
+    r.audit.record(r.step, "restart broker", broker=broker_id, phase=phase, before=current.to_dict(), after=want)
+    started = time.monotonic()
+    r.deployer.roll_broker(broker_id, **want)
+
+    def registered() -> str | None:
+        racks = _registered(r)
+        if broker_id not in racks:
+            return f"broker {broker_id} not registered yet"
+        return None if (racks[broker_id] or None) == (want["rack"] or None) else (
+            f"broker {broker_id} still advertises rack {racks[broker_id]!r}")
+    _wait(r, f"broker {broker_id} registration", r.spec.warm_up_timeout, registered)
+    result = {"broker": broker_id, "phase": phase, "version": want["version"],
+              "registered_s": round(time.monotonic() - started, 1)}
+    if warm:
+        _wait_in_isr(r, broker_id, r.spec.warm_up_timeout)
+        result["in_isr_s"] = round(time.monotonic() - started, 1)
+    r.audit.record(r.step, "broker restarted", **result)
+    return result
+
+
+# ----- snapshots -----
+
+def _leaders(r: Rollout) -> dict[str, dict]:
+    return {p.name: {"leader": p.leader, "preferred": p.replicas[0] if p.replicas else -1}
+            for p in r.partitions() if p.topic != LOCK_TOPIC}
+
+
+def _snapshot(r: Rollout) -> dict:
+    levels = features.describe(r.bootstrap_servers, kafka_python_settings(r.spec.client))
+    return {
+        "taken_ms": int(time.time() * 1000),
+        "brokers": {str(b.broker_id): b.to_dict() for b in r.deployer.brokers()},
+        "controllers": {str(c.node_id): c.to_dict() for c in r.deployer.controllers()},
+        "features": levels.finalized,
+        "leaders": _leaders(r),
+    }
+
+
+def _elect_preferred(r: Rollout, names: list[str]) -> list[str]:
+    """Preferred leader elections for `topic-partition` names; returns failures."""
+    admin = TopicAdmin(r.bootstrap_servers, r.spec.client)
+    by_topic: dict[str, list[int]] = {}
+    for name in names:
+        topic, _, part = name.rpartition("-")
+        by_topic.setdefault(topic, []).append(int(part))
+    failures = []
+    for topic, parts in sorted(by_topic.items()):
+        failures += admin.elect(topic, sorted(parts))
+    return failures
+
+
+def _restore_preferred(r: Rollout) -> list[str]:
+    off = [n for n, p in _leaders(r).items() if p["leader"] != p["preferred"] and p["preferred"] >= 0]
+    if off:
+        r.say("preferred leader election for %d partition(s)", len(off))
+        failures = _elect_preferred(r, off)
+        r.audit.record(r.step, "preferred leader election", partitions=off, failures=failures)
+    return off
+
+
+# ----- probe -----
+
+def _probe(r: Rollout, name: str, seconds: float) -> tuple[ProbeSummary, Path]:
+    observations = r.run_dir / f"observations-{name}.jsonl"
+    observations.unlink(missing_ok=True)
+    cfg = ProbeConfig(bootstrap_servers=r.bootstrap_servers, rate=r.spec.probe_rate, duration=seconds,
+                      run_id=f"{r.run_id}-{name}", producer_id=f"rollout-{r.run_id}", client=dict(r.spec.client),
+                      observations_file=str(observations), rtt_sla=15.0, message_timeout=10.0)
+    r.say("probe %s for %.0fs at %g msg/s per partition", name, seconds, r.spec.probe_rate)
+    return Probe(cfg).run(), observations
+
+
+def _probe_problems(summary: ProbeSummary) -> list[str]:
+    """Why a probe run is not green: nothing acknowledged, any acknowledged message lost, errors above 1 %."""
+    problems = []
+    if not summary.acked:
+        problems.append("no message was acknowledged")
+    for lane, t in summary.lanes.items():
+        if t["lost"]:
+            problems.append(f"{t['lost']} acknowledged message(s) lost in lane {lane}")
+        if t["sent"] and t["produce_errors"] / t["sent"] > 0.01:
+            problems.append(f"{t['produce_errors']} of {t['sent']} produces failed in lane {lane}")
+    return problems
+
+
+def _green_probe(r: Rollout, name: str) -> dict:
+    summary, _ = _probe(r, name, r.spec.preflight_probe)
+    problems = _probe_problems(summary)
+    result = {"probe_run_id": summary.run_id, "acked": summary.acked,
+              "lost": sum(t["lost"] for t in summary.lanes.values()), "problems": problems}
+    r.audit.record(r.step, "probe", **result)
+    if problems:
+        raise RolloutError(f"the {name} probe is not green: {'; '.join(problems)}")
+    return result
+
+
+# ----- 1. preflight -----
+
+def _choose_canaries(r: Rollout, brokers: list[BrokerInfo]) -> list[int]:
+    ids = sorted(b.broker_id for b in brokers)
+    if r.spec.canary_brokers:
+        unknown = sorted(set(r.spec.canary_brokers) - set(ids))
+        if unknown:
+            raise RolloutError(f"canary.brokers: {unknown} are not brokers of this cluster; its broker ids are {ids}")
+        chosen = sorted(r.spec.canary_brokers)
+    else:
+        chosen = ids[-r.spec.canary_count:] if r.spec.canary_count else []
+    if len(chosen) >= len(ids):
+        raise RolloutError(f"canary: {len(chosen)} canary broker(s) on a {len(ids)}-broker cluster leaves no "
+                           f"baseline to compare with; choose at most {len(ids) - 1}")
+    return chosen
+
+
+def _preflight(r: Rollout) -> dict:
+    """Checks everything before any change: spec against the cluster, health, no reassignment, features,
+    the lock, a green baseline probe; then records the pre-rollout snapshot."""
+    spec = r.spec
+    brokers = r.deployer.brokers()
+    canaries = r.state.data["canary_brokers"] or _choose_canaries(r, brokers)
+    down = [b.broker_id for b in brokers if not b.running]
+    if down:
+        raise RolloutError(f"brokers {down} are not running; start them before a rollout")
+    if spec.change.version:
+        r.deployer.prepare(spec.change.version)
+
+    seen = health.check(r.bootstrap_servers, [b.broker_id for b in brokers], client_config=spec.client,
+                        expected_voters=[c.node_id for c in r.deployer.controllers()])
+    if not seen.healthy:
+        raise RolloutError(f"the cluster is not healthy: {seen.reason()}; fix it before a rollout")
+    moving = _reassignments(r)
+    if moving:
+        raise RolloutError(f"partition reassignments are in flight ({moving[:5]}); wait for them to finish")
+    levels = features.describe(r.bootstrap_servers, kafka_python_settings(spec.client))
+    if spec.change.version:
+        _check_features(spec.change.version, levels.finalized)
+
+    taken = r.lock.acquire(r.run_id, len(brokers))
+    r.audit.record("preflight", "lock taken" if taken else "lock already held by this rollout")
+    r.state.update(canary_brokers=canaries, status="preflight")
+    probe = _green_probe(r, "preflight")
+    if r.state.before is None:
+        r.state.update(before=_snapshot(r))
+        r.audit.record("preflight", "snapshot", before=r.state.before)
+    return {"canary_brokers": canaries, "brokers": len(brokers), "finalized": levels.finalized, "probe": probe}
+
+
+def _reassignments(r: Rollout) -> list[str]:
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=r.bootstrap_servers, client_id="kafka-canary-rollout",
+                                 request_timeout_ms=30000, **kafka_python_settings(r.spec.client))
+        try:
+            ongoing = admin.list_partition_reassignments(timeout_ms=30000)
+        finally:
+            admin.close()
+    except KafkaError as exc:
+        raise RolloutError(f"cannot list partition reassignments: {exc}") from exc
+    return sorted(f"{tp.topic}-{tp.partition}" for tp in ongoing)
+
+
+def _check_features(version: str, finalized: dict[str, int]) -> None:
+    """Refuses a target release that cannot run at the cluster's finalized levels (it would not start)."""
+    release = distribution.release_of(version)
+    newest = max((version, distribution.TARGET_VERSION), key=distribution.parse_version)
+    supported = features.release_levels(release, distribution.ensure(newest))
+    too_high = {f: (level, supported.get(f, 0)) for f, level in finalized.items()
+                if f != "kraft.version" and level > supported.get(f, 0)}
+    if too_high:
+        detail = ", ".join(f"{f} finalized at {lvl} but {release} goes up to {top}"
+                           for f, (lvl, top) in too_high.items())
+        raise RolloutError(f"Kafka {version} cannot join this cluster: {detail}; choose a release at least as new "
+                           f"as the finalized features")
+
+
+# ----- 2. deploy canary, 3. learner warm-up, 4. lead -----
+
+def _deploy_canary(r: Rollout) -> dict:
+    """Rolls each canary broker to the target with the canary marker, one at a time under the guard."""
+    rolled = []
+    for broker_id in r.canary_ids():
+        result = _roll(r, broker_id, "canary", warm=False)
+        if result:
+            rolled.append(result)
+    r.state.update(status="canary deployed")
+    return {"rolled": rolled, "canary_brokers": r.canary_ids()}
+
+
+def _warm_up(r: Rollout) -> dict:
+    """Waits until every canary broker is in the ISR of every partition it hosts (learner warm-up)."""
+    waited = {str(b): round(_wait_in_isr(r, b, r.spec.warm_up_timeout), 1) for b in r.canary_ids()}
+    return {"waited_s": waited}
+
+
+def _lead(r: Rollout) -> dict:
+    """Preferred leader election so canary brokers lead their preferred partitions of the probe topic and the
+    lead_topics: canary partitions now exist."""
+    canaries = set(r.canary_ids())
+    topics = {PROBE_TOPIC, *r.spec.lead_topics}
+    parts = [p for p in r.partitions() if p.topic in topics]
+    missing_topics = sorted(topics - {p.topic for p in parts})
+    if missing_topics:
+        raise RolloutError(f"lead_topics {missing_topics} do not exist on the cluster")
+    wanted = [p.name for p in parts if p.replicas and p.replicas[0] in canaries and p.leader != p.replicas[0]]
+    failures = _elect_preferred(r, wanted) if wanted else []
+    if wanted:
+        r.audit.record("lead", "preferred leader election", partitions=wanted, failures=failures)
+
+    def led() -> str | None:
+        now = [p for p in r.partitions() if p.topic in topics]
+        if not any(p.leader in canaries for p in now if p.topic == PROBE_TOPIC):
+            return "no probe partition is led by a canary broker yet"
+        return None
+    _wait(r, "canary leadership", 60, led)
+    canary_partitions = sorted(p.name for p in r.partitions() if p.topic in topics and p.leader in canaries)
+    return {"elected": wanted, "failures": failures, "canary_partitions": canary_partitions}
+
+
+# ----- 5./6./7. probe, interim gates, analysis, judge -----
+
+def _interim_look(r: Rollout, observations: Path, config) -> dict:
+    parsed = []
+    if observations.exists():
+        for line in observations.read_text().splitlines():
+            try:
+                parsed.append(Observation.from_json(line))
+            except (ValueError, TypeError):
+                continue
+    verdict = judge(Aggregates.from_observations(parsed, int(config.bucket_s * 1000)), config, final=False)
+    return {"verdict": verdict["verdict"], "reason": verdict["reason"], "observations": len(parsed)}
+
+
+def _gate(r: Rollout) -> dict:
+    """Probe traffic for the window with interim looks every interval (a critical regression stops it early),
+    then the final analysis (the Spark job, or the judge in-process with engine: inline) and its verdict."""
+    spec = r.spec
+    config = judge_settings(spec.judge_config)
+    attempt = r.state.data["steps"]["gate"]["attempts"]
+    name = f"gate-{attempt}"
+    observations = r.run_dir / f"observations-{name}.jsonl"
+    observations.unlink(missing_ok=True)
+    cfg = ProbeConfig(bootstrap_servers=r.bootstrap_servers, rate=spec.probe_rate, duration=None,
+                      run_id=f"{r.run_id}-{name}", producer_id=f"rollout-{r.run_id}", client=dict(spec.client),
+                      observations_file=str(observations), rtt_sla=15.0, message_timeout=10.0)
+    probe = Probe(cfg)
+    start_ms = int(time.time() * 1000)
+    started = time.monotonic()
+    probe.start()
+    r.audit.record("gate", "probe started", probe_run_id=cfg.run_id, window_s=spec.window)
+    interim: list[dict] = []
+    stopped_early = None
+    try:
+        next_look = started + spec.interim_interval
+        while time.monotonic() - started < spec.window:
+            time.sleep(min(POLL, max(0.0, started + spec.window - time.monotonic())))
+            if time.monotonic() >= next_look:
+                next_look += spec.interim_interval
+                look = _interim_look(r, observations, config)
+                look["at_s"] = round(time.monotonic() - started, 1)
+                interim.append(look)
+                r.say("interim look at %.0fs: %s (%s)", look["at_s"], look["verdict"], look["reason"])
+                r.audit.record("gate", "interim look", **look)
+                if look["verdict"] == ROLLBACK:
+                    stopped_early = look
+                    break
+    finally:
+        summary = probe.stop()
+    end_ms = int(time.time() * 1000)
+    r.state.update(interim=interim)
+    analysis_dir = r.run_dir / f"analysis-{attempt}"
+    if stopped_early:
+        verdict = {"verdict": ROLLBACK, "reason": f"fail fast at the interim look after {stopped_early['at_s']}s: "
+                                                  f"{stopped_early['reason']}", "engine": "interim"}
+    elif spec.engine == "spark":
+        verdict = _spark_verdict(r, cfg.run_id, start_ms, end_ms, analysis_dir, config)
+    else:
+        verdict = _inline_verdict(observations, analysis_dir, config)
+    result = {"verdict": verdict["verdict"], "reason": verdict["reason"], "engine": verdict.get("engine", spec.engine),
+              "probe_run_id": cfg.run_id, "window_ms": [start_ms, end_ms], "stopped_early": bool(stopped_early),
+              "interim_looks": len(interim), "probe": {lane: {k: t[k] for k in ("sent", "acked", "lost",
+                                                                               "produce_errors")}
+                                                       for lane, t in summary.lanes.items()},
+              "analysis": str(analysis_dir) if analysis_dir.exists() else None}
+    r.state.update(verdict=result, status=f"judged {result['verdict']}")
+    r.audit.record("gate", "verdict", verdict=result["verdict"], reason=result["reason"])
+    return result
+
+
+def _spark_verdict(r: Rollout, probe_run_id: str, start_ms: int, end_ms: int, out: Path, config) -> dict:
+    from canary.judge.cli import run_analysis
+
+    out.mkdir(parents=True, exist_ok=True)
+    config_file = out / "judge.json"
+    config_file.write_text(json.dumps(config.to_dict()))
+    with open(out / "spark.log", "w") as spark_log:
+        code = run_analysis(f"kafka://{r.bootstrap_servers}", out, from_ms=start_ms, to_ms=end_ms + 1,
+                            config=str(config_file), run_id=probe_run_id, timeout=900, log=spark_log)
+    verdict_file = out / "verdict.json"
+    if code == 2 or not verdict_file.exists():
+        # A failed analysis never promotes: a person decides, or the rollout rolls back.
+        return {"verdict": INCONCLUSIVE, "reason": f"the Spark analysis failed (exit {code}); see {out / 'spark.log'}",
+                "engine": "spark"}
+    verdict = json.loads(verdict_file.read_text())
+    return {"verdict": verdict["verdict"], "reason": verdict["reason"], "engine": "spark"}
+
+
+def _inline_verdict(observations: Path, out: Path, config) -> dict:
+    parsed = [Observation.from_json(line) for line in observations.read_text().splitlines() if line.strip()]
+    verdict = judge(Aggregates.from_observations(parsed, int(config.bucket_s * 1000)), config, final=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "verdict.json").write_text(json.dumps(verdict, indent=2))
+    return {"verdict": verdict["verdict"], "reason": verdict["reason"], "engine": "inline"}
+
+
+# ----- 8. promote, rollback -----
+
+def _promote(r: Rollout, approve: bool = False) -> dict:
+    """Rolls the baseline brokers, then the canary brokers (dropping the marker), then the controllers to the
+    target, one at a time under the guard, each back in the ISR before the next; finalizes when asked; probes."""
+    verdict = (r.state.data.get("verdict") or {}).get("verdict")
+    if verdict == ROLLBACK or (verdict != PROMOTE and not approve):
+        raise RolloutError(f"the verdict is {verdict or 'not reached yet'}; promote needs PROMOTE "
+                           f"(or, for INCONCLUSIVE, a person's approval: --approve)")
+    canaries = r.canary_ids()
+    order = [b.broker_id for b in r.deployer.brokers() if b.broker_id not in canaries] + canaries
+    rolled = [x for b in order if (x := _roll(r, b, "promoted", warm=True))]
+    target = r.spec.change.version
+    controllers = []
+    if target:
+        for c in r.deployer.controllers():
+            if c.version == target:
+                continue
+            r.audit.record("promote", "restart controller", controller=c.node_id, before=c.version, after=target)
+            r.deployer.roll_controller(c.node_id, version=target)
+            _wait(r, f"controller {c.node_id} back in the quorum", r.spec.warm_up_timeout, lambda: _quorum(r))
+            controllers.append(c.node_id)
+    finalized = {}
+    if target and r.spec.finalize:
+        finalized = _finalize(r, target)
+    _restore_preferred(r)
+    r.state.update(status="promoted")
+    probe = _green_probe(r, "post-promotion")
+    return {"rolled": rolled, "controllers": controllers, "finalized": finalized, "probe": probe}
+
+
+def _quorum(r: Rollout) -> str | None:
+    seen = health.check(r.bootstrap_servers, [b.broker_id for b in r.deployer.brokers()], client_config=r.spec.client,
+                        expected_voters=[c.node_id for c in r.deployer.controllers()])
+    return None if seen.healthy else seen.reason()
+
+
+def _finalize(r: Rollout, version: str) -> dict:
+    levels = features.release_levels(distribution.release_of(version), distribution.ensure(
+        max((version, distribution.TARGET_VERSION), key=distribution.parse_version)))
+    wanted = {k: v for k, v in levels.items() if k not in features.NOT_BY_DEFAULT and v > 0}
+    changes = features.finalize(r.bootstrap_servers, wanted, client_config=kafka_python_settings(r.spec.client))
+    if changes:
+        r.audit.record("promote", "finalize", changes={k: list(v) for k, v in changes.items()})
+    return {k: list(v) for k, v in changes.items()}
+
+
+def _raised_features(r: Rollout) -> dict[str, list[int]]:
+    now = features.describe(r.bootstrap_servers, kafka_python_settings(r.spec.client)).finalized
+    before = r.state.before["features"]
+    return {f: [before.get(f, 0), level] for f, level in now.items() if level > before.get(f, 0)}
+
+
+def _rollback(r: Rollout) -> dict:
+    """Brings every changed broker back to its pre-rollout version, config and rack (canaries first), under the
+    guard and warm-up; restores preferred leaders. Refused once features were finalized."""
+    if r.state.before is None:
+        raise RolloutError("nothing to roll back: preflight never recorded the pre-rollout state")
+    raised = _raised_features(r)
+    if raised:
+        detail = ", ".join(f"{f} {a}→{b}" for f, (a, b) in raised.items())
+        raise RolloutError(f"refusing to roll back: feature levels were finalized ({detail}) and finalized levels "
+                           f"cannot go down, so brokers on the old version would not start; roll forward instead")
+    canaries = r.canary_ids()
+    order = canaries + [b.broker_id for b in r.deployer.brokers() if b.broker_id not in canaries]
+    rolled = [x for b in order if (x := _roll(r, b, "baseline", warm=True))]
+    controllers = []
+    for c in r.deployer.controllers():
+        old = r.state.before["controllers"][str(c.node_id)]["version"]
+        if c.version != old:
+            r.audit.record("rollback", "restart controller", controller=c.node_id, before=c.version, after=old)
+            r.deployer.roll_controller(c.node_id, version=old)
+            _wait(r, f"controller {c.node_id} back in the quorum", r.spec.warm_up_timeout, lambda: _quorum(r))
+            controllers.append(c.node_id)
+    elected = _restore_preferred(r)
+    r.state.update(status="rolled_back")
+    return {"rolled": rolled, "controllers": controllers, "elected": elected}
+
+
+# ----- 9. verify -----
+
+def _verify(r: Rollout) -> dict:
+    """Checks the promised state: after a rollback the cluster equals the snapshot (versions, configs, racks,
+    finalized features, leaders); after a promotion every broker runs the change. Then a green probe; then the
+    lock is released."""
+    status = r.state.status
+    if status not in ("promoted", "rolled_back"):
+        raise RolloutError(f"nothing to verify yet: the rollout is at '{status}'; promote or roll back first")
+    before = r.state.before
+    differences = []
+    for b in r.deployer.brokers():
+        want = _want(r, b.broker_id, "baseline" if status == "rolled_back" else "promoted")
+        if not _is(b, want):
+            differences.append(f"broker {b.broker_id} is {b.to_dict()}, expected {want}")
+    target = r.spec.change.version
+    for c in r.deployer.controllers():
+        want_version = before["controllers"][str(c.node_id)]["version"] if status == "rolled_back" or not target \
+            else target
+        if c.version != want_version:
+            differences.append(f"controller {c.node_id} runs {c.version}, expected {want_version}")
+    finalized = features.describe(r.bootstrap_servers, kafka_python_settings(r.spec.client)).finalized
+    if status == "rolled_back" and finalized != before["features"]:
+        differences.append(f"finalized features are {finalized}, before the rollout {before['features']}")
+    if status == "rolled_back":
+        with contextlib.suppress(RolloutError):  # leaders settle a moment after the elections
+            _wait(r, "leaders as before", 60, lambda: "; ".join(_leader_diff(before["leaders"], _leaders(r))) or None)
+        differences += _leader_diff(before["leaders"], _leaders(r))
+    seen = health.check(r.bootstrap_servers, [b.broker_id for b in r.deployer.brokers()], client_config=r.spec.client)
+    if not seen.healthy:
+        differences.append(f"cluster not healthy: {seen.reason()}")
+    if differences:
+        r.audit.record("verify", "differences", differences=differences)
+        raise RolloutError("verify failed, the lock stays held until this is fixed: " + "; ".join(differences))
+    probe = _green_probe(r, "verify")
+    released = r.lock.release(r.run_id)
+    r.audit.record("verify", "lock released" if released else "lock was not held")
+    r.state.update(status=f"verified {status}")
+    return {"status": status, "finalized": finalized, "probe": probe, "lock_released": released}
+
+
+def _leader_diff(before: dict, now: dict) -> list[str]:
+    """Partitions that were on their preferred leader before and are not on the same leader now."""
+    return [f"{name} led by {now.get(name, {}).get('leader')}, before by {p['leader']}"
+            for name, p in sorted(before.items())
+            if p["leader"] == p["preferred"] and now.get(name, {}).get("leader") != p["leader"]]
+
+
+preflight = run_step("preflight", _preflight)
+deploy_canary = run_step("deploy-canary", _deploy_canary)
+warm_up = run_step("warm-up", _warm_up)
+lead = run_step("lead", _lead)
+gate = run_step("gate", _gate)
+rollback = run_step("rollback", _rollback)
+verify = run_step("verify", _verify)
+
+
+def promote(r: Rollout, approve: bool = False) -> dict:
+    return run_step("promote", lambda rr: _promote(rr, approve))(r)
