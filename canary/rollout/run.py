@@ -37,6 +37,7 @@ class RunState:
         """The run in `run_dir`, created when new. Refuses a directory holding another run or another spec."""
         run_dir = Path(run_dir)
         path = run_dir / RUN_FILE
+        spec = json.loads(json.dumps(spec, default=str))  # as stored: tuples become lists
         if path.exists():
             data = json.loads(path.read_text())
             if data.get("schema") != SCHEMA:

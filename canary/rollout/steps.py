@@ -15,7 +15,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from confluent_kafka import KafkaException
@@ -283,6 +283,26 @@ def _probe(r: Rollout, name: str, seconds: float) -> tuple[ProbeSummary, Path]:
     return Probe(cfg).run(), observations
 
 
+@contextlib.contextmanager
+def _watched(r: Rollout, name: str, result: dict) -> Iterator[None]:
+    """Probe traffic for as long as a step rolls brokers: acknowledged messages lost during the rolls land in
+    `result["probe"]` (the goal is none)."""
+    observations = r.run_dir / f"observations-{name}.jsonl"
+    observations.unlink(missing_ok=True)
+    cfg = ProbeConfig(bootstrap_servers=r.bootstrap_servers, rate=r.spec.probe_rate, duration=None,
+                      run_id=f"{r.run_id}-{name}", producer_id=f"rollout-{r.run_id}", client=dict(r.spec.client),
+                      observations_file=str(observations), rtt_sla=15.0, message_timeout=10.0)
+    probe = Probe(cfg)
+    probe.start()
+    try:
+        yield
+    finally:
+        summary = probe.stop()
+        result["probe"] = {"probe_run_id": summary.run_id, **{
+            k: sum(t[k] for t in summary.lanes.values()) for k in ("sent", "acked", "lost", "produce_errors")}}
+        r.audit.record(r.step, "probe during the rolls", **result["probe"])
+
+
 def _probe_problems(summary: ProbeSummary) -> list[str]:
     """Why a probe run is not green: nothing acknowledged, any acknowledged message lost, errors above 1 %."""
     problems = []
@@ -388,13 +408,11 @@ def _check_features(version: str, finalized: dict[str, int]) -> None:
 
 def _deploy_canary(r: Rollout) -> dict:
     """Rolls each canary broker to the target with the canary marker, one at a time under the guard."""
-    rolled = []
-    for broker_id in r.canary_ids():
-        result = _roll(r, broker_id, "canary", warm=False)
-        if result:
-            rolled.append(result)
+    result: dict = {"canary_brokers": r.canary_ids()}
+    with _watched(r, "deploy", result):
+        result["rolled"] = [x for b in r.canary_ids() if (x := _roll(r, b, "canary", warm=False))]
     r.state.update(status="canary deployed")
-    return {"rolled": rolled, "canary_brokers": r.canary_ids()}
+    return result
 
 
 def _warm_up(r: Rollout) -> dict:
@@ -534,24 +552,31 @@ def _promote(r: Rollout, approve: bool = False) -> dict:
                            f"(or, for INCONCLUSIVE, a person's approval: --approve)")
     canaries = r.canary_ids()
     order = [b.broker_id for b in r.deployer.brokers() if b.broker_id not in canaries] + canaries
-    rolled = [x for b in order if (x := _roll(r, b, "promoted", warm=True))]
     target = r.spec.change.version
-    controllers = []
-    if target:
-        for c in r.deployer.controllers():
-            if c.version == target:
-                continue
-            r.audit.record("promote", "restart controller", controller=c.node_id, before=c.version, after=target)
-            r.deployer.roll_controller(c.node_id, version=target)
-            _wait(r, f"controller {c.node_id} back in the quorum", r.spec.warm_up_timeout, lambda: _quorum(r))
-            controllers.append(c.node_id)
-    finalized = {}
-    if target and r.spec.finalize:
-        finalized = _finalize(r, target)
+    result: dict = {}
+    with _watched(r, "promote", result):
+        result["rolled"] = [x for b in order if (x := _roll(r, b, "promoted", warm=True))]
+        result["controllers"] = _roll_controllers(r, lambda c: target or c.version)
+    result["finalized"] = _finalize(r, target) if target and r.spec.finalize else {}
     _restore_preferred(r)
     r.state.update(status="promoted")
-    probe = _green_probe(r, "post-promotion")
-    return {"rolled": rolled, "controllers": controllers, "finalized": finalized, "probe": probe}
+    result["post_promotion_probe"] = _green_probe(r, "post-promotion")
+    return result
+
+
+def _roll_controllers(r: Rollout, version_of: Callable) -> list[int]:
+    """Controllers last, one at a time, each back in the quorum before the next."""
+    rolled = []
+    for c in r.deployer.controllers():
+        version = version_of(c)
+        if c.version == version:
+            continue
+        r.say("rolling controller %s to %s", c.node_id, version)
+        r.audit.record(r.step, "restart controller", controller=c.node_id, before=c.version, after=version)
+        r.deployer.roll_controller(c.node_id, version=version)
+        _wait(r, f"controller {c.node_id} back in the quorum", r.spec.warm_up_timeout, lambda: _quorum(r))
+        rolled.append(c.node_id)
+    return rolled
 
 
 def _quorum(r: Rollout) -> str | None:
@@ -588,18 +613,14 @@ def _rollback(r: Rollout) -> dict:
                            f"cannot go down, so brokers on the old version would not start; roll forward instead")
     canaries = r.canary_ids()
     order = canaries + [b.broker_id for b in r.deployer.brokers() if b.broker_id not in canaries]
-    rolled = [x for b in order if (x := _roll(r, b, "baseline", warm=True))]
-    controllers = []
-    for c in r.deployer.controllers():
-        old = r.state.before["controllers"][str(c.node_id)]["version"]
-        if c.version != old:
-            r.audit.record("rollback", "restart controller", controller=c.node_id, before=c.version, after=old)
-            r.deployer.roll_controller(c.node_id, version=old)
-            _wait(r, f"controller {c.node_id} back in the quorum", r.spec.warm_up_timeout, lambda: _quorum(r))
-            controllers.append(c.node_id)
-    elected = _restore_preferred(r)
+    before = r.state.before["controllers"]
+    result: dict = {}
+    with _watched(r, "rollback", result):
+        result["rolled"] = [x for b in order if (x := _roll(r, b, "baseline", warm=True))]
+        result["controllers"] = _roll_controllers(r, lambda c: before[str(c.node_id)]["version"])
+    result["elected"] = _restore_preferred(r)
     r.state.update(status="rolled_back")
-    return {"rolled": rolled, "controllers": controllers, "elected": elected}
+    return result
 
 
 # ----- 9. verify -----
