@@ -111,6 +111,8 @@ def load_spec(source: str | Path | dict) -> RolloutSpec:
     """A spec from a YAML/JSON file or a mapping; raises SpecError naming every bad field."""
     if isinstance(source, dict):
         raw = source
+    elif not isinstance(source, str | Path):
+        raw = source  # refused below: not a mapping
     else:
         path = Path(source)
         try:

@@ -1,0 +1,48 @@
+from canary.rollout.guard import PartitionView, decide, not_in_isr
+
+
+def part(name, replicas, isr, min_isr, leader=None):
+    topic, _, p = name.rpartition("-")
+    return PartitionView(topic, int(p), tuple(replicas), tuple(isr), replicas[0] if leader is None else leader,
+                         min_isr)
+
+
+def test_full_isr_allows_a_restart():
+    d = decide(2, [part("t-0", [1, 2, 3], [1, 2, 3], 2), part("t-1", [2, 3, 1], [2, 3, 1], 2)])
+    assert d.allowed and d.reasons == []
+
+
+def test_restart_that_would_drop_below_min_isr_is_refused():
+    d = decide(2, [part("t-0", [1, 2, 3], [1, 2], 2), part("u-0", [3, 1, 2], [3, 1, 2], 2)])
+    assert not d.allowed
+    assert d.reasons == ["t-0 would drop below min.insync.replicas (ISR [1, 2], min 2)"]
+    assert "broker 2 may not restart: t-0 would drop" in d.reason()
+
+
+def test_partition_already_below_min_isr_is_refused_even_if_broker_is_out_of_isr():
+    d = decide(3, [part("t-0", [1, 2, 3], [1], 2)])
+    assert not d.allowed and "already below" in d.reasons[0]
+
+
+def test_other_brokers_partitions_do_not_matter():
+    assert decide(4, [part("t-0", [1, 2, 3], [1], 2)]).allowed
+
+
+def test_broker_outside_isr_may_restart_when_the_rest_keep_min_isr():
+    assert decide(3, [part("t-0", [1, 2, 3], [1, 2], 2)]).allowed
+
+
+def test_min_isr_not_below_replication_factor_warns_instead_of_blocking():
+    d = decide(1, [part("single-0", [1], [1], 1), part("strict-0", [1, 2], [1, 2], 2)])
+    assert d.allowed and len(d.warnings) == 2
+
+
+def test_reason_abbreviates_many_partitions():
+    parts = [part(f"t-{i}", [1, 2, 3], [1, 2], 2) for i in range(9)]
+    assert decide(1, parts).reason(limit=3).endswith("and 6 more")
+
+
+def test_not_in_isr_lists_the_partitions_a_learner_still_catches_up():
+    parts = [part("t-0", [1, 2, 3], [1, 2], 2), part("t-1", [3, 1, 2], [3, 1, 2], 2), part("t-2", [1, 2], [1, 2], 1)]
+    assert not_in_isr(3, parts) == ["t-0"]
+    assert not_in_isr(1, parts) == []
