@@ -2,7 +2,13 @@
 
     cluster = LocalCluster.up(Path("/tmp/c1"), brokers=3)
     cluster.restart_node(2, version=TARGET_VERSION)   # controlled shutdown, same log dirs
+    cluster.restart_node(3, rack="canary-broker", client_delay_ms=50)  # a slow canary broker
     cluster.down()
+
+Brokers listen twice: clients on `port` (the bootstrap servers), other brokers on
+`replication_port`. A broker restarted with `client_delay_ms` gets a delay proxy
+(`canary.faults.proxy`, its own process) and advertises the proxy's port to clients, so the
+clients' requests to it are slowed and replication is not.
 
 Layout of the cluster directory: `cluster.json` (the state file), and per node
 `nodes/<id>/server.properties`, `nodes/<id>/data/` (log dirs) and `nodes/<id>/logs/`.
@@ -15,7 +21,9 @@ from __future__ import annotations
 import base64
 import contextlib
 import fcntl
+import math
 import shutil
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,8 +33,9 @@ from pathlib import Path
 
 from canary.cluster import distribution, features, health, node_config, process
 from canary.cluster.distribution import BASELINE_VERSION, KafkaDistribution
-from canary.cluster.state import STATE_FILE, ClusterState, NodeState, Role
+from canary.cluster.state import LOOPBACK, STATE_FILE, ClusterState, NodeState, Role
 from canary.errors import ClusterError, ClusterStateError, HealthTimeout
+from canary.faults import proxy as delay_proxy
 
 CONTROLLER_ID_BASE = 3000  # broker ids are 1..N; controller ids stay clear of them
 BROKER_HEAP = "320m"
@@ -45,10 +54,14 @@ class NodeStatus:
     port: int
     state: str  # online | starting | down | stopped
     config: dict[str, str]
+    client_delay_ms: float = 0.0  # injected by a delay proxy in front of the client listener
+    proxy_port: int | None = None  # the port advertised to clients while a delay is set
+    proxy: str | None = None  # running | down while a delay is set (down: clients cannot reach the broker)
 
     def to_dict(self) -> dict:
         return {"id": self.node_id, "role": self.role, "version": self.version, "rack": self.rack,
-                "pid": self.pid, "port": self.port, "state": self.state, "config": self.config}
+                "pid": self.pid, "port": self.port, "state": self.state, "config": self.config,
+                "client_delay_ms": self.client_delay_ms, "proxy_port": self.proxy_port, "proxy": self.proxy}
 
 
 @dataclass(frozen=True)
@@ -76,7 +89,43 @@ UNCHANGED = _Unchanged()
 
 
 def _new_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    # Like Kafka's Uuid.randomUuid: never starting with "-", which the storage tool would read as an option.
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
+def _client_delay(value: float | None) -> float:
+    """A `client_delay_ms` argument as a number of ms >= 0 (None means 0), or ClusterError."""
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ClusterError(f"client delay {value!r} is not a delay; pass milliseconds >= 0 (0 or None removes "
+                           f"the delay proxy)")
+    return float(value)
+
+
+def _free_ports(count: int) -> list[int]:
+    # Held open together, so the kernel hands out `count` different ports.
+    socks = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind((LOOPBACK, 0))
+            socks.append(sock)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def _port_free(port: int) -> bool:
+    try:
+        process.require_free(port, "delay proxy")
+    except ClusterError:
+        return False
+    return True
 
 
 class LocalCluster:
@@ -122,7 +171,9 @@ class LocalCluster:
         dists = {v: distribution.ensure(v) for v in sorted(versions)}  # fetch first: fail before any change
 
         count = controllers + brokers
-        ports = list(range(base_port, base_port + count)) if base_port else [process.free_port() for _ in range(count)]
+        # One port per node, then one replication listener per broker.
+        wanted = count + brokers
+        ports = list(range(base_port, base_port + wanted)) if base_port else _free_ports(wanted)
         for port in ports:
             process.require_free(port, "a node of the new cluster")
         nodes = [NodeState(CONTROLLER_ID_BASE + i, "controller", version, ports[i]) for i in range(controllers)]
@@ -130,7 +181,7 @@ class LocalCluster:
             broker_id = i + 1
             nodes.append(NodeState(broker_id, "broker", broker_versions.get(broker_id, version),
                                    ports[controllers + i], rack=racks[i % len(racks)] if racks else None,
-                                   config=dict(config or {})))
+                                   config=dict(config or {}), replication_port=ports[count + i]))
         oldest = min(versions, key=distribution.parse_version)
         state = ClusterState(cluster_id=_new_cluster_id(), directory=str(directory),
                              format_release=distribution.release_of(oldest), broker_heap=BROKER_HEAP,
@@ -179,9 +230,13 @@ class LocalCluster:
                     state = "online" if process.accepts_connections(node.port) else "starting"
             else:
                 state = "stopped" if node.desired == "stopped" else "down"
+            proxy = None
+            if node.client_delay_ms > 0:
+                proxy = "running" if self._proxy_running(node) else "down"
             nodes.append(NodeStatus(node.node_id, node.role, node.version, node.rack,
                                     node.pid if state not in ("down", "stopped") else None, node.port, state,
-                                    dict(node.config)))
+                                    dict(node.config), node.client_delay_ms,
+                                    node.proxy_port if node.client_delay_ms > 0 else None, proxy))
         return ClusterStatus(str(self.directory), self.state.cluster_id, self.bootstrap_servers, nodes, seen)
 
     def health(self, timeout: float = 5.0) -> health.ClusterHealth:
@@ -202,10 +257,13 @@ class LocalCluster:
             if seen.healthy:
                 return seen
             dead = [n.node_id for n in self.state.nodes if n.desired == "running" and not self._is_running(n)]
+            # A delayed broker whose proxy died is unreachable for clients although it looks registered.
+            dead += [n.node_id for n in self.state.brokers if n.desired == "running" and n.client_delay_ms > 0
+                     and n.node_id not in dead and not self._proxy_running(n)]
             if dead or time.monotonic() > deadline:
                 logs = ", ".join(str(self.state.node_dir(self.state.node(i)) / "logs") for i in dead)
                 raise HealthTimeout(f"cluster in {self.directory} not healthy after {timeout:.0f}s: {seen.reason()}"
-                                    + (f"; nodes {dead} exited (see {logs})" if dead else ""))
+                                    + (f"; nodes {dead} (or their delay proxies) exited (see {logs})" if dead else ""))
             time.sleep(0.5)
 
     def reload(self) -> None:
@@ -232,7 +290,8 @@ class LocalCluster:
 
     def restart_node(self, node_id: int, version: str | None = None, config: dict[str, str | None] | None = None,
                      kill: bool = False, wait: bool = True, timeout: float = 120.0,
-                     role: Role | None = None, *, rack: str | None | _Unchanged = UNCHANGED) -> None:
+                     role: Role | None = None, *, rack: str | None | _Unchanged = UNCHANGED,
+                     client_delay_ms: float | None | _Unchanged = UNCHANGED) -> None:
         """Restarts one node, optionally on another Kafka version and/or with changed config overrides,
         keeping its log dirs. A config value of None removes that override.
 
@@ -240,7 +299,14 @@ class LocalCluster:
         left out, the rack stays. The rollout engine marks a canary broker this way
         (`canary.lanes.canary_rack`) and unmarks it (`canary.lanes.real_rack`).
 
-        Validates first (node id, version fetched, config keys, rack), so a bad request changes nothing.
+        `client_delay_ms` (brokers only) injects latency: a number > 0 starts a delay proxy in front
+        of the broker's client listener (client->broker bytes held that many ms) and the broker
+        advertises the proxy's port, so every client request to it is answered that much later while
+        replication (its own listener) is untouched; 0 or None removes the proxy and the broker
+        advertises its own port again; left out, the current delay stays. Bootstrap servers always
+        name the brokers' own ports.
+
+        Validates first (node id, version fetched, config keys, rack, delay), so a bad request changes nothing.
         With `wait`, returns once the cluster is healthy again: the node registered and back in the
         ISR of every partition it hosts.
         """
@@ -256,12 +322,23 @@ class LocalCluster:
             if rack is not None and (not isinstance(rack, str) or not rack.strip() or rack.strip() != rack):
                 raise ClusterError(f"rack {rack!r} is not a rack name; pass a non-empty name without "
                                    f"surrounding spaces, or None to remove the rack")
+        delay = node.client_delay_ms if client_delay_ms is UNCHANGED else _client_delay(client_delay_ms)
+        if client_delay_ms is not UNCHANGED and node.role == "controller":
+            raise ClusterError(f"node {node_id} is a controller; a client delay applies to a broker's client "
+                               f"listener only")
+        if delay > 0 and not node.replication_port:
+            raise ClusterError(f"broker {node_id} has no separate replication listener (its cluster was started by "
+                               f"an older kafka-canary), so a delay proxy would slow replication too; start a new "
+                               f"cluster to inject a client delay")
         with self._locked():
             node = self.state.node(node_id, role)
             self._stop(node, kill)
             node.version = dist.version
             if rack is not UNCHANGED:
                 node.rack = rack
+            node.client_delay_ms = delay
+            if delay == 0:
+                node.proxy_port = None
             for key, value in changes.items():
                 if value is None:
                     node.config.pop(key, None)
@@ -280,8 +357,12 @@ class LocalCluster:
         node_config.validate_overrides(config or {})
         with self._locked():
             node_id = max((n.node_id for n in self.state.brokers), default=0) + 1
-            port = process.free_port()
-            node = NodeState(node_id, "broker", dist.version, port, rack=rack, config=dict(config or {}))
+            port, replication_port = _free_ports(2)
+            # Replication goes over the listener the other brokers use: the separate one when they have it.
+            if not all(b.replication_port for b in self.state.brokers):
+                replication_port = None
+            node = NodeState(node_id, "broker", dist.version, port, rack=rack, config=dict(config or {}),
+                             replication_port=replication_port)
             self.state.nodes.append(node)
             shutil.rmtree(self.state.node_dir(node), ignore_errors=True)
             try:
@@ -378,8 +459,36 @@ class LocalCluster:
         dist.run_tool("kafka.tools.StorageTool", ["format", "-t", self.state.cluster_id, "-c", str(props),
                                                   "--release-version", self.state.format_release])
 
+    def _proxy_marker(self, node: NodeState) -> str:
+        return process.proxy_marker(self.directory, node.node_id)
+
+    def _proxy_running(self, node: NodeState) -> bool:
+        return process.is_ours(node.proxy_pid, node.proxy_pid_start, self._proxy_marker(node))
+
+    def _start_proxy(self, node: NodeState) -> None:
+        # Same port as before when it is free, so clients holding old metadata find the broker again.
+        port = node.proxy_port
+        if not port or not _port_free(port):
+            port = process.free_port()
+        node.proxy_port = port
+        logs = self.state.node_dir(node) / "logs"
+        try:
+            node.proxy_pid, node.proxy_pid_start = delay_proxy.start(
+                port, node.address, node.client_delay_ms, self._proxy_marker(node), self.state.node_dir(node),
+                logs / "proxy.log", self.tie_to_parent)
+        except RuntimeError as exc:
+            raise ClusterError(f"broker {node.node_id}: {exc}") from exc
+        self.state.save()
+
+    def _stop_proxy(self, node: NodeState, kill: bool = False) -> None:
+        if self._proxy_running(node):
+            process.stop(node.proxy_pid, node.proxy_pid_start, self._proxy_marker(node), kill=kill, timeout=10)
+        node.proxy_pid = node.proxy_pid_start = None
+
     def _start(self, node: NodeState) -> None:
         dist = distribution.ensure(node.version)
+        if node.role == "broker" and node.client_delay_ms > 0 and not self._proxy_running(node):
+            self._start_proxy(node)  # first: the rendered config advertises its port
         props = self._properties_file(node)
         logs = self.state.node_dir(node) / "logs"
         heap = self.state.broker_heap if node.role == "broker" else self.state.controller_heap
@@ -394,12 +503,14 @@ class LocalCluster:
         if self._is_running(node):
             process.stop(node.pid, node.pid_start, self._marker(node), kill=kill)
         node.pid = node.pid_start = None
+        self._stop_proxy(node, kill)  # a stopped broker keeps no proxy; `_start` brings it back
 
     def _kill_all(self) -> None:
         for node in self.state.nodes:
             if self._is_running(node):
                 process.stop(node.pid, node.pid_start, self._marker(node), kill=True, timeout=15)
-        process.kill_marked(f"{self.directory}#")  # a JVM whose pid never reached the state file
+            self._stop_proxy(node, kill=True)
+        process.kill_marked(f"{self.directory}#")  # a JVM or proxy whose pid never reached the state file
         for node in self.state.nodes:
             node.pid = node.pid_start = None
             node.desired = "stopped"

@@ -53,11 +53,25 @@ def render(state: ClusterState, node: NodeState) -> str:
         }
     else:
         replicas = min(3, len(state.brokers))
+        if node.replication_port:
+            # Clients on PLAINTEXT (advertised through the delay proxy when there is one), followers
+            # and other brokers on REPLICATION, which is never proxied.
+            replication = f"REPLICATION://{LOOPBACK}:{node.replication_port}"
+            listeners = {
+                "listeners": f"PLAINTEXT://{LOOPBACK}:{node.port},{replication}",
+                "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{node.advertised_port},{replication}",
+                "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT",
+                "inter.broker.listener.name": "REPLICATION",
+            }
+        else:  # a cluster from a state file that predates the replication listener
+            listeners = {
+                "listeners": f"PLAINTEXT://{LOOPBACK}:{node.port}",
+                "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{node.port}",
+                "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                "inter.broker.listener.name": "PLAINTEXT",
+            }
         props |= {
-            "listeners": f"PLAINTEXT://{LOOPBACK}:{node.port}",
-            "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{node.port}",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
+            **listeners,
             "offsets.topic.replication.factor": str(replicas),
             "transaction.state.log.replication.factor": str(replicas),
             "transaction.state.log.min.isr": str(max(1, replicas - 1)),

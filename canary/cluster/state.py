@@ -32,10 +32,26 @@ class NodeState:
     pid: int | None = None
     pid_start: int | None = None  # process start time (/proc), so a reused pid is never mistaken for ours
     desired: Literal["running", "stopped"] = "running"
+    # Brokers: the inter-broker (replication) listener, apart from the client listener on `port`, so
+    # a delay proxy in front of the client listener never slows replication. None in state files
+    # written before it existed: such a broker replicates over its client listener.
+    replication_port: int | None = None
+    # Fault injection: with a delay > 0 a proxy (its own process) listens on `proxy_port`, delays
+    # client->broker bytes, and the broker advertises the proxy's port to clients.
+    client_delay_ms: float = 0.0
+    proxy_port: int | None = None
+    proxy_pid: int | None = None
+    proxy_pid_start: int | None = None
 
     @property
     def address(self) -> str:
+        """The broker's own client listener (bootstrap servers point here, never at a proxy)."""
         return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def advertised_port(self) -> int:
+        """The client port the broker advertises in metadata: the delay proxy's while there is one."""
+        return self.proxy_port if self.client_delay_ms > 0 and self.proxy_port else self.port
 
 
 @dataclass

@@ -57,3 +57,31 @@ def test_managed_keys_cannot_be_overridden(key):
 def test_malformed_keys_are_refused():
     with pytest.raises(ClusterError, match="malformed"):
         node_config.validate_overrides({" spaced": "x"})
+
+
+def _replicating_state(tmp_path):
+    state = _state(tmp_path)
+    for broker in state.brokers:
+        broker.replication_port = 9100 + broker.node_id
+    return state
+
+
+def test_brokers_replicate_on_their_own_listener(tmp_path):
+    state = _replicating_state(tmp_path)
+    props = _props(node_config.render(state, state.node(2)))
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:9002,REPLICATION://127.0.0.1:9102"
+    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9002,REPLICATION://127.0.0.1:9102"
+    assert props["inter.broker.listener.name"] == "REPLICATION"
+    assert "REPLICATION:PLAINTEXT" in props["listener.security.protocol.map"].split(",")
+
+
+def test_a_delayed_broker_advertises_its_proxy_to_clients_only(tmp_path):
+    state = _replicating_state(tmp_path)
+    node = state.node(2)
+    node.client_delay_ms, node.proxy_port = 50.0, 9999
+    props = _props(node_config.render(state, node))
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:9002,REPLICATION://127.0.0.1:9102"  # it still listens itself
+    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9999,REPLICATION://127.0.0.1:9102"
+    assert state.bootstrap_servers == "127.0.0.1:9001,127.0.0.1:9002,127.0.0.1:9003"  # never the proxy
+    node.client_delay_ms = 0.0  # delay removed: a remembered proxy port is not advertised
+    assert _props(node_config.render(state, node))["advertised.listeners"].startswith("PLAINTEXT://127.0.0.1:9002,")

@@ -40,3 +40,22 @@ def test_state_file_of_another_schema_is_refused(tmp_path):
     (tmp_path / "cluster.json").write_text(json.dumps({"schema": 99}))
     with pytest.raises(ClusterStateError, match="schema 99"):
         ClusterState.load(tmp_path)
+
+
+def test_fault_fields_round_trip_and_older_files_load_with_defaults(tmp_path):
+    state = _state(tmp_path)
+    broker = state.node(1)
+    broker.replication_port, broker.client_delay_ms, broker.proxy_port = 9101, 50.0, 9201
+    broker.proxy_pid, broker.proxy_pid_start = 43, 8
+    state.save()
+    assert ClusterState.load(tmp_path) == state
+    assert ClusterState.load(tmp_path).node(1).advertised_port == 9201
+
+    raw = json.loads((tmp_path / "cluster.json").read_text())
+    for node in raw["nodes"]:  # a schema-1 file from before fault injection
+        for key in ("replication_port", "client_delay_ms", "proxy_port", "proxy_pid", "proxy_pid_start"):
+            del node[key]
+    (tmp_path / "cluster.json").write_text(json.dumps(raw))
+    old = ClusterState.load(tmp_path).node(1)
+    assert (old.replication_port, old.client_delay_ms, old.proxy_port, old.proxy_pid) == (None, 0.0, None, None)
+    assert old.advertised_port == old.port == 9001
