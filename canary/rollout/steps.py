@@ -206,9 +206,9 @@ def _roll(r: Rollout, broker_id: int, phase: str, warm: bool) -> dict | None:
     """Converges one broker to `phase` under the guard; None when it already was there."""
     current = r.broker(broker_id)
     want = _want(r, broker_id, phase)
-    if _is(current, want):
+    if _is(current, want) and current.running:
         r.say("broker %s already %s (%s), no restart", broker_id, phase, want["version"])
-        return None
+        return None  # a crash left it down after its change was recorded: start it below
     _wait_guard(r, broker_id)
     r.say("rolling broker %s to %s %s", broker_id, phase, want["version"])
     r.audit.record(r.step, "restart broker", broker=broker_id, phase=phase, before=current.to_dict(), after=want)

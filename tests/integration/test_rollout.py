@@ -1,0 +1,209 @@
+"""The broker rollout engine on real brokers: a good canary promotes, bad canaries roll back to exactly the
+state before, the safe-roll guard and the lock refuse, a rollout killed mid-deploy converges when re-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from conftest import RUN_ROOT
+from waiting import wait_until
+
+from canary.cluster import process
+from canary.cluster.distribution import BASELINE_VERSION, TARGET_VERSION
+from canary.cluster.local import LocalCluster
+from canary.rollout import steps
+from canary.rollout.engine import run_rollout
+from canary.rollout.lock import ClusterLock, LockHeld
+from canary.rollout.spec import load_spec
+from canary.rollout.steps import GuardRefused, Rollout, RolloutError
+
+pytestmark = pytest.mark.integration
+
+# Enough traffic for the judge in a short window: one canary partition at 50 msg/s gives ~1,000 samples.
+FAST_JUDGE = {"warmup_s": 5, "bucket_s": 5}
+
+
+def spec_for(cluster: LocalCluster, run_id: str, **overrides):
+    raw = {"cluster": {"dir": str(cluster.directory)}, "change": {"version": TARGET_VERSION},
+           "canary": {"count": 1}, "probe": {"window": "30s", "interim_interval": "10s", "rate": 50, "preflight": "3s"},
+           "judge": {"engine": "inline", "config": FAST_JUDGE}, "timeouts": {"guard": "60s", "warm_up": "120s"},
+           "run_id": run_id}
+    raw.update(overrides)
+    return load_spec(raw)
+
+
+def snapshot(cluster: LocalCluster) -> dict:
+    cluster.reload()
+    return {n.node_id: (n.version, dict(n.config), n.rack) for n in cluster.state.nodes}
+
+
+def restarts(rollout: Rollout, step: str) -> list[int]:
+    return [e["broker"] for e in rollout.audit.entries() if e["step"] == step and e["action"] == "restart broker"]
+
+
+@pytest.fixture(scope="module")
+def baseline_cluster() -> Iterator[LocalCluster]:
+    """A 3-broker cluster every test here leaves as it found it (each bad canary is rolled back)."""
+    cluster = LocalCluster.up(RUN_ROOT / "rollout-baseline", brokers=3, tie_to_parent=True)
+    try:
+        yield cluster
+    finally:
+        try:
+            cluster.down()
+        finally:
+            process.kill_marked(str(cluster.directory) + "#")
+
+
+def test_good_canary_promotes_the_fleet_and_finalizes(cluster_factory, tmp_path):
+    cluster = cluster_factory(brokers=3)
+    spec = spec_for(cluster, "good", judge={"engine": "spark", "config": FAST_JUDGE})
+    rollout = Rollout(spec, tmp_path / "run")
+    result = run_rollout(rollout)
+
+    assert (result["outcome"], result["status"], result["verdict"]) == ("PROMOTE", "verified promoted", "PROMOTE")
+    assert {v[0] for v in snapshot(cluster).values()} == {TARGET_VERSION}  # brokers and controller
+    assert all(rack is None for _, _, rack in snapshot(cluster).values())  # no canary marker left
+    assert cluster.features().finalized["metadata.version"] > rollout.state.before["features"]["metadata.version"]
+    stepped = rollout.state.data["steps"]
+    assert stepped["gate"]["result"]["engine"] == "spark"
+    assert (tmp_path / "run" / "analysis-1" / "verdict.json").exists()
+    for step in ("deploy-canary", "promote"):
+        probe = stepped[step]["result"]["probe"]
+        assert probe["acked"] > 0 and probe["lost"] == 0, (step, probe)
+    assert sum(t["lost"] for t in stepped["gate"]["result"]["probe"].values()) == 0
+    canary = rollout.state.data["canary_brokers"]
+    assert restarts(rollout, "deploy-canary") == canary
+    assert sorted(restarts(rollout, "promote")) == [1, 2, 3]  # the canary once more, to drop its marker
+    assert ClusterLock(cluster.bootstrap_servers).holder() is None
+    assert (tmp_path / "run" / "report.html").read_text().count("restart broker") == 4
+
+    # Finalized levels cannot go down: a rollback now is refused and changes nothing.
+    before = snapshot(cluster)
+    with pytest.raises(RolloutError, match="refusing to roll back: feature levels were finalized"):
+        steps.rollback(rollout)
+    assert snapshot(cluster) == before
+    # A finished rollout run again does nothing.
+    assert run_rollout(rollout)["note"] == "the rollout had already finished"
+
+
+def test_bad_config_canary_fails_fast_and_rolls_back_to_the_exact_state(baseline_cluster, tmp_path):
+    before = snapshot(baseline_cluster)
+    spec = spec_for(baseline_cluster, "bad-config", change={"config": {"message.max.bytes": "100"}},
+                    canary={"brokers": [2]}, probe={"window": "120s", "interim_interval": "10s", "rate": 50,
+                                                    "preflight": "3s"})
+    rollout = Rollout(spec, tmp_path / "run")
+    result = run_rollout(rollout)
+
+    assert (result["outcome"], result["verdict"]) == ("ROLLBACK", "ROLLBACK")
+    gate = rollout.state.data["steps"]["gate"]["result"]
+    assert gate["stopped_early"] and "produce_error_rate" in gate["reason"]
+    assert snapshot(baseline_cluster) == before
+    assert restarts(rollout, "deploy-canary") == [2] and restarts(rollout, "rollback") == [2]
+    verified = rollout.state.data["steps"]["verify"]["result"]
+    assert verified["status"] == "rolled_back" and verified["lock_released"]
+
+
+def test_delayed_canary_rolls_back(baseline_cluster, tmp_path):
+    before = snapshot(baseline_cluster)
+    spec = spec_for(baseline_cluster, "delay", change={"version": TARGET_VERSION}, fault={"client_delay_ms": 250})
+    rollout = Rollout(spec, tmp_path / "run")
+    result = run_rollout(rollout)
+
+    assert result["outcome"] == "ROLLBACK", result
+    assert "latency" in result["reason"]
+    assert snapshot(baseline_cluster) == before
+    assert {v[0] for v in snapshot(baseline_cluster).values()} == {BASELINE_VERSION}
+
+
+def test_guard_refuses_a_restart_below_min_isr_and_the_lock_refuses_a_second_rollout(baseline_cluster, tmp_path):
+    spec = spec_for(baseline_cluster, "guarded", canary={"brokers": [2]}, timeouts={"guard": "0s"})
+    rollout = Rollout(spec, tmp_path / "run")
+    steps.preflight(rollout)
+
+    # A second rollout on the locked cluster is refused before it changes anything.
+    other = Rollout(spec_for(baseline_cluster, "intruder"), tmp_path / "other")
+    with pytest.raises(LockHeld, match="held by rollout guarded"):
+        steps.preflight(other)
+
+    baseline_cluster.stop_node(1)  # every probe partition is now at ISR 2 = min ISR
+    try:
+        pid = baseline_cluster.state.node(2).pid
+        with pytest.raises(GuardRefused, match="broker 2 may not restart: __kafka_canary-.* would drop below"):
+            steps.deploy_canary(rollout)
+        baseline_cluster.reload()
+        assert baseline_cluster.state.node(2).pid == pid  # not restarted
+        assert any(e["action"] == "guard refused" for e in rollout.audit.entries())
+    finally:
+        baseline_cluster.start_node(1)
+
+    # Nothing changed, so the way back is short: rollback restarts nothing, verify releases the lock.
+    assert steps.rollback(rollout)["rolled"] == []
+    assert steps.verify(rollout)["lock_released"]
+    assert ClusterLock(baseline_cluster.bootstrap_servers).holder() is None
+
+
+def test_bad_spec_against_the_cluster_is_refused_before_any_change(baseline_cluster, tmp_path):
+    before = snapshot(baseline_cluster)
+    for canary, message in (({"brokers": [9]}, r"\[9\] are not brokers"),
+                            ({"count": 3}, "leaves no baseline")):
+        rollout = Rollout(spec_for(baseline_cluster, f"bad-{len(message)}", canary=canary), tmp_path / message[:4])
+        with pytest.raises(RolloutError, match=message):
+            steps.preflight(rollout)
+    assert snapshot(baseline_cluster) == before
+    assert ClusterLock(baseline_cluster.bootstrap_servers).holder() is None
+
+
+def test_rollout_killed_mid_deploy_converges_without_extra_restarts(baseline_cluster, tmp_path):
+    before = snapshot(baseline_cluster)
+    raw = {"cluster": {"dir": str(baseline_cluster.directory)}, "change": {"config": {"message.max.bytes": "100"}},
+           "canary": {"brokers": [2, 3]}, "probe": {"window": "60s", "interim_interval": "10s", "rate": 50,
+                                                    "preflight": "3s"},
+           "judge": {"engine": "inline", "config": FAST_JUDGE}, "run_id": "killed"}
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps(raw))
+    run_dir = tmp_path / "run"
+    rollout = Rollout(load_spec(spec_file), run_dir)
+    steps.preflight(rollout)
+
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    worker = subprocess.Popen([sys.executable, "-m", "canary.cli", "rollout", "deploy-canary", "--spec",
+                               str(spec_file), "--run-dir", str(run_dir)], env=env, start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: any(e["action"] == "broker restarted" for e in rollout.audit.entries()), 180,
+                   "the first canary broker restarted by the worker")
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+
+    resumed = Rollout(load_spec(spec_file), run_dir)
+    assert resumed.state.data["steps"]["deploy-canary"]["status"] == "running"  # the crash left it unfinished
+    result = run_rollout(resumed)
+
+    assert result["outcome"] == "ROLLBACK"
+    assert resumed.state.data["steps"]["deploy-canary"]["attempts"] == 2
+    first, second = attempts(resumed, "deploy-canary")
+    finished_first = {e["broker"] for e in first if e["action"] == "broker restarted"}
+    restarted_second = [e["broker"] for e in second if e["action"] == "restart broker"]
+    assert 2 in finished_first
+    assert not finished_first & set(restarted_second)  # a finished restart is never repeated
+    assert len(restarted_second) <= 1  # at most the one the kill interrupted, or the one not reached
+    assert {2, 3} <= {e["broker"] for e in first + second if e["action"] == "broker restarted"}
+    assert snapshot(baseline_cluster) == before
+
+
+def attempts(rollout: Rollout, step: str) -> list[list[dict]]:
+    """The audit entries of each attempt of `step`."""
+    runs: list[list[dict]] = []
+    for e in rollout.audit.entries():
+        if e["step"] == step:
+            if e["action"] == "step started":
+                runs.append([])
+            runs[-1].append(e)
+    return runs
