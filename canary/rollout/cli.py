@@ -23,7 +23,9 @@ STEPS = {
     "deploy-canary": (steps.deploy_canary, "roll the canary brokers to the change, one at a time, under the guard"),
     "warm-up": (steps.warm_up, "wait until every canary broker is back in the ISR of its partitions"),
     "lead": (steps.lead, "move leadership of canary partitions to the canary brokers"),
-    "gate": (steps.gate, "probe for the window with interim looks, analyse, judge (exit 0/1/3 by verdict)"),
+    "probe-window": (steps.probe_window, "probe for the window with interim looks (fail fast)"),
+    "judge": (steps.judge_window, "the final analysis of the window and its verdict (exit 0/1/3 by verdict)"),
+    "gate": (steps.gate, "probe-window then judge (exit 0/1/3 by verdict)"),
     "promote": (steps.promote, "roll the rest of the fleet and the controllers, finalize, probe"),
     "rollback": (steps.rollback, "bring every changed broker back to the pre-rollout state"),
     "verify": (steps.verify, "check the promised state, probe, release the lock"),
@@ -94,7 +96,7 @@ def cmd_step(args) -> int:
     finally:
         write_report(rollout.state, rollout.audit)
     _print(args, result)
-    return EXIT.get(result["verdict"], 2) if args.step == "gate" else 0
+    return EXIT.get(result["verdict"], 2) if args.step in ("gate", "judge") else 0
 
 
 def cmd_status(args) -> int:

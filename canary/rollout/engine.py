@@ -22,8 +22,10 @@ def run_rollout(r: Rollout, approve: bool = False, on_inconclusive: str = "rollb
         return _result(r, "the rollout had already finished")
     try:
         for name, step in (("preflight", steps.preflight), ("deploy-canary", steps.deploy_canary),
-                           ("warm-up", steps.warm_up), ("lead", steps.lead), ("gate", steps.gate)):
-            if not state.step_done(name):
+                           ("warm-up", steps.warm_up), ("lead", steps.lead),
+                           ("probe-window", steps.probe_window), ("judge", steps.judge_window)):
+            if not state.step_done(name) and not (name == "judge" and (state.data.get("window") or {})
+                                                  .get("stopped_early")):
                 try:
                     step(r)
                 except CanaryError as exc:

@@ -65,7 +65,7 @@ class RolloutSpec:
     client: dict[str, str] = field(default_factory=dict)   # librdkafka settings (security) for every client
     window: float = 120.0                       # seconds of probe traffic judged
     interim_interval: float = 30.0              # seconds between interim looks (fail fast)
-    probe_rate: float = 10.0                    # messages per second per partition
+    probe_rate: float = 20.0                    # messages per second per partition (enough data in 2 min)
     preflight_probe: float = 10.0               # seconds of the baseline probe in preflight (and after promote)
     judge_config: str | dict | None = None      # a judge.yaml path, an inline mapping, or None for defaults
     engine: str = "spark"
@@ -233,7 +233,7 @@ class _Parser:
         interim = self.seconds("probe.interim_interval", probe.get("interim_interval"), 30.0, 5, 24 * 3600)
         if interim > window:
             self.bad(f"probe.interim_interval: {interim:g}s is longer than the window {window:g}s")
-        rate = self.number("probe.rate", probe.get("rate"), 10.0, 0.1, 10_000)
+        rate = self.number("probe.rate", probe.get("rate"), 20.0, 0.1, 10_000)
         preflight = self.seconds("probe.preflight", probe.get("preflight"), 10.0, 2, 600)
 
         judge = self.section("judge")

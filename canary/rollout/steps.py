@@ -316,15 +316,18 @@ def _probe_problems(summary: ProbeSummary) -> list[str]:
     return problems
 
 
-def _green_probe(r: Rollout, name: str) -> dict:
-    summary, _ = _probe(r, name, r.spec.preflight_probe)
-    problems = _probe_problems(summary)
-    result = {"probe_run_id": summary.run_id, "acked": summary.acked,
-              "lost": sum(t["lost"] for t in summary.lanes.values()), "problems": problems}
-    r.audit.record(r.step, "probe", **result)
-    if problems:
-        raise RolloutError(f"the {name} probe is not green: {'; '.join(problems)}")
-    return result
+def _green_probe(r: Rollout, name: str, tries: int = 2) -> dict:
+    """A short probe that must be green; one failed try is repeated, so a passing hiccup (a busy machine,
+    a topic just created) does not stop a rollout, while a real problem fails both tries."""
+    for attempt in range(1, tries + 1):
+        summary, _ = _probe(r, f"{name}-{attempt}", r.spec.preflight_probe)
+        problems = _probe_problems(summary)
+        result = {"probe_run_id": summary.run_id, "acked": summary.acked,
+                  "lost": sum(t["lost"] for t in summary.lanes.values()), "problems": problems}
+        r.audit.record(r.step, "probe", **result)
+        if not problems:
+            return result
+    raise RolloutError(f"the {name} probe is not green (tried {tries} times): {'; '.join(problems)}")
 
 
 # ----- 1. preflight -----
@@ -459,13 +462,13 @@ def _interim_look(r: Rollout, observations: Path, config) -> dict:
     return {"verdict": verdict["verdict"], "reason": verdict["reason"], "observations": len(parsed)}
 
 
-def _gate(r: Rollout) -> dict:
-    """Probe traffic for the window with interim looks every interval (a critical regression stops it early),
-    then the final analysis (the Spark job, or the judge in-process with engine: inline) and its verdict."""
+def _probe_window(r: Rollout) -> dict:
+    """Probe traffic for the window with interim looks every interval; a critical regression at a look stops
+    the window early (fail fast) and decides ROLLBACK at once."""
     spec = r.spec
     config = judge_settings(spec.judge_config)
-    attempt = r.state.data["steps"]["gate"]["attempts"]
-    name = f"gate-{attempt}"
+    attempt = r.state.data["steps"]["probe-window"]["attempts"]
+    name = f"window-{attempt}"
     observations = r.run_dir / f"observations-{name}.jsonl"
     observations.unlink(missing_ok=True)
     cfg = ProbeConfig(bootstrap_servers=r.bootstrap_servers, rate=spec.probe_rate, duration=None,
@@ -475,7 +478,7 @@ def _gate(r: Rollout) -> dict:
     start_ms = int(time.time() * 1000)
     started = time.monotonic()
     probe.start()
-    r.audit.record("gate", "probe started", probe_run_id=cfg.run_id, window_s=spec.window)
+    r.audit.record(r.step, "probe started", probe_run_id=cfg.run_id, window_s=spec.window)
     interim: list[dict] = []
     stopped_early = None
     try:
@@ -488,43 +491,77 @@ def _gate(r: Rollout) -> dict:
                 look["at_s"] = round(time.monotonic() - started, 1)
                 interim.append(look)
                 r.say("interim look at %.0fs: %s (%s)", look["at_s"], look["verdict"], look["reason"])
-                r.audit.record("gate", "interim look", **look)
+                r.audit.record(r.step, "interim look", **look)
                 if look["verdict"] == ROLLBACK:
                     stopped_early = look
                     break
     finally:
         summary = probe.stop()
-    end_ms = int(time.time() * 1000)
-    r.state.update(interim=interim)
-    analysis_dir = r.run_dir / f"analysis-{attempt}"
+    window = {"attempt": attempt, "probe_run_id": cfg.run_id, "start_ms": start_ms, "end_ms": int(time.time() * 1000),
+              "observations": str(observations), "stopped_early": stopped_early, "interim": interim,
+              "probe": {lane: {k: t[k] for k in ("sent", "acked", "lost", "produce_errors")}
+                        for lane, t in summary.lanes.items()}}
+    r.state.update(window=window, verdict=None)
     if stopped_early:
-        verdict = {"verdict": ROLLBACK, "reason": f"fail fast at the interim look after {stopped_early['at_s']}s: "
-                                                  f"{stopped_early['reason']}", "engine": "interim"}
-    elif spec.engine == "spark":
-        verdict = _spark_verdict(r, cfg.run_id, start_ms, end_ms, analysis_dir, config)
+        _record_verdict(r, {"verdict": ROLLBACK, "engine": "interim",
+                            "reason": f"fail fast at the interim look after {stopped_early['at_s']}s: "
+                                      f"{stopped_early['reason']}"})
+    return {k: window[k] for k in ("probe_run_id", "start_ms", "end_ms", "probe")} | {
+        "stopped_early": bool(stopped_early), "interim_looks": len(interim)}
+
+
+def analysis_request(r: Rollout) -> dict:
+    """What the final analysis of the last probe window reads and writes: the arguments of
+    spark_jobs/canary_analysis.py (the Airflow DAG hands them to SparkSubmitOperator)."""
+    window = r.state.data.get("window")
+    if not window:
+        raise RolloutError("no probe window has run yet; run the probe-window step first")
+    out = r.run_dir / f"analysis-{window['attempt']}"
+    out.mkdir(parents=True, exist_ok=True)
+    config_file = out / "judge.json"
+    config_file.write_text(json.dumps(judge_settings(r.spec.judge_config).to_dict()))
+    return {"observations": f"kafka://{r.bootstrap_servers}", "from_ms": window["start_ms"],
+            "to_ms": window["end_ms"] + 1, "run_id": window["probe_run_id"], "out": str(out),
+            "config": str(config_file)}
+
+
+def _judge_window(r: Rollout) -> dict:
+    """The verdict of the last probe window: the fail-fast one if it stopped early, else the final analysis's
+    (a verdict.json the Spark job already wrote, else the Spark job run now, or the judge in-process with
+    engine: inline). A failed analysis is INCONCLUSIVE, never PROMOTE."""
+    window = r.state.data.get("window") or {}
+    if window.get("stopped_early"):
+        return r.state.data["verdict"]
+    request = analysis_request(r)
+    out = Path(request["out"])
+    if r.spec.engine == "inline":
+        verdict = _inline_verdict(Path(window["observations"]), out, judge_settings(r.spec.judge_config))
     else:
-        verdict = _inline_verdict(observations, analysis_dir, config)
-    result = {"verdict": verdict["verdict"], "reason": verdict["reason"], "engine": verdict.get("engine", spec.engine),
-              "probe_run_id": cfg.run_id, "window_ms": [start_ms, end_ms], "stopped_early": bool(stopped_early),
-              "interim_looks": len(interim), "probe": {lane: {k: t[k] for k in ("sent", "acked", "lost",
-                                                                               "produce_errors")}
-                                                       for lane, t in summary.lanes.items()},
-              "analysis": str(analysis_dir) if analysis_dir.exists() else None}
+        verdict = _spark_verdict(r, request)
+    return _record_verdict(r, verdict | {"analysis": str(out)})
+
+
+def _record_verdict(r: Rollout, verdict: dict) -> dict:
+    window = r.state.data["window"]
+    result = {"verdict": verdict["verdict"], "reason": verdict["reason"], "engine": verdict.get("engine"),
+              "probe_run_id": window["probe_run_id"], "window_ms": [window["start_ms"], window["end_ms"]],
+              "stopped_early": bool(window["stopped_early"]), "interim_looks": len(window["interim"]),
+              "probe": window["probe"], "analysis": verdict.get("analysis")}
     r.state.update(verdict=result, status=f"judged {result['verdict']}")
-    r.audit.record("gate", "verdict", verdict=result["verdict"], reason=result["reason"])
+    r.audit.record(r.step, "verdict", verdict=result["verdict"], reason=result["reason"], engine=result["engine"])
     return result
 
 
-def _spark_verdict(r: Rollout, probe_run_id: str, start_ms: int, end_ms: int, out: Path, config) -> dict:
+def _spark_verdict(r: Rollout, request: dict) -> dict:
     from canary.judge.cli import run_analysis
 
-    out.mkdir(parents=True, exist_ok=True)
-    config_file = out / "judge.json"
-    config_file.write_text(json.dumps(config.to_dict()))
-    with open(out / "spark.log", "w") as spark_log:
-        code = run_analysis(f"kafka://{r.bootstrap_servers}", out, from_ms=start_ms, to_ms=end_ms + 1,
-                            config=str(config_file), run_id=probe_run_id, timeout=900, log=spark_log)
+    out = Path(request["out"])
     verdict_file = out / "verdict.json"
+    code = None
+    if not verdict_file.exists():
+        with open(out / "spark.log", "w") as spark_log:
+            code = run_analysis(request["observations"], out, from_ms=request["from_ms"], to_ms=request["to_ms"],
+                                config=request["config"], run_id=request["run_id"], timeout=900, log=spark_log)
     if code == 2 or not verdict_file.exists():
         # A failed analysis never promotes: a person decides, or the rollout rolls back.
         return {"verdict": INCONCLUSIVE, "reason": f"the Spark analysis failed (exit {code}); see {out / 'spark.log'}",
@@ -675,7 +712,14 @@ preflight = run_step("preflight", _preflight)
 deploy_canary = run_step("deploy-canary", _deploy_canary)
 warm_up = run_step("warm-up", _warm_up)
 lead = run_step("lead", _lead)
-gate = run_step("gate", _gate)
+probe_window = run_step("probe-window", _probe_window)
+judge_window = run_step("judge", _judge_window)
+
+
+def gate(r: Rollout) -> dict:
+    """probe-window then judge: the verdict of this rollout."""
+    probe_window(r)
+    return judge_window(r)
 rollback = run_step("rollback", _rollback)
 verify = run_step("verify", _verify)
 

@@ -71,12 +71,12 @@ def test_good_canary_promotes_the_fleet_and_finalizes(cluster_factory, tmp_path)
     assert all(rack is None for _, _, rack in snapshot(cluster).values())  # no canary marker left
     assert cluster.features().finalized["metadata.version"] > rollout.state.before["features"]["metadata.version"]
     stepped = rollout.state.data["steps"]
-    assert stepped["gate"]["result"]["engine"] == "spark"
+    assert stepped["judge"]["result"]["engine"] == "spark"
     assert (tmp_path / "run" / "analysis-1" / "verdict.json").exists()
     for step in ("deploy-canary", "promote"):
         probe = stepped[step]["result"]["probe"]
         assert probe["acked"] > 0 and probe["lost"] == 0, (step, probe)
-    assert sum(t["lost"] for t in stepped["gate"]["result"]["probe"].values()) == 0
+    assert sum(t["lost"] for t in stepped["probe-window"]["result"]["probe"].values()) == 0
     canary = rollout.state.data["canary_brokers"]
     assert restarts(rollout, "deploy-canary") == canary
     assert sorted(restarts(rollout, "promote")) == [1, 2, 3]  # the canary once more, to drop its marker
@@ -101,7 +101,7 @@ def test_bad_config_canary_fails_fast_and_rolls_back_to_the_exact_state(baseline
     result = run_rollout(rollout)
 
     assert (result["outcome"], result["verdict"]) == ("ROLLBACK", "ROLLBACK")
-    gate = rollout.state.data["steps"]["gate"]["result"]
+    gate = rollout.state.data["verdict"]
     assert gate["stopped_early"] and "produce_error_rate" in gate["reason"]
     assert snapshot(baseline_cluster) == before
     assert restarts(rollout, "deploy-canary") == [2] and restarts(rollout, "rollback") == [2]

@@ -1,0 +1,92 @@
+"""Figures for the broker rollout engine (issue 5), on a 4-broker local cluster with a 2-minute probe window.
+
+    .venv/bin/python bench/rollout_bench.py [--window 2m] [--engine spark]
+
+1. A good canary (3.9.2 → 4.1.2, one canary broker, finalize): total rollout time, the time outside the probe
+   window (goal ≤ 90 s), and acknowledged probe messages lost across the whole rollout (goal 0).
+2. Severe faults on a fresh cluster each: a canary with message.max.bytes=100 (every produce to its partitions
+   fails) and a canary behind a 500 ms delaying proxy: time from the fault going live (the canary broker
+   restarted with it) to the start of the rollback (goal ≤ 60 s), and the rollback verified.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from canary.cluster.distribution import BASELINE_VERSION, TARGET_VERSION, ensure
+from canary.cluster.local import LocalCluster
+from canary.rollout.engine import run_rollout
+from canary.rollout.spec import load_spec
+from canary.rollout.steps import Rollout
+
+
+def lost_and_acked(rollout: Rollout) -> tuple[int, int]:
+    """Across every probe run of the rollout (preflight, deploy, gate, promote/rollback, post-promotion, verify)."""
+    lost = acked = 0
+    for e in rollout.audit.entries():
+        if e["action"] in ("probe", "probe during the rolls"):
+            lost, acked = lost + e["lost"], acked + e["acked"]
+    window = rollout.state.data.get("window") or {}
+    for lane in (window.get("probe") or {}).values():
+        lost, acked = lost + lane["lost"], acked + lane["acked"]
+    return lost, acked
+
+
+def first(rollout: Rollout, step: str, action: str) -> int:
+    return next(e["ts_ms"] for e in rollout.audit.entries() if e["step"] == step and e["action"] == action)
+
+
+def scenario(root: Path, name: str, window: str, engine: str, **spec) -> Rollout:
+    cluster = LocalCluster.up(root / name, brokers=4)
+    try:
+        raw = {"cluster": {"dir": str(cluster.directory)}, "canary": {"count": 1},
+               "probe": {"window": window, "interim_interval": "15s"}, "judge": {"engine": engine},
+               "run_id": name, **spec}
+        rollout = Rollout(load_spec(raw), root / "runs" / name)
+        started = time.monotonic()
+        result = run_rollout(rollout)
+        rollout.total_s = time.monotonic() - started
+        rollout.result = result
+        return rollout
+    finally:
+        cluster.down()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--window", default="2m")
+    parser.add_argument("--engine", default="spark", choices=("spark", "inline"))
+    args = parser.parse_args()
+    ensure(BASELINE_VERSION), ensure(TARGET_VERSION)
+    root = Path(tempfile.mkdtemp(prefix="rollout-bench-"))
+
+    good = scenario(root, "good", args.window, args.engine, change={"version": TARGET_VERSION})
+    judged = good.state.data["steps"]["judge"]
+    analysis_s = (judged["finished_ms"] - judged["started_ms"]) / 1000
+    window_s = good.spec.window
+    lost, acked = lost_and_acked(good)
+    print(f"good canary: outcome {good.result['outcome']} ({good.result['verdict']}), total {good.total_s:.0f} s, "
+          f"probe window {window_s:.0f} s, outside the window {good.total_s - window_s:.0f} s "
+          f"(of which the final {args.engine} analysis {analysis_s:.0f} s)")
+    for name, step in good.state.data["steps"].items():
+        print(f"  {name:<14} {(step['finished_ms'] - step['started_ms']) / 1000:6.1f} s")
+    print(f"  acked probe messages lost across the rollout: {lost} of {acked}")
+
+    for name, spec in (("bad-config", {"change": {"config": {"message.max.bytes": "100"}}}),
+                       ("delay-500ms", {"change": {"version": TARGET_VERSION}, "fault": {"client_delay_ms": 500}})):
+        bad = scenario(root, name, args.window, args.engine, **spec)
+        live = first(bad, "deploy-canary", "broker restarted")
+        rollback = first(bad, "rollback", "step started")
+        lost, acked = lost_and_acked(bad)
+        print(f"{name}: outcome {bad.result['outcome']} ({bad.result['status']}), fault live → rollback started "
+              f"{(rollback - live) / 1000:.0f} s, total {bad.total_s:.0f} s, acked lost {lost} of {acked}; "
+              f"reason: {bad.result['reason'][:160]}")
+    print(json.dumps({"runs": str(root / "runs")}))
+
+
+if __name__ == "__main__":
+    main()
