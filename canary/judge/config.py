@@ -38,6 +38,9 @@ class MetricSpec:
     data (or too little) makes the verdict INCONCLUSIVE instead of skipping the metric. weight:
     its share of the score. min_samples: per lane after the warm-up. slo: absolute guard checked
     on each lane (rate: highest share; quantile: highest value; throughput: lowest rate).
+    tolerance: rate metrics only: the canary lane's own guard for events that should never happen
+    (loss): the metric fails when the canary's share is significantly above `tolerance` and beyond the
+    baseline's by the floors, which a handful of events can show where the lane comparison cannot.
     display_complement: report 1 - rate (availability is reported from its failure share).
     """
 
@@ -54,6 +57,7 @@ class MetricSpec:
     weight: float = 1.0
     min_samples: int = 500
     slo: float | None = None
+    tolerance: float | None = None
     display_complement: bool = False
     enabled: bool = True
 
@@ -83,6 +87,8 @@ class MetricSpec:
             raise ConfigError(f"{where}: rel_floor, abs_floor and weight must be >= 0, min_samples >= 1")
         if self.kind == "throughput" and self.slo is not None:
             raise ConfigError(f"{where}: throughput has no slo guard (use availability)")
+        if self.tolerance is not None and (self.kind != "rate" or not 0 < self.tolerance < 0.5):
+            raise ConfigError(f"{where}: tolerance is for rate metrics and must be in (0, 0.5), got {self.tolerance}")
         if self.kind == "throughput" and self.rel_floor >= 1:
             raise ConfigError(f"{where}: a throughput rel_floor must be below 1")
 
@@ -103,7 +109,9 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     _q("produce_latency_p99", "produce_latency_ms", 0.99, 0.10, 2.0),
     _r("produce_error_rate", ["produce_error"], 0.2, 0.002, critical=True, weight=2.0),
     _r("consume_error_rate", ["consume_error"], 0.2, 0.002, critical=True, weight=2.0),
-    _r("loss_rate", ["lost"], 0.2, 0.0005, critical=True, weight=2.0, slo=0.01),
+    # An acknowledged message should never be lost: a couple of lost messages in a canary lane whose baseline
+    # lost none is a regression, long before the lane comparison has enough events (see README).
+    _r("loss_rate", ["lost"], 0.2, 0.0005, critical=True, weight=2.0, slo=0.01, tolerance=1e-7),
     _r("duplicate_rate", ["duplicate"], 0.5, 0.001, weight=0.5),
     _r("out_of_order_rate", ["out_of_order"], 0.5, 0.001, weight=0.5),
     _r("availability", FAILURES, 0.2, 0.002, critical=True, weight=2.0, slo=0.01, display_complement=True),

@@ -16,7 +16,14 @@ import numpy as np
 
 from canary.judge import histogram as H
 from canary.judge.config import JudgeConfig, MetricSpec
-from canary.judge.stats import bernoulli_cs, conditional_log_e, dkw_radius, one_sample_log_e
+from canary.judge.stats import (
+    RARE_GRID,
+    bernoulli_cs,
+    conditional_log_e,
+    dkw_radius,
+    one_sample_log_e,
+    tail_log_e,
+)
 from canary.observations import LANES
 
 VERDICT_SCHEMA = "kafka-canary/verdict"
@@ -24,6 +31,12 @@ VERDICT_SCHEMA_VERSION = 1
 PROMOTE, ROLLBACK, INCONCLUSIVE = "PROMOTE", "ROLLBACK", "INCONCLUSIVE"
 PASS, FAIL, NO_DATA, INSUFFICIENT = "PASS", "FAIL", "NO_DATA", "INSUFFICIENT_DATA"
 OUTCOME_PREFIX, BAD_PREFIX, BAD_LANE = "outcome.", "bad.", "_bad"
+# A quantile q is tested on the tail above the baseline's 1 - TAIL_SPAN x (1 - q) quantile (p99: from p90).
+TAIL_SPAN = 10
+# Alpha split: a metric's share is proportional to max(weight, MIN_ALPHA_WEIGHT); SLO_SHARE of it goes to
+# the two lanes' SLO guards, half of the rest to the canary's tolerance guard when the metric has one.
+MIN_ALPHA_WEIGHT = 0.25
+SLO_SHARE = 0.1
 
 
 @dataclass
@@ -122,13 +135,17 @@ def judge(agg: Aggregates, config: JudgeConfig | None = None, final: bool = True
     decides (ROLLBACK, fail fast); otherwise the verdict is INCONCLUSIVE and the rollout continues."""
     config = (config or JudgeConfig()).validate()
     run = _Run(agg, config)
-    # Bonferroni: alpha is split equally over the metrics that have data at all (whether a run carries
-    # client fields is fixed by its kind, not by the comparison); a metric with an SLO guard gives a quarter
-    # of its share to the guard, an eighth per lane.
+    # Bonferroni: alpha is split over the metrics that have data at all (whether a run carries client fields
+    # is fixed by its kind, not by the comparison) in proportion to their weight, so the metrics that
+    # matter most get the most power; a metric with an SLO guard gives a tenth of its share to the guard,
+    # a twentieth per lane.
     metrics = [m for m in config.active if _has_data(run, m)]
-    share = config.alpha / max(1, len(metrics))
-    n_tests = sum(1 + (2 if m.slo is not None else 0) for m in metrics)
-    results = [_judge_metric(run, m, share) if _has_data(run, m) else _no_data(m, share) for m in config.active]
+    total_weight = sum(_alpha_weight(m) for m in metrics)
+    shares = {m.name: config.alpha * _alpha_weight(m) / total_weight if total_weight else config.alpha
+              for m in config.active}
+    n_tests = sum(_n_tests(m) for m in metrics)
+    results = [_judge_metric(run, m, shares[m.name]) if _has_data(run, m) else _no_data(m, shares[m.name])
+               for m in config.active]
 
     empty = [lane for lane in LANES if run.trials[lane].sum() == 0]
     failed = [r for r in results if r["decision"] == FAIL]
@@ -182,7 +199,8 @@ def judge(agg: Aggregates, config: JudgeConfig | None = None, final: bool = True
                          "partitions": int(run.partitions[lane].max()) if run.buckets else 0} for lane in LANES},
         "data_quality": {"excluded": dict(sorted(agg.bad.items())), "excluded_total": int(sum(agg.bad.values())),
                          "empty_lanes": empty},
-        "alpha": {"total": config.alpha, "tests": n_tests, "per_metric": share},
+        "alpha": {"total": config.alpha, "tests": n_tests, "per_metric": config.alpha / max(1, len(metrics)),
+                  "by_metric": {m.name: shares[m.name] for m in metrics}},
         "metrics": results,
         "config": config.to_dict(),
     }
@@ -192,7 +210,7 @@ def _base(m: MetricSpec, alpha: float) -> dict:
     return {"name": m.name, "kind": m.kind, "direction": m.direction, "critical": m.critical,
             "must_have_data": m.must_have_data, "weight": m.weight, "decision": NO_DATA, "reason": "",
             "canary": {}, "baseline": {}, "effect": {},
-            "test": {"e_value": None, "threshold": 1 / alpha, "alpha": alpha}, "slo": None}
+            "test": {"e_value": None, "threshold": 1 / alpha, "alpha": alpha}, "slo": None, "tolerance": None}
 
 
 def _sufficiency(r: dict, n_c: float, n_b: float, m: MetricSpec, unit: str) -> bool:
@@ -205,15 +223,18 @@ def _sufficiency(r: dict, n_c: float, n_b: float, m: MetricSpec, unit: str) -> b
     return True
 
 
-def _conclude(r: dict, log_e: np.ndarray, alpha: float, material: bool, effect_text: str, floor_text: str) -> None:
+def _conclude(r: dict, log_e: np.ndarray, alpha: float, material: bool, effect_text: str, floor_text: str,
+              what: str = "") -> None:
+    """what: names the tested claim when it differs from the effect itself (quantiles: the tail)."""
     e_max = float(np.exp(min(log_e.max(), 700))) if log_e.size else 1.0
     r["test"]["e_value"] = e_max
     significant = log_e.size > 0 and log_e.max() >= math.log(1 / alpha)
+    claim = f"{what}, " if what else ""
     if significant and material:
         r["decision"] = FAIL
-        r["reason"] = f"{effect_text}; beyond {floor_text} (e-value {e_max:.3g} >= {1 / alpha:.3g})"
+        r["reason"] = f"{effect_text}; beyond {floor_text} ({claim}e-value {e_max:.3g} >= {1 / alpha:.3g})"
     elif significant:
-        r["decision"], r["reason"] = PASS, f"{effect_text}; significant but within {floor_text}"
+        r["decision"], r["reason"] = PASS, f"{effect_text}; {claim}significant but within {floor_text}"
     else:
         r["decision"], r["reason"] = PASS, f"{effect_text}; no regression beyond {floor_text} (e-value {e_max:.3g})"
 
@@ -246,22 +267,47 @@ def _no_data(m: MetricSpec, alpha: float) -> dict:
     return r
 
 
+def _alpha_weight(m: MetricSpec) -> float:
+    return max(m.weight, MIN_ALPHA_WEIGHT)
+
+
+def _n_tests(m: MetricSpec) -> int:
+    return 1 + (2 if m.slo is not None else 0) + (1 if m.tolerance is not None else 0)
+
+
+@dataclass(frozen=True)
+class _Alphas:
+    """One metric's share of alpha, split over its tests: the lane comparison, each lane's SLO guard and
+    the canary's tolerance guard."""
+
+    test: float
+    slo_lane: float
+    tolerance: float
+
+    @classmethod
+    def split(cls, m: MetricSpec, share: float) -> _Alphas:
+        slo = SLO_SHARE if m.slo is not None else 0.0
+        tolerance = (1 - slo) / 2 if m.tolerance is not None else 0.0
+        return cls(test=share * (1 - slo - tolerance), slo_lane=share * slo / 2, tolerance=share * tolerance)
+
+
 def _judge_metric(run: _Run, m: MetricSpec, share: float) -> dict:
-    alpha = share * 0.75 if m.slo is not None else share
-    r = _base(m, alpha)
+    alphas = _Alphas.split(m, share)
+    r = _base(m, alphas.test)
     if m.kind == "rate":
-        _rate(run, m, alpha, r)
+        _rate(run, m, alphas, r)
     elif m.kind == "throughput":
-        _throughput(run, m, alpha, r)
+        _throughput(run, m, alphas.test, r)
     else:
-        _quantile(run, m, alpha, r)
+        _quantile(run, m, alphas, r)
     short = r.pop("insufficient", None)
     if short and r["decision"] == PASS:
         r["decision"], r["reason"] = INSUFFICIENT, f"{short} ({r['reason']})"
     return r
 
 
-def _rate(run: _Run, m: MetricSpec, alpha: float, r: dict) -> None:
+def _rate(run: _Run, m: MetricSpec, alphas: _Alphas, r: dict) -> None:
+    alpha = alphas.test
     x = {lane: run.events(lane, m.events) for lane in LANES}
     n = run.trials
     xc, xb, nc, nb = x["canary"].sum(), x["baseline"].sum(), n["canary"].sum(), n["baseline"].sum()
@@ -289,7 +335,24 @@ def _rate(run: _Run, m: MetricSpec, alpha: float, r: dict) -> None:
               f"canary {label} {_fmt(rc, True)} vs baseline {_fmt(rb, True)}",
               f"+{_fmt(m.rel_floor, True)} relative and +{_fmt(m.abs_floor * 100)} points")
     if m.slo is not None:
-        _slo(r, {lane: (x[lane], n[lane]) for lane in LANES}, m.slo, alpha / 6, f"{label} <= {_fmt(m.slo, True)}")
+        _slo(r, {lane: (x[lane], n[lane]) for lane in LANES}, m.slo, alphas.slo_lane,
+             f"{label} <= {_fmt(m.slo, True)}")
+    if m.tolerance is not None:
+        _tolerance(r, x["canary"], n["canary"], m.tolerance, alphas.tolerance, material, label)
+
+
+def _tolerance(r: dict, x: np.ndarray, n: np.ndarray, p0: float, alpha: float, material: bool, label: str) -> None:
+    """The canary's guard for events that should not happen: H0 canary share <= p0 (one-sample e-process over
+    alternatives up to a million times p0). Fails the metric when significant and the canary is beyond the
+    baseline by the floors (material)."""
+    log_e = one_sample_log_e(x, n, p0, grid=RARE_GRID) if n.sum() > 0 else np.zeros(1)
+    e = float(np.exp(min(log_e.max(), 700)))
+    exceeded = bool(log_e.max() >= math.log(1 / alpha))
+    r["tolerance"] = {"tolerance": p0, "e_value": e, "threshold": 1 / alpha, "alpha": alpha, "exceeded": exceeded}
+    if exceeded and material and r["decision"] != FAIL:
+        r["decision"] = FAIL
+        r["reason"] = (f"canary {label} significantly above its tolerance {_fmt(p0, True)} "
+                       f"(e-value {e:.3g} >= {1 / alpha:.3g}) and beyond the baseline's by the floors; " + r["reason"])
 
 
 def _throughput(run: _Run, m: MetricSpec, alpha: float, r: dict) -> None:
@@ -338,7 +401,8 @@ def _q_from_tail(tail: np.ndarray, q: float) -> float:
     return H.representative(int(np.argmax(below >= q * total)))
 
 
-def _quantile(run: _Run, m: MetricSpec, alpha: float, r: dict) -> None:
+def _quantile(run: _Run, m: MetricSpec, alphas: _Alphas, r: dict) -> None:
+    alpha = alphas.test
     agg, q = run.agg, m.quantile
     per = {lane: [agg.hist(lane, m.source, b) for b in run.buckets] for lane in LANES}
     warm = [agg.hist("baseline", m.source, b) for b in run.warmup]
@@ -366,31 +430,38 @@ def _quantile(run: _Run, m: MetricSpec, alpha: float, r: dict) -> None:
     r["effect"] = {"absolute": qc - qb, "relative": qc / qb - 1 if qb > 0 else None,
                    "relative_interval": [(lo_c / hi_b - 1) if lo_c is not None and hi_b else None,
                                          (hi_c / lo_b - 1) if hi_c is not None and lo_b else None]}
-    # Predictable thresholds: the baseline's q-quantile bin from the warm-up and earlier buckets only, so
-    # within each bucket both lanes face a threshold fixed before the bucket's data (exact conditional test).
-    # Canary exceedance is counted above the floor-raised threshold: under H0 (canary <= (1+r) x baseline
-    # + a, stochastically) the canary's exceedance share is at most the baseline's.
+    # The test: a sequential log-rank over the tail, from the baseline's q_from-quantile up, with thresholds
+    # fixed before each bucket (the baseline's warm-up and earlier buckets), so within a bucket both lanes
+    # face the same predictable thresholds. A tail-only regression changes how far the canary goes on
+    # once in the tail far more than how often it enters it, which a single exceedance count cannot see.
+    # The null is "the canary's tail is no heavier" (no floors): the floors apply to the point estimates.
+    q_from = max(0.0, 1 - TAIL_SPAN * (1 - q))
     past = np.cumsum(np.vstack([_dense(warm, width).sum(axis=0, keepdims=True), dense["baseline"]]), axis=0)[:-1]
     past_tail = np.cumsum(past[:, ::-1], axis=1)[:, ::-1]
-    need = 5 / (1 - q)
-    xc, xb, ncs, nbs = (np.zeros(len(run.buckets)) for _ in range(4))
-    for t in range(len(run.buckets)):
-        pt = past_tail[t]
-        if pt[0] < need:
-            continue
-        j_b = int(np.argmax(pt <= (1 - q) * pt[0]))
-        s = H.lower(j_b)
-        j_c = min(H.first_bin_at_least(max(s * (1 + m.rel_floor), s + m.abs_floor)), width - 1)
-        xc[t], ncs[t] = tail["canary"][t, j_c], total["canary"][t]
-        xb[t], nbs[t] = tail["baseline"][t, j_b], total["baseline"][t]
-    log_e = conditional_log_e(xc, xb, ncs, nbs) if ncs.sum() and nbs.sum() else np.zeros(1)
-    r["test"]["exceedances"] = {"canary": int(xc.sum()), "canary_of": int(ncs.sum()),
-                                "baseline": int(xb.sum()), "baseline_of": int(nbs.sum())}
+    ready = past_tail[:, 0] >= 5 / (1 - q) if len(run.buckets) else np.zeros(0, dtype=bool)
+    j_from = np.argmax(past_tail <= (1 - q_from) * past_tail[:, :1], axis=1)
+    j_q = np.argmax(past_tail <= (1 - q) * past_tail[:, :1], axis=1)
+    steps = np.arange(width - 1)[None, :]
+    in_tail = ready[:, None] & (steps >= j_from[:, None])
+    risk, surv = {}, {}
+    for lane in LANES:
+        t = tail[lane]
+        entry = np.take_along_axis(t, j_from[:, None], axis=1)
+        # step 0: entering the tail (all -> past j_from); then bin by bin inside it
+        risk[lane] = np.hstack([np.where(ready, t[:, 0], 0)[:, None], np.where(in_tail, t[:, :-1], 0)])
+        surv[lane] = np.hstack([np.where(ready[:, None], entry, 0), np.where(in_tail, t[:, 1:], 0)])
+    log_e = tail_log_e(risk["canary"], surv["canary"], risk["baseline"], surv["baseline"])
+    exceed = {lane: np.where(ready, np.take_along_axis(tail[lane], j_q[:, None], axis=1)[:, 0], 0) for lane in LANES}
+    r["test"]["method"] = "tail log-rank"
+    r["test"]["tail_from_quantile"] = q_from
+    r["test"]["exceedances"] = {"canary": int(exceed["canary"].sum()), "canary_of": int(total["canary"][ready].sum()),
+                                "baseline": int(exceed["baseline"].sum()),
+                                "baseline_of": int(total["baseline"][ready].sum())}
     material = qc > qb * (1 + m.rel_floor) and qc - qb >= m.abs_floor
     unit = r["canary"]["unit"]
     _conclude(r, log_e, alpha, material, f"canary p{100 * q:g} {_fmt(qc)} {unit} vs baseline {_fmt(qb)} {unit}",
-              f"+{_fmt(m.rel_floor, True)} and +{_fmt(m.abs_floor)} {unit}")
+              f"+{_fmt(m.rel_floor, True)} and +{_fmt(m.abs_floor)} {unit}", what="tail heavier")
     if m.slo is not None:
         j_s = min(H.first_bin_at_least(m.slo * (1 + 1e-9)), width - 1)
-        _slo(r, {lane: (tail[lane][:, j_s], total[lane]) for lane in LANES}, 1 - q, alpha / 6,
+        _slo(r, {lane: (tail[lane][:, j_s], total[lane]) for lane in LANES}, 1 - q, alphas.slo_lane,
              f"p{100 * q:g} <= {_fmt(m.slo)} {unit}")

@@ -193,3 +193,90 @@ def test_config_file_overrides_and_validation(tmp_path):
         path.write_text(bad)
         with pytest.raises(ConfigError):
             load_config(path)
+
+
+def shaped_rows(lane, buckets, body, tail, partitions=1, lost=0):
+    """Rows with an explicit latency shape: `body` observations at 5 ms and one at each value of `tail`
+    per bucket (repeated `partitions` times), plus `lost` lost messages per bucket."""
+    rows = []
+    for b in range(buckets):
+        t = b * BUCKET
+        n = partitions * (body + len(tail))
+        rows += [(lane, t, "outcome.delivered", 0, n), (lane, t, "outcome.lost", 0, lost)]
+        rows += [(lane, t, "partition", p, n // partitions) for p in range(partitions)]
+        rows += [(lane, t, "produce_latency_ms", H.bin_of(2.0), n + lost)]
+        rows.append((lane, t, "e2e_latency_ms", H.bin_of(5.0), partitions * body))
+        for v in tail:
+            rows.append((lane, t, "e2e_latency_ms", H.bin_of(v), partitions))
+    return rows
+
+
+BASE_TAIL = [10, 10, 11, 11, 12, 12, 13, 14, 16, 20]
+
+
+def test_tail_only_p99_regression_is_caught_though_as_many_enter_the_tail():
+    # Both lanes: 10 % of observations above 10 ms (the baseline's p90); the canary goes further once there.
+    rows = shaped_rows("canary", 30, 90, [10, 11, 12, 14, 15, 16, 18, 20, 24, 30]) + \
+        shaped_rows("baseline", 30, 90, BASE_TAIL, partitions=2)
+    v = judge(Aggregates.from_rows(rows, BUCKET), final=False)
+    p99 = metric(v, "e2e_latency_p99")
+    assert v["verdict"] == "ROLLBACK" and p99["decision"] == "FAIL" and "tail heavier" in p99["reason"]
+    assert p99["test"]["method"] == "tail log-rank" and p99["test"]["tail_from_quantile"] == pytest.approx(0.9)
+    assert p99["test"]["e_value"] >= p99["test"]["threshold"]
+    assert metric(v, "e2e_latency_p50")["decision"] == "PASS"
+
+
+def test_more_observations_entering_an_unchanged_tail_is_caught_too():
+    # The canary sends twice as many observations into the same tail shape: only the entry step shows it.
+    rows = shaped_rows("canary", 30, 80, BASE_TAIL * 2) + shaped_rows("baseline", 30, 90, BASE_TAIL, partitions=2)
+    p99 = metric(judge(Aggregates.from_rows(rows, BUCKET)), "e2e_latency_p99")
+    assert p99["decision"] == "FAIL" and p99["test"]["exceedances"]["canary"] > 1.5 * p99["test"]["exceedances"][
+        "baseline"] / 2
+
+
+def test_heavier_tail_within_the_floors_is_significant_but_passes():
+    # Every tail value one 2 % bin higher: many observations make it significant, but p99 moves < 10 %.
+    shifted = [H.lower(H.bin_of(v) + 1) * 1.001 for v in BASE_TAIL]
+    rows = shaped_rows("canary", 60, 90, shifted * 3, partitions=3) + \
+        shaped_rows("baseline", 60, 90, BASE_TAIL * 3, partitions=6)
+    p99 = metric(judge(Aggregates.from_rows(rows, BUCKET)), "e2e_latency_p99")
+    assert p99["decision"] == "PASS" and "tail heavier, significant but within" in p99["reason"]
+
+
+def test_two_lost_messages_in_a_lossless_baseline_roll_back_through_the_tolerance_guard():
+    rows = shaped_rows("canary", 30, 90, BASE_TAIL) + shaped_rows("baseline", 30, 90, BASE_TAIL, partitions=2)
+    lossy = [("canary", 100_000, "outcome.lost", 0, 1), ("canary", 200_000, "outcome.lost", 0, 1)]
+    v = judge(Aggregates.from_rows(rows + lossy, BUCKET), final=False)
+    loss = metric(v, "loss_rate")
+    assert v["verdict"] == "ROLLBACK" and loss["decision"] == "FAIL" and "tolerance" in loss["reason"]
+    assert loss["tolerance"]["exceeded"] and loss["test"]["e_value"] < loss["test"]["threshold"]
+    # One lost message is not yet a pattern.
+    one = judge(Aggregates.from_rows(rows + lossy[:1], BUCKET))
+    assert one["verdict"] == "PROMOTE" and not metric(one, "loss_rate")["tolerance"]["exceeded"]
+
+
+def test_loss_above_the_tolerance_in_both_lanes_alike_is_not_the_canarys_regression():
+    # Both lanes lose 1 in 1,000: far above the tolerance, but the canary is no worse than the baseline.
+    rows = shaped_rows("canary", 30, 90, BASE_TAIL) + shaped_rows("baseline", 30, 90, BASE_TAIL, partitions=2)
+    rows += [(lane, b * BUCKET, "outcome.lost", 0, 1) for b in range(3, 30, 10) for lane in ("canary",)]
+    rows += [(lane, b * BUCKET, "outcome.lost", 0, 1) for b in range(3, 30, 5) for lane in ("baseline",)]
+    loss = metric(judge(Aggregates.from_rows(rows, BUCKET)), "loss_rate")
+    assert loss["tolerance"]["exceeded"] and loss["decision"] == "PASS"
+
+
+def test_alpha_is_split_over_metrics_by_weight_and_never_exceeds_the_total():
+    v = judge(run())
+    by = v["alpha"]["by_metric"]
+    assert by["e2e_latency_p99"] == pytest.approx(2 * by["e2e_latency_p50"])
+    assert by["duplicate_rate"] == pytest.approx(by["e2e_latency_p50"] / 2)
+    assert sum(by.values()) == pytest.approx(v["config"]["alpha"])
+    loss = metric(v, "loss_rate")
+    spent = loss["test"]["alpha"] + loss["tolerance"]["alpha"] + 2 / loss["slo"]["threshold"]
+    assert spent == pytest.approx(by["loss_rate"])
+
+
+def test_tolerance_is_validated():
+    with pytest.raises(ConfigError):
+        config_from_dict({"metrics": {"e2e_latency_p99": {"tolerance": 1e-6}}})
+    with pytest.raises(ConfigError):
+        config_from_dict({"metrics": {"loss_rate": {"tolerance": 0.7}}})

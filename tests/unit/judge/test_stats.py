@@ -1,0 +1,63 @@
+"""The e-processes behind the judge: valid under the null (Ville), powerful under the alternative."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from canary.judge.stats import RARE_GRID, one_sample_log_e, tail_log_e
+
+
+def tail_tables(rng, looks, n_c, n_b, hazard_c, hazard_b):
+    """risk/surv (looks x steps) for two lanes walking through len(hazard) thresholds: at each, an
+    observation that reached it stops with the given hazard."""
+    out = []
+    for n, hazard in ((n_c, hazard_c), (n_b, hazard_b)):
+        risk = np.zeros((looks, len(hazard)))
+        surv = np.zeros((looks, len(hazard)))
+        at = np.full(looks, n)
+        for j, h in enumerate(hazard):
+            risk[:, j] = at
+            at = at - rng.binomial(at.astype(int), h)
+            surv[:, j] = at
+        out += [risk, surv]
+    return out
+
+
+def test_tail_log_e_rarely_crosses_under_the_null_small_and_large_counts():
+    rng = np.random.default_rng(11)
+    hazard = [0.9] + [0.15] * 12
+    for n_c, n_b in ((10, 20), (3000, 6000)):  # exact tables; binomial-bounded wide tables
+        crossings = 0
+        for _ in range(200):
+            rc, sc, rb, sb = tail_tables(rng, 20, n_c, n_b, hazard, hazard)
+            crossings += tail_log_e(rc, sc, rb, sb).max() >= math.log(20)
+        assert crossings <= 10  # Ville: P(ever >= 20) <= 1/20
+
+
+def test_tail_log_e_grows_when_the_canary_goes_further_in_the_tail():
+    rng = np.random.default_rng(12)
+    hazard_b = [0.5] + [0.2] * 12
+    hazard_c = [0.5] + [0.1] * 12
+    for n_c, n_b in ((20, 40), (3000, 6000)):
+        rc, sc, rb, sb = tail_tables(rng, 27, n_c, n_b, hazard_c, hazard_b)
+        log_e = tail_log_e(rc, sc, rb, sb)
+        assert log_e.shape == (27,) and log_e[-1] >= math.log(1000)
+        assert tail_log_e(rb[:, :], sb, rc * 2, sc * 2).max() < math.log(20)  # lighter canary tail
+
+
+def test_tail_log_e_sees_an_entry_only_change_through_the_entry_step():
+    rng = np.random.default_rng(13)
+    rc, sc, rb, sb = tail_tables(rng, 27, 100, 200, [0.8] + [0.2] * 10, [0.9] + [0.2] * 10)
+    assert tail_log_e(rc, sc, rb, sb)[-1] >= math.log(1000)
+    assert tail_log_e(rc, sc, rb, sb, entry_weight=1e-300)[-1] < math.log(1000)
+
+
+def test_rare_event_guard_needs_two_events_at_a_tiny_tolerance():
+    n = np.full(27, 100.0)
+    two = np.zeros(27)
+    two[[5, 20]] = 1
+    assert one_sample_log_e(two, n, 1e-7, grid=RARE_GRID).max() >= math.log(1 / 3e-4)
+    assert one_sample_log_e(np.eye(27)[5], n, 1e-7, grid=RARE_GRID).max() < math.log(1 / 3e-4)
+    assert one_sample_log_e(np.zeros(27), n, 1e-7, grid=RARE_GRID).max() <= 0
