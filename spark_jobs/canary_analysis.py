@@ -129,18 +129,30 @@ def transform(obs: DataFrame, bucket_ms: int, from_ms: int | None = None, to_ms:
         "processing_ms": F.col("processing_ms"),
         "lag": F.col("lag").cast("double"),
     }
+    good = F.col("bad_reason").isNull()
+    # Stage 1, one pass over the observations: count them by every key at once (lane, bucket, partition,
+    # outcome and each histogram's bin, or the reason an observation is excluded). Latencies are whole
+    # milliseconds, so the combinations are few and the map-side aggregation shrinks the data before any
+    # shuffle, where splitting each observation into one row per metric first would multiply it by six.
+    keys = [F.when(good, F.col("lane")).alias("lane"),
+            F.coalesce(bucket, F.lit(-1).cast("long")).alias("bucket_start_ms"),
+            F.when(good, F.col("partition")).alias("partition"), F.when(good, F.col("outcome")).alias("outcome"),
+            F.col("bad_reason")]
+    keys += [F.when(good, _bin(value)).alias(name) for name, value in values.items()]
+    combined = obs.groupBy(*keys).agg(F.count(F.lit(1)).alias("n"))
+    # Stage 2, on the combinations only: one row per metric and bin, summed.
     cells = [F.struct(F.concat(F.lit(OUTCOME_PREFIX), F.col("outcome")).alias("metric"), F.lit(0).alias("bin")),
              F.struct(F.lit("partition").alias("metric"), F.col("partition").alias("bin"))]
-    cells += [F.struct(F.lit(name).alias("metric"), _bin(value).alias("bin")) for name, value in values.items()]
-    good = (obs.where(F.col("bad_reason").isNull())
-            .select("lane", bucket.alias("bucket_start_ms"), F.explode(F.array(*cells)).alias("c"))
-            .where(F.col("c.bin").isNotNull())
-            .select("lane", "bucket_start_ms", "c.metric", "c.bin"))
-    bad = obs.where(F.col("bad_reason").isNotNull()).select(
-        F.lit(BAD_LANE).alias("lane"), F.coalesce(bucket, F.lit(-1).cast("long")).alias("bucket_start_ms"),
-        F.concat(F.lit(BAD_PREFIX), F.col("bad_reason")).alias("metric"), F.lit(0).alias("bin"))
-    return (good.unionByName(bad).groupBy("lane", "bucket_start_ms", "metric", "bin")
-            .agg(F.count(F.lit(1)).alias("count")))
+    cells += [F.struct(F.lit(name).alias("metric"), F.col(name).alias("bin")) for name in values]
+    good_rows = (combined.where(F.col("bad_reason").isNull())
+                 .select("lane", "bucket_start_ms", "n", F.explode(F.array(*cells)).alias("c"))
+                 .where(F.col("c.bin").isNotNull())
+                 .select("lane", "bucket_start_ms", "c.metric", "c.bin", "n"))
+    bad_rows = combined.where(F.col("bad_reason").isNotNull()).select(
+        F.lit(BAD_LANE).alias("lane"), "bucket_start_ms",
+        F.concat(F.lit(BAD_PREFIX), F.col("bad_reason")).alias("metric"), F.lit(0).alias("bin"), "n")
+    return (good_rows.unionByName(bad_rows).groupBy("lane", "bucket_start_ms", "metric", "bin")
+            .agg(F.sum("n").alias("count")))
 
 
 def summarize(aggregates: DataFrame, run_label: str) -> DataFrame:
@@ -156,15 +168,19 @@ def summarize(aggregates: DataFrame, run_label: str) -> DataFrame:
 
 def load(spark: SparkSession, aggregates: DataFrame, out: Path, config_path: str | None, bucket_ms: int,
          final: bool) -> dict:
-    rows = [tuple(r) for r in aggregates.collect()]
-    agg = Aggregates.from_rows(rows, bucket_ms)
-    config = load_config(config_path)
-    verdict = judge(agg, config, final=final)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "verdict.json").write_text(json.dumps(verdict, indent=2, default=float))
-    schema = "lane string, bucket_start_ms long, metric string, bin int, count long"
-    history = spark.createDataFrame(rows, schema=schema)
-    summarize(history, out.name).write.mode("overwrite").parquet(str(out / "aggregates.parquet"))
+    # The aggregates are small (lanes x buckets x bins) and feed both the judge and the history: kept in
+    # memory once rather than computed twice from the observations or shipped back from Python.
+    aggregates = aggregates.cache()
+    try:
+        rows = [tuple(r) for r in aggregates.collect()]
+        agg = Aggregates.from_rows(rows, bucket_ms)
+        config = load_config(config_path)
+        verdict = judge(agg, config, final=final)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "verdict.json").write_text(json.dumps(verdict, indent=2, default=float))
+        summarize(aggregates, out.name).write.mode("overwrite").parquet(str(out / "aggregates.parquet"))
+    finally:
+        aggregates.unpersist()
     from canary.judge.report import write_report
 
     write_report(out, verdict, agg)
