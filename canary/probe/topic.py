@@ -275,15 +275,20 @@ class TopicAdmin:
         return TopicState(brokers=brokers, exists=True, partitions=parts, configs=self._configs(topic),
                           reassigning=frozenset(self.reassignments(topic)))
 
-    def _configs(self, topic: str) -> dict[str, str]:
+    def _configs(self, topic: str, tries: int = 10) -> dict[str, str]:
         resource = ConfigResource(ResourceType.TOPIC, topic)
-        for res, future in self.admin.describe_configs([resource], request_timeout=self.timeout).items():
-            try:
-                entries = future.result(timeout=self.timeout)
-            except KafkaException as exc:
-                raise ClusterError(f"describing configs of {res.name} failed: {exc.args[0].str()}") from exc
-            # Effective values, defaults included: a default that already equals the rule is no change.
-            return {name: entry.value for name, entry in entries.items()}
+        for attempt in range(tries):
+            for res, future in self.admin.describe_configs([resource], request_timeout=self.timeout).items():
+                try:
+                    entries = future.result(timeout=self.timeout)
+                except KafkaException as exc:
+                    # A topic just created reaches every broker's metadata a moment later.
+                    if exc.args[0].name() == "UNKNOWN_TOPIC_OR_PART" and attempt < tries - 1:
+                        time.sleep(0.5)
+                        continue
+                    raise ClusterError(f"describing configs of {res.name} failed: {exc.args[0].str()}") from exc
+                # Effective values, defaults included: a default that already equals the rule is no change.
+                return {name: entry.value for name, entry in entries.items()}
         return {}
 
     def _kafka_python(self):

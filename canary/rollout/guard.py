@@ -7,6 +7,7 @@ any replica restarts, so it does not block (the guard would wait forever); it is
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaException
@@ -76,17 +77,29 @@ def observe(bootstrap_servers: str, client: dict[str, str] | None = None, timeou
         raise ClusterError(f"cannot read cluster metadata from {bootstrap_servers}: {exc.args[0]}") from exc
     topics = sorted(t for t, meta in metadata.topics.items() if meta.error is None)
     min_isr: dict[str, int] = {}
-    if topics:
-        resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
-        for res, future in admin.describe_configs(resources, request_timeout=timeout).items():
-            try:
-                entries = future.result(timeout=timeout)
-            except KafkaException as exc:
-                raise ClusterError(f"describing configs of topic {res.name} failed: {exc.args[0].str()}") from exc
-            entry = entries.get("min.insync.replicas")
-            min_isr[res.name] = int(entry.value) if entry is not None and entry.value else 1
-    return [PartitionView(t, p.id, tuple(p.replicas), tuple(p.isrs), p.leader, min_isr.get(t, 1))
-            for t in topics for p in sorted(metadata.topics[t].partitions.values(), key=lambda p: p.id)]
+    todo = list(topics)
+    for attempt in range(10):
+        unknown = []
+        if todo:
+            resources = [ConfigResource(ResourceType.TOPIC, t) for t in todo]
+            for res, future in admin.describe_configs(resources, request_timeout=timeout).items():
+                try:
+                    entries = future.result(timeout=timeout)
+                except KafkaException as exc:
+                    if exc.args[0].name() == "UNKNOWN_TOPIC_OR_PART" and attempt < 9:
+                        unknown.append(res.name)  # created or deleted a moment ago: look again
+                        continue
+                    raise ClusterError(f"describing configs of topic {res.name} failed: {exc.args[0].str()}") from exc
+                entry = entries.get("min.insync.replicas")
+                min_isr[res.name] = int(entry.value) if entry is not None and entry.value else 1
+        if not unknown:
+            break
+        time.sleep(0.5)
+        present = admin.list_topics(timeout=timeout).topics
+        todo = [t for t in unknown if t in present]
+        topics = [t for t in topics if t in min_isr or t in todo]
+    return [PartitionView(t, p.id, tuple(p.replicas), tuple(p.isrs), p.leader, min_isr[t])
+            for t in topics if t in min_isr for p in sorted(metadata.topics[t].partitions.values(), key=lambda p: p.id)]
 
 
 def not_in_isr(broker_id: int, partitions: list[PartitionView]) -> list[str]:
