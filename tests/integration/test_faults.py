@@ -4,7 +4,10 @@ front of one broker's client listener seen by the probe."""
 from __future__ import annotations
 
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from waiting import wait_until
@@ -18,6 +21,11 @@ from canary.probe.config import ProbeConfig
 from canary.probe.runner import Probe
 
 pytestmark = pytest.mark.integration
+KAFKA_CANARY = str(Path(sys.executable).parent / "kafka-canary")
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([KAFKA_CANARY, *args], capture_output=True, text=True, timeout=300)
 
 
 def _metadata_racks(bootstrap: str) -> dict[int, str | None]:
@@ -45,6 +53,8 @@ def test_bad_fault_requests_change_nothing(shared_cluster):
         shared_cluster.restart_node(1, client_delay_ms=float("inf"))
     with pytest.raises(ClusterError, match="controller.*client delay"):
         shared_cluster.restart_node(3000, client_delay_ms=50)
+    done = _cli("cluster", "restart-broker", "1", "--client-delay-ms", "-5", "--dir", str(shared_cluster.directory))
+    assert done.returncode == 2 and "not a delay" in done.stderr
     assert {n.node_id: (n.pid, n.rack) for n in shared_cluster.status().nodes} == before
 
 
@@ -77,6 +87,8 @@ def test_a_delay_proxy_slows_one_brokers_partitions_by_the_delay_and_removing_it
     assert cluster.bootstrap_servers == bootstrap  # clients still bootstrap on the brokers' own ports
     assert _metadata_ports(bootstrap) == {1: real_ports[1], 2: proxy_port, 3: real_ports[3]}
     proxy = cluster.state.node(2)
+    shown = _cli("cluster", "status", "--dir", str(cluster.directory))
+    assert shown.returncode == 0 and f"50 ms via proxy port {proxy_port} (running)" in shown.stdout
     assert process.is_ours(proxy.proxy_pid, proxy.proxy_pid_start, process.proxy_marker(cluster.directory, 2))
 
     path = tmp_path / "obs.jsonl"
