@@ -1,0 +1,183 @@
+"""The gated broker rollout of DESIGN.md §3 as an Airflow DAG (the tasks are thin: everything they do is in
+canary.rollout.steps, reachable with `kafka-canary rollout …` too)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.providers.standard.operators.hitl import HITLBranchOperator
+from airflow.sdk import Param, chain, dag, task
+from kafka_canary_provider.operators.analysis import CanaryAnalysisSubmitOperator
+from kafka_canary_provider.operators.rollout import (
+    AnalysisRequestOperator,
+    DeployCanaryOperator,
+    JudgeOperator,
+    LeadOperator,
+    PreflightOperator,
+    ProbeWindowOperator,
+    PromoteOperator,
+    RollbackOperator,
+    RolloutReportOperator,
+    VerifyOperator,
+)
+from kafka_canary_provider.operators.warm_up import LearnerWarmUpOperator
+
+REPO = Path(__file__).resolve().parents[1]
+ANALYSIS_JOB = str(REPO / "spark_jobs" / "canary_analysis.py")
+# One pool per cluster keeps rollouts on the same cluster apart across DAGs; the pool is fixed when the DAG is
+# parsed, so this DAG uses the default cluster's (create it with one slot: `airflow pools set ...`).
+CLUSTER_POOL = os.environ.get("KAFKA_CANARY_POOL", "kafka_canary_default")
+APPROVAL_TIMEOUT = timedelta(hours=4)
+CONN = "{{ params.cluster_conn_id }}"
+
+
+def _request(key: str) -> str:
+    """A template for one field of the analysis_request task's XCom (the Spark job's arguments)."""
+    return f"{{{{ ti.xcom_pull(task_ids='analysis_request')['{key}'] }}}}"
+
+
+def _kafka_connector_jars() -> str:
+    """Spark's Kafka source jars (resolved from Maven Central once, cached); called when the task renders."""
+    from canary.judge.cli import kafka_connector_jars
+
+    return ",".join(str(j) for j in kafka_connector_jars())
+
+
+DOC = """
+### Gated Kafka broker rollout
+
+preflight → deploy canary → learner warm-up → lead → probe window (interim gates) → Spark analysis → judge →
+**PROMOTE**: promote the fleet (controllers last, finalize) · **ROLLBACK**: canary brokers back to baseline ·
+**INCONCLUSIVE**: a person decides in *Required actions* (no answer within 4 h → rollback; or
+`on_inconclusive = rollback` to never ask) → verify → report.
+
+One rollout per cluster at a time (`max_active_runs=1`, the cluster pool, and a lock topic on the cluster).
+Every task links to the run's report (*Rollout report*); all reports are under *Browse → Canary rollouts*.
+The same steps run without Airflow: `kafka-canary rollout run --spec rollout.yaml`.
+"""
+
+
+@dag(
+    dag_id="kafka_broker_canary",
+    schedule=None,
+    catchup=False,
+    max_active_runs=1,
+    doc_md=DOC,
+    tags=["kafka", "canary", "rollout"],
+    default_args={"retries": 0},
+    user_defined_macros={"kafka_connector_jars": _kafka_connector_jars},
+    params={
+        "cluster_conn_id": Param("kafka_canary_default", type="string", minLength=1, title="Cluster connection",
+                                 description="Airflow connection (type kafka_canary) of the cluster to roll"),
+        "target_version": Param("4.1.2", type=["null", "string"], pattern=r"^\d+\.\d+\.\d+$",
+                                title="Target Kafka version",
+                                description="Version the canary brokers get, then the fleet; empty keeps each "
+                                            "broker's version (a config-only change)"),
+        "config_overrides": Param({}, type="object", title="Broker config overrides",
+                                  description='Broker settings the change applies, e.g. {"num.io.threads": "6"}; '
+                                              "null removes an override"),
+        "canary_count": Param(1, type="integer", minimum=1, title="Canary brokers (count)",
+                              description="How many brokers become canaries (the highest ids), unless canary "
+                                          "broker ids are given"),
+        "canary_brokers": Param([], type="array", items={"type": "integer", "minimum": 0},
+                                title="Canary broker ids",
+                                description="Explicit canary broker ids; empty uses the count"),
+        "window": Param("2m", type="string", pattern=r"^\d+(\.\d+)?(ms|s|m|h)?$", title="Probe window",
+                        description="How long probe traffic is judged, e.g. 90s or 2m"),
+        "interim_interval": Param("30s", type="string", pattern=r"^\d+(\.\d+)?(ms|s|m|h)?$",
+                                  title="Interim look interval",
+                                  description="Time between interim looks that can stop the window early"),
+        "probe_rate": Param(20, type="number", exclusiveMinimum=0, maximum=10000, title="Probe rate",
+                            description="Probe messages per second per partition"),
+        "preflight_probe": Param("10s", type="string", pattern=r"^\d+(\.\d+)?(ms|s|m|h)?$",
+                                 title="Preflight probe",
+                                 description="Length of the green baseline probe in preflight and verify"),
+        "judge_config": Param({}, type="object", title="Judge config",
+                              description='Judge thresholds (canary/judge/README.md), e.g. {"warmup_s": 5}; '
+                                          "empty uses the defaults"),
+        "engine": Param("spark", type="string", enum=["spark", "inline"], title="Analysis engine",
+                        description="spark: the Spark analysis task decides; inline: the judge in-process"),
+        "finalize": Param(True, type="boolean", title="Finalize features",
+                          description="Raise finalized feature levels after promoting (no binary rollback after)"),
+        "on_inconclusive": Param("ask", type="string", enum=["ask", "rollback"], title="On INCONCLUSIVE",
+                                 description="ask: a person approves or rejects (rollback after 4 h); "
+                                             "rollback: roll back without asking"),
+        "client_delay_ms": Param(0, type="number", minimum=0, maximum=60000, title="Fault: client delay (ms)",
+                                 description="Scenarios only: a delay proxy in front of each canary broker"),
+    },
+)
+def kafka_broker_canary():
+    steps = {"kafka_canary_conn_id": CONN, "pool": CLUSTER_POOL}
+    preflight = PreflightOperator(task_id="preflight", **steps)
+    deploy = DeployCanaryOperator(task_id="deploy_canary", **steps)
+    warm_up = LearnerWarmUpOperator(task_id="warm_up", **steps)
+    lead = LeadOperator(task_id="lead", **steps)
+    probe = ProbeWindowOperator(task_id="probe_window", **steps)
+    request = AnalysisRequestOperator(task_id="analysis_request", **steps)
+    analysis = CanaryAnalysisSubmitOperator(
+        task_id="spark_analysis",
+        conn_id="spark_default",
+        application=ANALYSIS_JOB,
+        name="kafka-canary-analysis",
+        application_args=[
+            "--observations", _request("observations"),
+            "--from", _request("from_ms"),
+            "--to", _request("to_ms"),
+            "--run-id", _request("run_id"),
+            "--config", _request("config"),
+            "--out", _request("out"),
+        ],
+        verdict_file=_request("out") + "/verdict.json",
+        jars="{{ kafka_connector_jars() }}",
+        conf={"spark.ui.enabled": "false", "spark.pyspark.python": sys.executable,
+              "spark.sql.shuffle.partitions": "8"},
+        env_vars={"PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable},
+    )
+    # The judge runs when the analysis failed or was skipped too: it then decides from the fail-fast look, or
+    # INCONCLUSIVE — a failed analysis never promotes.
+    judge = JudgeOperator(task_id="judge", trigger_rule="all_done", **steps)
+
+    @task.branch(task_id="route_verdict")
+    def route_verdict(verdict: dict, params: dict | None = None) -> str:
+        if verdict["verdict"] == "PROMOTE":
+            return "verdict_promote"
+        if verdict["verdict"] == "INCONCLUSIVE" and (params or {}).get("on_inconclusive") == "ask":
+            return "ask_a_person"
+        return "verdict_rollback"
+
+    verdict_promote = EmptyOperator(task_id="verdict_promote")
+    verdict_rollback = EmptyOperator(task_id="verdict_rollback")
+    ask = HITLBranchOperator(
+        task_id="ask_a_person",
+        subject="Kafka canary INCONCLUSIVE on {{ params.cluster_conn_id }}: promote or roll back?",
+        body="{{ ti.xcom_pull(task_ids='judge')['reason'] }}\n\nReport: /kafka-canary/runs/"
+             "{{ run_id | replace(':', '_') | replace('+', '_') }}/report.html",
+        options=["Promote", "Roll back"],
+        options_mapping={"Promote": "promote", "Roll back": "rollback"},
+        defaults=["Roll back"],
+        response_timeout=APPROVAL_TIMEOUT,
+    )
+    # Either way in: the verdict's own branch, or the person's choice.
+    promote = PromoteOperator(task_id="promote", approved_by="ask_a_person",
+                              trigger_rule="none_failed_min_one_success", **steps)
+    rollback = RollbackOperator(task_id="rollback", trigger_rule="none_failed_min_one_success", **steps)
+    verify = VerifyOperator(task_id="verify", trigger_rule="none_failed_min_one_success", **steps)
+    report = RolloutReportOperator(task_id="report", trigger_rule="all_done", kafka_canary_conn_id=CONN)
+
+    routed = route_verdict(judge.output)
+    chain(preflight, deploy, warm_up, lead, probe, request, analysis, judge, routed,
+          [verdict_promote, verdict_rollback, ask])
+    verdict_promote >> promote
+    verdict_rollback >> rollback
+    ask >> [promote, rollback]
+    [promote, rollback] >> verify >> report
+
+
+dag = kafka_broker_canary()
+
+if __name__ == "__main__":
+    dag.test()

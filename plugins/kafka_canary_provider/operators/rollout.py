@@ -1,0 +1,194 @@
+"""One operator per step of the broker rollout (DESIGN.md §3). Each builds the rollout of this DAG run —
+`Rollout(load_spec(spec), $KAFKA_CANARY_RUNS/<run id>)`, the spec from the DAG's params and the cluster
+connection — calls the step of canary.rollout.steps, rewrites the run's report and returns the step's small
+JSON result (XCom). Steps converge, so a retried task does only what is still missing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+
+from kafka_canary_provider.hooks.kafka_canary import KafkaCanaryHook
+from kafka_canary_provider.links import RolloutReportLink, report_url
+from kafka_canary_provider.runs import rollout_run_id, run_dir, spec_from_params
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from canary.rollout.steps import Rollout
+
+
+def _jsonable(result: Any) -> Any:
+    return json.loads(json.dumps(result, default=str))
+
+
+class RolloutStepOperator(BaseOperator):
+    """Base of the step operators.
+
+    :param kafka_canary_conn_id: the cluster's connection (KafkaCanaryHook); templated.
+    :param rollout_params: the trigger-form values the spec is built from; default: the DAG run's params.
+    """
+
+    template_fields: Sequence[str] = ("kafka_canary_conn_id", "rollout_params")
+    operator_extra_links = (RolloutReportLink(),)
+    ui_color = "#e8f0fe"
+
+    def __init__(self, *, kafka_canary_conn_id: str = KafkaCanaryHook.default_conn_name,
+                 rollout_params: dict | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.kafka_canary_conn_id = kafka_canary_conn_id
+        self.rollout_params = rollout_params
+
+    def rollout(self, context: Context) -> Rollout:
+        from canary.rollout.spec import load_spec
+        from canary.rollout.steps import Rollout
+
+        run_id = rollout_run_id(context["run_id"])
+        cluster = KafkaCanaryHook(self.kafka_canary_conn_id).cluster_section()
+        spec = load_spec(spec_from_params(dict(self.rollout_params or context["params"]), cluster, run_id))
+        return Rollout(spec, run_dir(run_id))
+
+    def run_step(self, rollout: Rollout, context: Context) -> dict:
+        raise NotImplementedError
+
+    def execute(self, context: Context) -> dict:
+        from canary.rollout.report import write_report
+
+        rollout = self.rollout(context)
+        self.log.info("rollout %s in %s; report %s", rollout.run_id, rollout.run_dir, report_url(rollout.run_id))
+        try:
+            result = self.run_step(rollout, context)
+        finally:
+            write_report(rollout.state, rollout.audit)
+        return _jsonable(result)
+
+
+class PreflightOperator(RolloutStepOperator):
+    """Health, features, lock, a green baseline probe; records the pre-rollout state. Changes nothing."""
+
+    def run_step(self, rollout: Rollout, context: Context) -> dict:
+        from canary.rollout import steps
+
+        return steps.preflight(rollout)
+
+
+class DeployCanaryOperator(RolloutStepOperator):
+    """Rolls the canary brokers to the change, one at a time under the safe-roll guard."""
+
+    def run_step(self, rollout: Rollout, context: Context) -> dict:
+        from canary.rollout import steps
+
+        return steps.deploy_canary(rollout)
+
+
+class LeadOperator(RolloutStepOperator):
+    """Moves leadership of the canary partitions to the canary brokers."""
+
+    def run_step(self, rollout: Rollout, context: Context) -> dict:
+        from canary.rollout import steps
+
+        return steps.lead(rollout)
+
+
+class ProbeWindowOperator(RolloutStepOperator):
+    """Probe traffic for the window with interim looks; a critical regression stops it early (fail fast).
+
+    The probe produces and consumes in this worker for the whole window, so it is not a trigger: a trigger must
+    have no side effects and may run twice."""
+
+    def run_step(self, rollout: Rollout, context: Context) -> dict:
+        from canary.rollout import steps
+
+        return steps.probe_window(rollout)
+
+
+class AnalysisRequestOperator(RolloutStepOperator):
+    """The Spark job's arguments for the last probe window ({observations, from_ms, to_ms, run_id, out, config});
+    skipped when the window already stopped early with a fail-fast verdict (nothing left to analyse)."""
+
+    def run_step(self, rollout: Rollout, context: Context) -> dict:
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from canary.rollout import steps
+
+        window = rollout.state.data.get("window") or {}
+        if window.get("stopped_early"):
+            raise AirflowSkipException(f"the window stopped early: {window['stopped_early'].get('reason')}")
+        return steps.analysis_request(rollout)
+
+
+class JudgeOperator(RolloutStepOperator):
+    """The verdict of the window: the fail-fast one, else the Spark job's verdict.json (or the inline judge).
+    A missing or failed analysis is INCONCLUSIVE, never PROMOTE."""
+
+    def run_step(self, rollout: Rollout, context: Context) -> dict:
+        from canary.rollout import steps
+
+        return steps.judge_window(rollout)
+
+
+class PromoteOperator(RolloutStepOperator):
+    """Rolls the rest of the fleet, the controllers last, finalizes when asked, probes.
+
+    :param approved_by: task id of the person's decision (a HITL branch); an INCONCLUSIVE verdict is promoted
+        only when that task chose this task.
+    """
+
+    template_fields: Sequence[str] = (*RolloutStepOperator.template_fields, "approved_by")
+
+    def __init__(self, *, approved_by: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.approved_by = approved_by
+
+    def run_step(self, rollout: Rollout, context: Context) -> dict:
+        from canary.rollout import steps
+
+        approve = False
+        if self.approved_by:
+            chosen = context["ti"].xcom_pull(task_ids=self.approved_by)
+            chosen = [chosen] if isinstance(chosen, str) else list(chosen or [])
+            approve = self.task_id in chosen
+            if approve:
+                self.log.info("a person approved promoting through %s", self.approved_by)
+        return steps.promote(rollout, approve=approve)
+
+
+class RollbackOperator(RolloutStepOperator):
+    """Brings every changed broker back to the pre-rollout version, config and rack."""
+
+    def run_step(self, rollout: Rollout, context: Context) -> dict:
+        from canary.rollout import steps
+
+        return steps.rollback(rollout)
+
+
+class VerifyOperator(RolloutStepOperator):
+    """Checks the promised state (promoted or exactly as before), probes, releases the lock."""
+
+    def run_step(self, rollout: Rollout, context: Context) -> dict:
+        from canary.rollout import steps
+
+        return steps.verify(rollout)
+
+
+class RolloutReportOperator(RolloutStepOperator):
+    """Writes the run's report and returns where it is, with the outcome:
+    {"outcome", "status", "verdict", "reason", "run_dir", "report", "analysis_report", "url"}."""
+
+    def run_step(self, rollout: Rollout, context: Context) -> dict:
+        data = rollout.state.data
+        verdict = data.get("verdict") or {}
+        status = data["status"]
+        outcome = "PROMOTE" if "promoted" in status else "ROLLBACK" if "rolled_back" in status else "UNFINISHED"
+        analysis = verdict.get("analysis")
+        result = {"outcome": outcome, "status": status, "verdict": verdict.get("verdict"),
+                  "reason": verdict.get("reason"), "run_dir": str(rollout.run_dir),
+                  "report": str(rollout.run_dir / "report.html"),
+                  "analysis_report": f"{analysis}/report.html" if analysis else None,
+                  "url": report_url(rollout.run_id)}
+        self.log.info("rollout %s: %s (%s), verdict %s: %s; report %s", rollout.run_id, outcome, status,
+                      result["verdict"], result["reason"], result["report"])
+        return result

@@ -1,0 +1,61 @@
+"""Where a DAG run's rollout lives, and the rollout spec a DAG run asks for.
+
+An Airflow run id (`manual__2026-11-21T07:52:55+00:00`) becomes the rollout's run id by replacing every
+character the spec does not allow with `_`, so each task of one DAG run opens the same run directory,
+`$KAFKA_CANARY_RUNS/<run id>`, and a retried task finds the state its earlier try left.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+_NOT_ALLOWED = re.compile(r"[^A-Za-z0-9._-]")
+DEFAULT_RUNS = "~/.local/state/kafka-canary/rollouts"
+
+
+def rollout_run_id(airflow_run_id: str) -> str:
+    """The spec's run id for an Airflow run id: [A-Za-z0-9._-], starting with a letter or digit, ≤ 100."""
+    cleaned = _NOT_ALLOWED.sub("_", airflow_run_id)
+    if not cleaned[:1].isalnum():
+        cleaned = "r" + cleaned
+    return cleaned[:100]
+
+
+def runs_root() -> Path:
+    """$KAFKA_CANARY_RUNS, else ~/.local/state/kafka-canary/rollouts."""
+    return Path(os.environ.get("KAFKA_CANARY_RUNS") or DEFAULT_RUNS).expanduser()
+
+
+def run_dir(run_id: str) -> Path:
+    return runs_root() / run_id
+
+
+def spec_from_params(params: dict, cluster: dict, run_id: str) -> dict:
+    """The rollout spec (canary.rollout.spec format) for the DAG's trigger-form params and the cluster section
+    built by KafkaCanaryHook. Empty values mean "not set" (a form cannot send null for every type)."""
+    change: dict = {}
+    if params.get("target_version"):
+        change["version"] = params["target_version"]
+    if params.get("config_overrides"):
+        change["config"] = dict(params["config_overrides"])
+    brokers = params.get("canary_brokers") or []
+    canary = {"brokers": list(brokers)} if brokers else {"count": params.get("canary_count", 1)}
+    probe = {k: params[p] for k, p in (("window", "window"), ("interim_interval", "interim_interval"),
+                                        ("rate", "probe_rate"), ("preflight", "preflight_probe"))
+             if params.get(p) not in (None, "")}
+    judge: dict = {"engine": params.get("engine") or "spark"}
+    if params.get("judge_config"):
+        judge["config"] = dict(params["judge_config"])
+    spec = {"cluster": cluster, "change": change, "canary": canary, "probe": probe, "judge": judge,
+            "finalize": bool(params.get("finalize", True)), "run_id": run_id}
+    if params.get("lead_topics"):
+        spec["lead_topics"] = list(params["lead_topics"])
+    if params.get("client_delay_ms"):
+        spec["fault"] = {"client_delay_ms": params["client_delay_ms"]}
+    timeouts = {k: params[p] for k, p in (("warm_up", "warm_up_timeout"), ("guard", "guard_timeout"))
+                if params.get(p) not in (None, "")}
+    if timeouts:
+        spec["timeouts"] = timeouts
+    return spec

@@ -1,0 +1,111 @@
+"""The plugin serves only report files of run directories, only to authenticated users; the report link and
+the run id mapping; the warm-up trigger's serialize() mirrors its constructor."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi import HTTPException
+from fastapi.testclient import TestClient
+from kafka_canary_provider import plugin
+from kafka_canary_provider.links import RolloutReportLink
+from kafka_canary_provider.runs import rollout_run_id, spec_from_params
+from kafka_canary_provider.triggers.warm_up import LearnerWarmUpTrigger
+
+from canary.rollout.spec import load_spec
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("KAFKA_CANARY_RUNS", str(tmp_path / "runs"))
+    run = tmp_path / "runs" / "r1"
+    (run / "analysis-1").mkdir(parents=True)
+    (run / "report.html").write_text("<p>ROLLBACK</p>")
+    (run / "analysis-1" / "latency.png").write_bytes(b"\x89PNG")
+    (run / "run.json").write_text('{"run_id": "r1", "status": "verified rolled_back", "spec": {}}')
+    (run / "observations-window-1.jsonl").write_text("{}")
+    (tmp_path / "secret.html").write_text("not a report")
+    return tmp_path / "runs"
+
+
+def test_resolve_serves_report_files(runs):
+    assert plugin.resolve(runs, "r1", "report.html") == (runs / "r1" / "report.html").resolve()
+    assert plugin.resolve(runs, "r1", "analysis-1/latency.png").name == "latency.png"
+
+
+@pytest.mark.parametrize(("run_id", "page"), [
+    ("r1", "run.json"), ("r1", "observations-window-1.jsonl"), ("r1", "../../secret.html"),
+    ("..", "secret.html"), ("r1", "missing.html"), ("r2", "report.html"),
+])
+def test_resolve_refuses_everything_else(runs, run_id, page):
+    with pytest.raises(HTTPException) as raised:
+        plugin.resolve(runs, run_id, page)
+    assert raised.value.status_code == 404
+
+
+def test_reports_need_an_airflow_login(runs):
+    client = TestClient(plugin.create_app())
+    for url in ("/", "/runs/r1/report.html"):
+        response = client.get(url)
+        assert response.status_code in (401, 403), (url, response.status_code)
+        assert "ROLLBACK" not in response.text
+
+
+def test_reports_served_to_an_authenticated_user(runs):
+    from airflow.api_fastapi.core_api.security import get_user
+
+    app = plugin.create_app()
+    app.dependency_overrides[get_user] = lambda: object()  # what Airflow's login resolves to
+    client = TestClient(app)
+    assert client.get("/runs/r1/report.html").text == "<p>ROLLBACK</p>"
+    assert "r1" in client.get("/").text
+    assert client.get("/runs/r1/run.json").status_code == 404
+
+
+def test_plugin_registers_app_view_and_link():
+    p = plugin.KafkaCanaryPlugin
+    assert p.fastapi_apps[0]["url_prefix"] == "/kafka-canary"
+    assert p.external_views[0]["href"] == "/kafka-canary/"
+    assert isinstance(p.operator_extra_links[0], RolloutReportLink)
+
+
+@pytest.mark.parametrize(("airflow_run_id", "expected"), [
+    ("manual__2026-11-21T07:57:12.927547+00:00", "manual__2026-11-21T07_57_12.927547_00_00"),
+    ("__odd", "r__odd"),
+    ("x" * 150, "x" * 100),
+])
+def test_rollout_run_id_fits_the_spec(airflow_run_id, expected):
+    assert rollout_run_id(airflow_run_id) == expected
+    load_spec({"cluster": {"dir": "/c"}, "change": {"version": "4.1.2"}, "canary": {"count": 1},
+               "run_id": expected})
+
+
+def test_report_link_points_at_the_plugin():
+    class Key:
+        run_id = "manual__2026-11-21T07:57:12+00:00"
+
+    assert RolloutReportLink().get_link(None, ti_key=Key()) == (
+        "/kafka-canary/runs/manual__2026-11-21T07_57_12_00_00/report.html")
+
+
+def test_spec_from_params():
+    params = {"target_version": "4.1.2", "config_overrides": {"message.max.bytes": "100"}, "canary_count": 2,
+              "canary_brokers": [], "window": "60s", "interim_interval": "20s", "probe_rate": 50,
+              "preflight_probe": "3s", "judge_config": {"warmup_s": 15}, "engine": "inline", "finalize": False,
+              "client_delay_ms": 300}
+    spec = load_spec(spec_from_params(params, {"deployer": "local", "dir": "/c", "client": {}}, "run-1"))
+    assert (spec.change.version, spec.change.config, spec.canary_count, spec.window, spec.interim_interval) == (
+        "4.1.2", {"message.max.bytes": "100"}, 2, 60.0, 20.0)
+    assert (spec.engine, spec.finalize, spec.fault.client_delay_ms, spec.run_id) == ("inline", False, 300.0, "run-1")
+    brokers = load_spec(spec_from_params({**params, "canary_brokers": [3]}, {"dir": "/c"}, "run-1"))
+    assert brokers.canary_brokers == (3,) and brokers.canary_count is None
+    config_only = load_spec(spec_from_params({**params, "target_version": None}, {"dir": "/c"}, "run-1"))
+    assert config_only.change.version is None
+
+
+def test_warm_up_trigger_serialize_mirrors_init():
+    trigger = LearnerWarmUpTrigger("kafka_canary_default", [3, 4], timeout=120, poll_interval=1.5, started_at=10.0)
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "kafka_canary_provider.triggers.warm_up.LearnerWarmUpTrigger"
+    again = LearnerWarmUpTrigger(**kwargs)
+    assert again.serialize() == (classpath, kwargs)
+    assert "password" not in str(kwargs)
