@@ -86,7 +86,7 @@ class Probe:
                                     config.observations_file)
         self.tracker = Tracker(TrackerIdentity(config.run_id, config.topic, config.producer_id, self.epoch),
                                config.rtt_sla * 1000, self.sink.emit, self.metrics, self.ledger)
-        self.admin = TopicAdmin(config.bootstrap_servers, config.client)
+        self.admin = TopicAdmin(config.bootstrap_servers, config.client, away_grace=config.away_grace)
         self.spec = TopicSpec(config.topic)
         self.view = ClusterView()
         self.reconciled: ReconcileResult | None = None

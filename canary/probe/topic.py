@@ -252,16 +252,22 @@ class TopicAdmin:
     """The admin calls reconcile needs, each with a timeout and named failures. Mutating calls are
     the `create_topic`, `add_partitions`, `reassign`, `elect`, `set_configs` methods (tests count them)."""
 
-    def __init__(self, bootstrap_servers: str, client: dict[str, str] | None = None, timeout: float = 30.0):
+    def __init__(self, bootstrap_servers: str, client: dict[str, str] | None = None, timeout: float = 30.0,
+                 away_grace: float = 0.0):
         self.bootstrap_servers = bootstrap_servers
         self.client = dict(client or {})
         self.timeout = timeout
+        # A broker missing from the metadata for less than this many seconds is restarting, not gone: the
+        # reconciler keeps it (no replica moved off it, its partition still produced to), so a rolling restart
+        # never triggers reassignments.
+        self.away_grace = away_grace
+        self._seen: dict[int, tuple[float, str | None]] = {}
         self.admin = admin_client(bootstrap_servers, {"socket.timeout.ms": 10000, **self.client})
 
     def observe(self, topic: str) -> TopicState:
         try:
             cluster = self.admin.describe_cluster(request_timeout=self.timeout).result(timeout=self.timeout)
-            brokers = {node.id: node.rack for node in cluster.nodes}
+            brokers = self._with_recently_seen({node.id: node.rack for node in cluster.nodes})
             # All topics: a metadata request naming the topic could auto-create it on the broker.
             metadata = self.admin.list_topics(timeout=self.timeout)
         except KafkaException as exc:
@@ -274,6 +280,12 @@ class TopicAdmin:
         parts = {p.id: PartitionState(tuple(p.replicas), p.leader, tuple(p.isrs)) for p in meta.partitions.values()}
         return TopicState(brokers=brokers, exists=True, partitions=parts, configs=self._configs(topic),
                           reassigning=frozenset(self.reassignments(topic)))
+
+    def _with_recently_seen(self, live: dict[int, str | None]) -> dict[int, str | None]:
+        now = time.monotonic()
+        self._seen.update({b: (now, rack) for b, rack in live.items()})
+        away = {b: rack for b, (seen, rack) in self._seen.items() if b not in live and now - seen < self.away_grace}
+        return live | away
 
     def _configs(self, topic: str, tries: int = 10) -> dict[str, str]:
         resource = ConfigResource(ResourceType.TOPIC, topic)

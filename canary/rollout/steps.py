@@ -273,26 +273,26 @@ def _restore_preferred(r: Rollout) -> list[str]:
 
 # ----- probe -----
 
-def _probe(r: Rollout, name: str, seconds: float) -> tuple[ProbeSummary, Path]:
+def _probe_config(r: Rollout, name: str, seconds: float | None = None, reconcile: bool = False) -> ProbeConfig:
+    """The probe of one phase of the rollout, its observations in the run directory. Only the preflight probe
+    reconciles the canary topic: during the rollout the rollout alone changes the cluster."""
     observations = r.run_dir / f"observations-{name}.jsonl"
     observations.unlink(missing_ok=True)
-    cfg = ProbeConfig(bootstrap_servers=r.bootstrap_servers, rate=r.spec.probe_rate, duration=seconds,
-                      run_id=f"{r.run_id}-{name}", producer_id=f"rollout-{r.run_id}", client=dict(r.spec.client),
-                      observations_file=str(observations), rtt_sla=15.0, message_timeout=10.0)
+    return ProbeConfig(bootstrap_servers=r.bootstrap_servers, rate=r.spec.probe_rate, duration=seconds,
+                       run_id=f"{r.run_id}-{name}", producer_id=f"rollout-{r.run_id}", client=dict(r.spec.client),
+                       observations_file=str(observations), rtt_sla=15.0, message_timeout=10.0, reconcile=reconcile)
+
+
+def _probe(r: Rollout, name: str, seconds: float, reconcile: bool = False) -> ProbeSummary:
     r.say("probe %s for %.0fs at %g msg/s per partition", name, seconds, r.spec.probe_rate)
-    return Probe(cfg).run(), observations
+    return Probe(_probe_config(r, name, seconds, reconcile)).run()
 
 
 @contextlib.contextmanager
 def _watched(r: Rollout, name: str, result: dict) -> Iterator[None]:
     """Probe traffic for as long as a step rolls brokers: acknowledged messages lost during the rolls land in
     `result["probe"]` (the goal is none)."""
-    observations = r.run_dir / f"observations-{name}.jsonl"
-    observations.unlink(missing_ok=True)
-    cfg = ProbeConfig(bootstrap_servers=r.bootstrap_servers, rate=r.spec.probe_rate, duration=None,
-                      run_id=f"{r.run_id}-{name}", producer_id=f"rollout-{r.run_id}", client=dict(r.spec.client),
-                      observations_file=str(observations), rtt_sla=15.0, message_timeout=10.0)
-    probe = Probe(cfg)
+    probe = Probe(_probe_config(r, name))
     probe.start()
     try:
         yield
@@ -316,11 +316,11 @@ def _probe_problems(summary: ProbeSummary) -> list[str]:
     return problems
 
 
-def _green_probe(r: Rollout, name: str, tries: int = 2) -> dict:
+def _green_probe(r: Rollout, name: str, tries: int = 2, reconcile: bool = False) -> dict:
     """A short probe that must be green; one failed try is repeated, so a passing hiccup (a busy machine,
     a topic just created) does not stop a rollout, while a real problem fails both tries."""
     for attempt in range(1, tries + 1):
-        summary, _ = _probe(r, f"{name}-{attempt}", r.spec.preflight_probe)
+        summary = _probe(r, f"{name}-{attempt}", r.spec.preflight_probe, reconcile)
         problems = _probe_problems(summary)
         result = {"probe_run_id": summary.run_id, "acked": summary.acked,
                   "lost": sum(t["lost"] for t in summary.lanes.values()), "problems": problems}
@@ -373,7 +373,7 @@ def _preflight(r: Rollout) -> dict:
     taken = r.lock.acquire(r.run_id, len(brokers))
     r.audit.record("preflight", "lock taken" if taken else "lock already held by this rollout")
     r.state.update(canary_brokers=canaries, status="preflight")
-    probe = _green_probe(r, "preflight")
+    probe = _green_probe(r, "preflight", reconcile=True)
     if r.state.before is None:
         r.state.update(before=_snapshot(r))
         r.audit.record("preflight", "snapshot", before=r.state.before)
@@ -468,12 +468,8 @@ def _probe_window(r: Rollout) -> dict:
     spec = r.spec
     config = judge_settings(spec.judge_config)
     attempt = r.state.data["steps"]["probe-window"]["attempts"]
-    name = f"window-{attempt}"
-    observations = r.run_dir / f"observations-{name}.jsonl"
-    observations.unlink(missing_ok=True)
-    cfg = ProbeConfig(bootstrap_servers=r.bootstrap_servers, rate=spec.probe_rate, duration=None,
-                      run_id=f"{r.run_id}-{name}", producer_id=f"rollout-{r.run_id}", client=dict(spec.client),
-                      observations_file=str(observations), rtt_sla=15.0, message_timeout=10.0)
+    cfg = _probe_config(r, f"window-{attempt}")
+    observations = Path(cfg.observations_file)
     probe = Probe(cfg)
     start_ms = int(time.time() * 1000)
     started = time.monotonic()

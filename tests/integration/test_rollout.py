@@ -66,7 +66,8 @@ def test_good_canary_promotes_the_fleet_and_finalizes(cluster_factory, tmp_path)
     rollout = Rollout(spec, tmp_path / "run")
     result = run_rollout(rollout)
 
-    assert (result["outcome"], result["status"], result["verdict"]) == ("PROMOTE", "verified promoted", "PROMOTE"), result
+    outcome = (result["outcome"], result["status"], result["verdict"])
+    assert outcome == ("PROMOTE", "verified promoted", "PROMOTE"), result
     assert {v[0] for v in snapshot(cluster).values()} == {TARGET_VERSION}  # brokers and controller
     assert all(rack is None for _, _, rack in snapshot(cluster).values())  # no canary marker left
     assert cluster.features().finalized["metadata.version"] > rollout.state.before["features"]["metadata.version"]

@@ -98,3 +98,20 @@ def test_partition_in_reassignment_is_left_alone():
                                    2: PartitionState((3, 1, 2), 3, (3, 1, 2))},
                        configs=SPEC.configs(3), reassigning=frozenset({0}))
     assert not plan(SPEC, state).changes_anything
+
+
+def test_a_restarting_broker_is_kept_within_the_grace_and_dropped_after_it(monkeypatch):
+    from canary.probe import topic
+
+    admin = topic.TopicAdmin("127.0.0.1:1", away_grace=60)
+    clock = [1000.0]
+    monkeypatch.setattr(topic.time, "monotonic", lambda: clock[0])
+    assert admin._with_recently_seen({1: "a", 2: "b", 3: None}) == {1: "a", 2: "b", 3: None}
+    clock[0] += 30  # broker 3 restarting: still planned for, so nothing is reassigned off it
+    brokers = admin._with_recently_seen({1: "a", 2: "b"})
+    assert brokers == {1: "a", 2: "b", 3: None}
+    created = plan(SPEC, TopicState(brokers={1: None, 2: None, 3: None}, exists=False)).create
+    assert not plan(SPEC, _state_from(created, brokers)).reassign
+    clock[0] += 31  # gone for longer than the grace: removed
+    assert admin._with_recently_seen({1: "a", 2: "b"}) == {1: "a", 2: "b"}
+    assert topic.TopicAdmin("127.0.0.1:1")._with_recently_seen({1: None}) == {1: None}  # no grace: live only
