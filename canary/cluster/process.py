@@ -44,6 +44,11 @@ def start(cmd: list[str], cwd: Path, log_file: Path, tie_to_parent: bool = False
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True, preexec_fn=_die_with_parent if tie_to_parent else None)
     _children[proc.pid] = proc
+    # Popen may return while the child is still inside execve (vfork), when /proc/<pid>/cmdline reads
+    # empty and the marker is not visible yet; wait for the new command line so `is_ours` holds at once.
+    deadline = time.monotonic() + 5
+    while args(proc.pid) in ([], [""]) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
     started = start_time(proc.pid)
     if started is None:
         raise RuntimeError(f"process {cmd[0]} exited at once; see {log_file}")

@@ -41,3 +41,14 @@ def test_require_free_names_the_port(tmp_path):
         port = sock.getsockname()[1]
         with pytest.raises(PortInUseError, match=f"port {port}"):
             process.require_free(port, "a node")
+
+
+def test_a_started_process_is_ours_at_once(tmp_path):
+    # Popen can return while the child is still in execve (empty /proc cmdline); start() waits that out.
+    for i in range(20):
+        mark = process.marker(tmp_path, i)
+        pid, started = _sleeper(tmp_path, mark)
+        try:
+            assert process.is_ours(pid, started, mark)
+        finally:
+            process.stop(pid, started, mark, kill=True)
