@@ -1,7 +1,8 @@
 """Judge quality: A/A false rollbacks and A/B detection under continuous monitoring, side by side with a
 Kayenta-style judge on the same simulated runs.
 
-    .venv/bin/python bench/judge_eval.py [--aa 1000] [--ab 200] [--workers 2] [--seed 1]
+    .venv/bin/python bench/judge_eval.py [--aa 1000] [--ab 200] [--workers 1] [--seed 1]
+                                         [--observations RUN.jsonl] [--scenarios NAME ...]
 
 A run: a 5-minute window at 10 msg/s per partition, 1 canary and 2 baseline partitions, 10 s buckets, a
 30 s warm-up; looks every `--look-s` seconds (interim looks: fail fast on critical metrics; the last look
@@ -9,11 +10,20 @@ is final). A run counts as a rollback when any look says ROLLBACK; time to decis
 Latency: lognormal (median 5 ms, sigma 0.5); baseline produce errors 0.1 %, no loss. Injected effects:
 p99 +X % (values above the baseline p90 stretched by X, so p99 moves by X and p50 not at all), produce
 error rate +points, loss 0.1 %; "all lat. +25 %" scales every canary latency (p50 to p99 all move).
+"A/A, loss 0.01 % both" loses one in 10,000 acknowledged messages in both lanes (what the loss tolerance
+costs when the whole cluster is lossy).
+
+With --observations (a real probe run's JSONL, e.g. `kafka-canary probe --observations-file`), one more A/A
+scenario resamples that run: each simulated 10 s bucket takes a random real bucket and draws both lanes'
+outcomes and latencies, with replacement, from its pooled observations, so real shapes (whole
+milliseconds, heavy tails) and real drift that hits both lanes at once are kept.
 
 Kayenta-style judge: at each look, per metric, a two-sided Mann-Whitney U test at 98 % confidence of the
 canary's per-bucket values against the baseline's (after the warm-up); a metric fails when significant in
 its bad direction; score = weighted share of passing metrics; the look fails when the score is below 95
 (Kayenta's default pass threshold); like a Spinnaker canary stage, the first failing look rolls back.
+"(SLO only)": our rollbacks decided by an absolute SLO guard alone (the shared cluster itself out of its
+SLO, e.g. a real run from an overloaded machine), not by the lane comparison.
 """
 
 from __future__ import annotations
@@ -42,7 +52,51 @@ SCENARIOS = {
     "all lat. +25 %": {"scale": 0.25},
     "errors +0.5 pt": {"err": 0.005}, "errors +1 pt": {"err": 0.01}, "errors +5 pt": {"err": 0.05},
     "loss 0.1 %": {"loss": 0.001},
+    "A/A, loss 0.01 % both": {"loss_both": 0.0001},
 }
+REAL_AA = "A/A real resampled"
+_REAL: list[dict] = []  # per real bucket: outcomes and latencies pooled over both lanes (set by --observations)
+
+
+def load_real(path: Path) -> list[dict]:
+    """A real run's observations, pooled per 10 s bucket: outcome names, e2e and produce latencies (ms)."""
+    from canary.observations import Observation
+
+    by_bucket: dict[int, list] = {}
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                o = Observation.from_json(line)
+                by_bucket.setdefault(o.send_ts // BUCKET_MS, []).append(o)
+    pools = []
+    for _, obs in sorted(by_bucket.items()):
+        if len(obs) < 20:  # a partial first or last bucket
+            continue
+        pools.append({"outcome": np.array([o.outcome for o in obs]),
+                      "e2e": np.array([o.e2e_latency_ms if o.e2e_latency_ms is not None else np.nan for o in obs]),
+                      "produce": np.array([o.produce_latency_ms if o.produce_latency_ms is not None else np.nan
+                                           for o in obs])})
+    if not pools:
+        raise SystemExit(f"error: {path} holds no full {BUCKET_MS // 1000} s bucket of observations")
+    return pools
+
+
+def _simulate_real(rng: np.random.Generator, pools: list[dict]) -> list[tuple]:
+    rows = []
+    picks = rng.integers(len(pools), size=WINDOW_S * 1000 // BUCKET_MS)
+    for lane, parts in (("canary", CANARY_PARTS), ("baseline", BASELINE_PARTS)):
+        for b, pick in enumerate(picks):
+            t, pool = b * BUCKET_MS, pools[pick]
+            n = RATE * parts * BUCKET_MS // 1000
+            i = rng.integers(len(pool["outcome"]), size=n)
+            names, counts = np.unique(pool["outcome"][i], return_counts=True)
+            rows += [(lane, t, f"outcome.{o}", 0, int(c)) for o, c in zip(names, counts, strict=True)]
+            rows += [(lane, t, "partition", p if lane == "canary" else 10 + p, n // parts) for p in range(parts)]
+            for source, key in (("e2e_latency_ms", "e2e"), ("produce_latency_ms", "produce")):
+                values = pool[key][i]
+                k, c = _bins(values[~np.isnan(values)])
+                rows += [(lane, t, source, int(a), int(z)) for a, z in zip(k, c, strict=True)]
+    return rows
 
 
 def _bins(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -55,7 +109,7 @@ def simulate(rng: np.random.Generator, effect: dict) -> list[tuple]:
     for lane, parts in (("canary", CANARY_PARTS), ("baseline", BASELINE_PARTS)):
         canary = lane == "canary"
         err = BASE_ERR + (effect.get("err", 0.0) if canary else 0.0)
-        loss = effect.get("loss", 0.0) if canary else 0.0
+        loss = (effect.get("loss", 0.0) if canary else 0.0) + effect.get("loss_both", 0.0)
         for b in range(WINDOW_S * 1000 // BUCKET_MS):
             t = b * BUCKET_MS
             n = RATE * parts * BUCKET_MS // 1000
@@ -129,24 +183,36 @@ def kayenta_look(agg: Aggregates, warmup_s: float = 30.0) -> bool:
 # ----- one replay -----
 
 def replay(args: tuple) -> tuple:
-    scenario, seed, look_s = args
+    scenario, seed, look_s = args[:3]
     rng = np.random.default_rng(seed)
-    rows = simulate(rng, SCENARIOS[scenario])
+    if scenario == REAL_AA:
+        if not _REAL:
+            _REAL.extend(load_real(Path(args[3])))
+        rows = _simulate_real(rng, _REAL)
+    else:
+        rows = simulate(rng, SCENARIOS[scenario])
     config = JudgeConfig()
     looks = list(range(look_s, WINDOW_S + 1, look_s))
-    ours, ours_t, kay_t = "INCONCLUSIVE", None, None
+    ours, ours_t, kay_t, slo_only = "INCONCLUSIVE", None, None, False
     for i, look in enumerate(looks):
         agg = Aggregates.from_rows([r for r in rows if r[1] < look * 1000], BUCKET_MS)
         final = i == len(looks) - 1
         if ours_t is None:
-            v = judge(agg, config, final=final)["verdict"]
+            verdict = judge(agg, config, final=final)
+            v = verdict["verdict"]
             if v == "ROLLBACK":
-                ours, ours_t = v, look
+                ours, ours_t, slo_only = v, look, not any(_by_comparison(m) for m in verdict["metrics"])
             elif final:
                 ours = v
         if kay_t is None and kayenta_look(agg):
             kay_t = look
-    return scenario, ours, ours_t, kay_t
+    return scenario, ours, ours_t, kay_t, slo_only
+
+
+def _by_comparison(m: dict) -> bool:
+    """A failed metric whose lane comparison (or canary tolerance) decided, not only an absolute SLO guard."""
+    return m["decision"] == "FAIL" and ((m["test"]["e_value"] or 0) >= m["test"]["threshold"]
+                                        or bool((m.get("tolerance") or {}).get("exceeded")))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,27 +220,38 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--aa", type=int, default=1000, help="A/A replays")
     p.add_argument("--ab", type=int, default=200, help="replays per A/B scenario")
     p.add_argument("--look-s", type=int, default=60, help="seconds between looks")
-    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--workers", type=int, default=1, help="processes (the machine may be shared)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--observations", type=Path, help="a real probe run (JSONL) to resample for one more A/A")
+    p.add_argument("--scenarios", nargs="+", help=f"only these (default: all); names: {list(SCENARIOS)}, {REAL_AA!r}")
     args = p.parse_args(argv)
-    jobs = [(s, args.seed * 1_000_003 + i + 7919 * k, args.look_s)
-            for k, s in enumerate(SCENARIOS) for i in range(args.aa if s == "A/A" else args.ab)]
+    scenarios = list(SCENARIOS) + ([REAL_AA] if args.observations else [])
+    if args.scenarios:
+        unknown = sorted(set(args.scenarios) - set(scenarios))
+        if unknown:
+            p.error(f"unknown scenarios {unknown}")
+        scenarios = [s for s in scenarios if s in args.scenarios]
+    if args.observations:
+        load_real(args.observations)  # fail early on a bad file
+    jobs = [(s, args.seed * 1_000_003 + i + 7919 * k, args.look_s, str(args.observations))
+            for k, s in enumerate(scenarios) for i in range(args.aa if s in ("A/A", REAL_AA) else args.ab)]
     start = time.monotonic()
     with ProcessPoolExecutor(args.workers) as pool:
         results = list(pool.map(replay, jobs, chunksize=8))
     print(f"{len(jobs)} replays, looks every {args.look_s} s over {WINDOW_S} s, {RATE} msg/s per partition, "
           f"{CANARY_PARTS} canary + {BASELINE_PARTS} baseline partitions; {time.monotonic() - start:.0f} s\n")
-    header = (f"{'scenario':<16}{'runs':>6} | {'ours: rollback':>15}{'promote':>9}{'inconcl.':>9}{'median t':>9} | "
-              f"{'Kayenta: rollback':>18}{'median t':>9}")
+    header = (f"{'scenario':<22}{'runs':>6} | {'ours: rollback':>15}{'(SLO only)':>11}{'promote':>9}{'inconcl.':>9}"
+              f"{'median t':>9} | {'Kayenta: rollback':>18}{'median t':>9}")
     print(header)
     print("-" * len(header))
-    for s in SCENARIOS:
+    for s in scenarios:
         rs = [r for r in results if r[0] == s]
         n = len(rs)
         ours_rb = [r[2] for r in rs if r[1] == "ROLLBACK"]
         kay_rb = [r[3] for r in rs if r[3] is not None]
         med = lambda xs: f"{np.median(xs):.0f} s" if xs else "-"  # noqa: E731
-        print(f"{s:<16}{n:>6} | {100 * len(ours_rb) / n:>14.1f}%{100 * sum(r[1] == 'PROMOTE' for r in rs) / n:>8.1f}%"
+        print(f"{s:<22}{n:>6} | {100 * len(ours_rb) / n:>14.1f}%{100 * sum(r[4] for r in rs) / n:>10.1f}%"
+              f"{100 * sum(r[1] == 'PROMOTE' for r in rs) / n:>8.1f}%"
               f"{100 * sum(r[1] == 'INCONCLUSIVE' for r in rs) / n:>8.1f}%{med(ours_rb):>9} | "
               f"{100 * len(kay_rb) / n:>17.1f}%{med(kay_rb):>9}")
     return 0

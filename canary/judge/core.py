@@ -382,8 +382,9 @@ def _throughput(run: _Run, m: MetricSpec, alpha: float, r: dict) -> None:
 def _dense(hists: list[dict[int, int]], width: int) -> np.ndarray:
     out = np.zeros((len(hists), width))
     for i, h in enumerate(hists):
-        for k, c in h.items():
-            out[i, k] += c
+        if h:
+            out[i, np.fromiter(h.keys(), dtype=np.int64, count=len(h))] = np.fromiter(h.values(), dtype=float,
+                                                                                    count=len(h))
     return out
 
 

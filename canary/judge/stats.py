@@ -7,8 +7,9 @@ power against effects of unknown size.
 
 Two-sample comparisons are conditional: in each time bucket, given how many events the two lanes
 saw together, the canary's share of them has a known null distribution (Fisher's exact hypergeometric
-for rates and latency exceedances; binomial for Poisson counts such as throughput). The lanes are
-compared inside each bucket, so drift that hits both lanes (load, GC, a noisy neighbour) cancels.
+for rates; binomial for Poisson counts such as throughput; a chain of such tables, one per histogram
+bin, for latency tails: a sequential log-rank test). The lanes are compared inside each bucket, so drift
+that hits both lanes (load, GC, a noisy neighbour) cancels.
 """
 
 from __future__ import annotations
