@@ -195,7 +195,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from canary.demo import run_demo
 
-    return run_demo(brokers=args.brokers, version=args.version, directory=args.dir, keep=args.keep)
+    return run_demo(brokers=args.brokers, version=args.version, directory=args.dir, keep=args.keep, bad=args.bad,
+                    engine=args.engine)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -206,10 +207,15 @@ def build_parser() -> argparse.ArgumentParser:
     setup.add_argument("versions", nargs="*", help="Kafka versions (default: the baseline and target)")
     setup.set_defaults(func=cmd_setup)
 
-    demo = sub.add_parser("demo", help="the main job: embedded cluster up, round trip through every leader, down")
-    demo.add_argument("--brokers", type=int, default=3)
-    demo.add_argument("--version", default=distribution.BASELINE_VERSION)
-    demo.add_argument("--dir", type=Path, help="cluster directory (default: a temporary one)")
+    demo = sub.add_parser("demo", help="the main job: the broker rollout DAG end to end (`airflow dags test`) on a "
+                                       "local cluster, local Spark and Airflow on SQLite; exit 0 when verified")
+    demo.add_argument("--brokers", type=int, default=4)
+    demo.add_argument("--version", default=distribution.BASELINE_VERSION, help="the cluster's starting version")
+    demo.add_argument("--bad", action="store_true", help="a bad canary (message.max.bytes=100): shows the rollback")
+    demo.add_argument("--engine", choices=("spark", "inline"), default="spark",
+                      help="the final analysis: the Spark task (default) or the judge in-process")
+    demo.add_argument("--dir", type=Path, help="working directory: Airflow home, cluster, run directories "
+                                               "(default: a temporary one)")
     demo.add_argument("--keep", action="store_true", help="leave the cluster running")
     demo.set_defaults(func=cmd_demo)
 
@@ -282,6 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     __import__("canary.judge.cli", fromlist=["register"]).register(sub)
     __import__("canary.probe.cli", fromlist=["register"]).register(sub)
     __import__("canary.rollout.cli", fromlist=["register"]).register(sub)
+    __import__("canary.release", fromlist=["register"]).register(sub)
     return parser
 
 

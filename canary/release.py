@@ -1,0 +1,187 @@
+"""`kafka-canary release`: the release-pipeline hook. Triggers the broker rollout DAG through Airflow's REST API
+(v2, token auth), streams step progress, and exits with the rollout's outcome:
+
+    0  promoted and verified          1  rolled back and verified
+    3  a person must decide (the DAG waits for an approval in the Airflow UI)
+    2  error: Airflow unreachable, refused, the run failed, or --timeout passed
+
+Credentials: $AIRFLOW_API_TOKEN, or $AIRFLOW_USERNAME and $AIRFLOW_PASSWORD (exchanged at POST /auth/token).
+They are sent only in the Authorization header and never printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+import uuid
+from typing import TextIO
+
+import requests
+
+from canary.errors import CanaryError
+from canary.probe.config import parse_duration
+
+DAG_ID = "kafka_broker_canary"
+APPROVAL_TASK = "ask_a_person"
+VERIFY_TASK = "verify"
+# Task states in which a human-in-the-loop task waits for a person.
+WAITING_FOR_PERSON = ("deferred", "awaiting_input", "up_for_reschedule")
+
+
+class ReleaseError(CanaryError):
+    """Airflow could not be used as asked; the message says what to fix."""
+
+
+class AirflowClient:
+    """The few Airflow 3 REST API calls the release hook needs, each with a timeout."""
+
+    def __init__(self, url: str, token: str | None = None, username: str | None = None,
+                 password: str | None = None, timeout: float = 30.0):
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self.session = requests.Session()
+        self._username, self._password = username, password
+        if token:
+            self.session.headers["Authorization"] = f"Bearer {token}"
+        elif not (username and password):
+            raise ReleaseError("no Airflow credentials: set AIRFLOW_API_TOKEN, or AIRFLOW_USERNAME and "
+                               "AIRFLOW_PASSWORD")
+
+    def _call(self, method: str, path: str, **kwargs) -> dict:
+        if "Authorization" not in self.session.headers:
+            self._login()
+        try:
+            response = self.session.request(method, self.url + path, timeout=self.timeout, **kwargs)
+        except requests.RequestException as exc:
+            raise ReleaseError(f"cannot reach Airflow at {self.url}: {type(exc).__name__}") from exc
+        if response.status_code in (401, 403):
+            raise ReleaseError(f"Airflow refused the credentials ({response.status_code}) for {method} {path}; "
+                               f"check AIRFLOW_API_TOKEN or AIRFLOW_USERNAME/AIRFLOW_PASSWORD")
+        if response.status_code == 404:
+            return {}
+        if response.status_code >= 400:
+            raise ReleaseError(f"Airflow answered {response.status_code} to {method} {path}: {response.text[:300]}")
+        return response.json()
+
+    def _login(self) -> None:
+        try:
+            response = self.session.post(f"{self.url}/auth/token", timeout=self.timeout,
+                                         json={"username": self._username, "password": self._password})
+        except requests.RequestException as exc:
+            raise ReleaseError(f"cannot reach Airflow at {self.url}: {type(exc).__name__}") from exc
+        if response.status_code not in (200, 201) or "access_token" not in response.json():
+            raise ReleaseError(f"Airflow refused the login of user {self._username!r} ({response.status_code})")
+        self.session.headers["Authorization"] = f"Bearer {response.json()['access_token']}"
+
+    def trigger(self, dag_id: str, run_id: str, conf: dict) -> dict:
+        return self._call("POST", f"/api/v2/dags/{dag_id}/dagRuns",
+                          json={"dag_run_id": run_id, "logical_date": None, "conf": conf})
+
+    def dag_run(self, dag_id: str, run_id: str) -> dict:
+        return self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
+
+    def task_states(self, dag_id: str, run_id: str) -> dict[str, str | None]:
+        body = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances", params={"limit": 100})
+        return {t["task_id"]: t.get("state") for t in body.get("task_instances", [])}
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value"):
+        body = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/{key}",
+                          params={"deserialize": "true"})
+        value = body.get("value")
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except ValueError:
+                return value
+        return value
+
+
+def outcome(client: AirflowClient, dag_id: str, run_id: str, run_state: str) -> tuple[int, str]:
+    """The exit code and a line saying why, for a finished DAG run."""
+    verified = client.xcom(dag_id, run_id, VERIFY_TASK) or {}
+    status = verified.get("status") if isinstance(verified, dict) else None
+    if status == "promoted":
+        return 0, "PROMOTE: the change reached the whole fleet and was verified"
+    if status == "rolled_back":
+        return 1, "ROLLBACK: the canary was rolled back and the cluster verified equal to before"
+    return 2, f"the rollout run ended {run_state} without a verified outcome; see the run in Airflow"
+
+
+def release(client: AirflowClient, conf: dict, *, dag_id: str = DAG_ID, run_id: str | None = None,
+            wait: bool = True, poll: float = 5.0, timeout: float = 4 * 3600, out: TextIO = sys.stdout) -> int:
+    run_id = run_id or f"release__{time.strftime('%Y%m%dT%H%M%S')}_{uuid.uuid4().hex[:6]}"
+    started = client.trigger(dag_id, run_id, conf)
+    if not started:
+        raise ReleaseError(f"Airflow has no DAG {dag_id}; is the kafka-canary dags folder deployed?")
+    print(f"triggered {dag_id} run {run_id}", file=out, flush=True)
+    if not wait:
+        return 0
+    deadline = time.monotonic() + timeout
+    seen: dict[str, str | None] = {}
+    while time.monotonic() < deadline:
+        states = client.task_states(dag_id, run_id)
+        for task, state in states.items():
+            if state != seen.get(task) and state is not None:
+                print(f"  {task}: {state}", file=out, flush=True)
+        seen = states
+        if states.get(APPROVAL_TASK) in WAITING_FOR_PERSON:
+            print(f"INCONCLUSIVE: a person must decide in the Airflow UI ({client.url}, DAG {dag_id}, run {run_id}, "
+                  f"task {APPROVAL_TASK})", file=out, flush=True)
+            return 3
+        run_state = client.dag_run(dag_id, run_id).get("state")
+        if run_state in ("success", "failed"):
+            code, why = outcome(client, dag_id, run_id, run_state)
+            print(why, file=out, flush=True)
+            return code
+        time.sleep(poll)
+    print(f"error: run {run_id} did not finish within {timeout:.0f}s; it goes on in Airflow", file=out, flush=True)
+    return 2
+
+
+def _conf(args: argparse.Namespace) -> dict:
+    conf: dict = {"cluster_conn_id": args.cluster, "target_version": args.version}
+    for flag, key in (("canary_count", "canary_count"), ("window", "window"), ("engine", "engine")):
+        value = getattr(args, flag)
+        if value is not None:
+            conf[key] = value
+    overrides = {}
+    for item in args.config or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ReleaseError(f"--config {item!r} is not KEY=VALUE")
+        overrides[key] = value
+    if overrides:
+        conf["config_overrides"] = overrides
+    return conf
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    if args.version is not None and not re.fullmatch(r"\d+\.\d+\.\d+", args.version):
+        raise ReleaseError(f"--version {args.version!r} is not a Kafka release such as 4.1.2")
+    timeout = parse_duration(args.timeout)
+    client = AirflowClient(args.airflow_url, token=os.environ.get("AIRFLOW_API_TOKEN"),
+                           username=os.environ.get("AIRFLOW_USERNAME"), password=os.environ.get("AIRFLOW_PASSWORD"))
+    return release(client, _conf(args), run_id=args.run_id, wait=args.wait, poll=args.poll, timeout=timeout)
+
+
+def register(sub) -> None:
+    p = sub.add_parser("release", help="trigger the broker rollout DAG in Airflow (release pipelines); exit 0 "
+                                       "promoted, 1 rolled back, 3 a person decides, 2 error",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cluster", required=True, help="the Airflow connection id of the cluster")
+    p.add_argument("--version", help="target Kafka version, e.g. 4.1.2")
+    p.add_argument("--config", action="append", metavar="KEY=VALUE", help="broker config override (repeatable)")
+    p.add_argument("--canary-count", type=int, help="canary brokers (default: the DAG's)")
+    p.add_argument("--window", help="probe window, e.g. 2m (default: the DAG's)")
+    p.add_argument("--engine", choices=("spark", "inline"), help="analysis engine (default: the DAG's)")
+    p.add_argument("--run-id", help="the DAG run id (default: release__<time>_<random>)")
+    p.add_argument("--wait", action="store_true", help="stream progress and exit with the outcome")
+    p.add_argument("--timeout", default="4h", help="give up waiting after this long (default 4h)")
+    p.add_argument("--poll", type=float, default=5.0, help="seconds between progress polls")
+    p.add_argument("--airflow-url", default=os.environ.get("AIRFLOW_URL", "http://localhost:8080"),
+                   help="Airflow's API server (default $AIRFLOW_URL or http://localhost:8080)")
+    p.set_defaults(func=cmd_release)

@@ -1,0 +1,143 @@
+"""The release hook against a small fake of Airflow's REST API (a unit test: the real API server is exercised
+by the end-to-end tests)."""
+
+import io
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from canary.release import AirflowClient, ReleaseError, release
+
+
+class FakeAirflow:
+    """Serves /auth/token and the dagRuns endpoints; `script` is the list of task-state snapshots to walk."""
+
+    def __init__(self, script: list[dict], verify: dict | None, final: str = "success", password: str = "s3cret"):
+        self.script, self.verify, self.final, self.password = script, verify, final, password
+        self.calls: list[tuple[str, str, dict | None, str | None]] = []
+        self.step = 0
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, code: int, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _body(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                return json.loads(self.rfile.read(length)) if length else None
+
+            def do_POST(self):
+                body = self._body()
+                fake.calls.append(("POST", self.path, body, self.headers.get("Authorization")))
+                if self.path == "/auth/token":
+                    if body.get("password") != fake.password:
+                        return self._send(401, {"detail": "bad"})
+                    return self._send(201, {"access_token": "tok"})
+                if self.headers.get("Authorization") != "Bearer tok":
+                    return self._send(401, {"detail": "no"})
+                if self.path == "/api/v2/dags/kafka_broker_canary/dagRuns":
+                    return self._send(200, {"dag_run_id": body["dag_run_id"], "state": "queued"})
+                return self._send(404, {})
+
+            def do_GET(self):
+                fake.calls.append(("GET", self.path, None, self.headers.get("Authorization")))
+                if self.headers.get("Authorization") != "Bearer tok":
+                    return self._send(401, {"detail": "no"})
+                if self.path.endswith("/taskInstances?limit=100"):
+                    states = fake.script[min(fake.step, len(fake.script) - 1)]
+                    fake.step += 1
+                    return self._send(200, {"task_instances": [{"task_id": t, "state": s} for t, s in states.items()]})
+                if "/xcomEntries/return_value" in self.path and "/verify/" in self.path:
+                    return self._send(200, {"value": fake.verify}) if fake.verify else self._send(404, {})
+                if self.path.startswith("/api/v2/dags/kafka_broker_canary/dagRuns/"):
+                    done = fake.step >= len(fake.script)
+                    return self._send(200, {"state": fake.final if done else "running"})
+                return self._send(404, {})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+
+
+@pytest.fixture
+def airflow():
+    servers = []
+
+    def make(*args, **kwargs) -> FakeAirflow:
+        servers.append(FakeAirflow(*args, **kwargs))
+        return servers[-1]
+    yield make
+    for s in servers:
+        s.close()
+
+
+STEPS = [{"preflight": "running"}, {"preflight": "success", "deploy_canary": "running"},
+         {"preflight": "success", "deploy_canary": "success", "verify": "success"}]
+
+
+def run(fake: FakeAirflow, password="s3cret", **kwargs) -> tuple[int, str]:
+    out = io.StringIO()
+    client = AirflowClient(fake.url, username="ci", password=password, timeout=5)
+    code = release(client, {"cluster_conn_id": "prod", "target_version": "4.1.2"}, run_id="r1", poll=0.01,
+                   out=out, **kwargs)
+    return code, out.getvalue()
+
+
+def test_promoted_run_exits_0_and_streams_progress(airflow):
+    fake = airflow(STEPS, {"status": "promoted"})
+    code, text = run(fake)
+    assert code == 0 and "PROMOTE" in text
+    assert "  preflight: running" in text and "  deploy_canary: success" in text
+    trigger = next(c for c in fake.calls if c[0] == "POST" and "dagRuns" in c[1])
+    assert trigger[2]["conf"] == {"cluster_conn_id": "prod", "target_version": "4.1.2"}
+    assert trigger[2]["dag_run_id"] == "r1" and trigger[2]["logical_date"] is None
+    assert all(c[3] == "Bearer tok" for c in fake.calls if c[1] != "/auth/token")
+    assert "s3cret" not in text
+
+
+def test_rolled_back_run_exits_1(airflow):
+    code, text = run(airflow(STEPS, {"status": "rolled_back"}))
+    assert code == 1 and "ROLLBACK" in text
+
+
+def test_waiting_for_a_person_exits_3(airflow):
+    code, text = run(airflow([{"judge": "success", "ask_a_person": "deferred"}], None))
+    assert code == 3 and "a person must decide" in text
+
+
+def test_failed_run_without_outcome_exits_2(airflow):
+    code, text = run(airflow(STEPS, None, final="failed"))
+    assert code == 2 and "without a verified outcome" in text
+
+
+def test_no_wait_returns_once_triggered(airflow):
+    fake = airflow(STEPS, None)
+    assert run(fake, wait=False) == (0, "triggered kafka_broker_canary run r1\n")
+    assert not any("taskInstances" in c[1] for c in fake.calls)
+
+
+def test_bad_credentials_and_unreachable_airflow_are_clear_errors(airflow):
+    with pytest.raises(ReleaseError, match="refused the login of user 'ci'"):
+        run(airflow(STEPS, None), password="wrong")
+    with pytest.raises(ReleaseError, match="cannot reach Airflow"):
+        release(AirflowClient("http://127.0.0.1:1", token="t", timeout=2), {}, run_id="r", out=io.StringIO())
+    with pytest.raises(ReleaseError, match="no Airflow credentials"):
+        AirflowClient("http://127.0.0.1:1")
+
+
+def test_timeout_exits_2(airflow):
+    code, text = run(airflow([{"preflight": "running"}] * 1000, None), timeout=0.05)
+    assert code == 2 and "did not finish" in text
