@@ -18,8 +18,9 @@ $(STAMP): requirements.lock pyproject.toml
 setup: $(STAMP)
 	$(BIN)/kafka-canary setup
 
+# The broker rollout DAG end to end (airflow dags test); `make demo BAD=1` runs a bad canary and shows the rollback.
 demo: setup
-	$(BIN)/kafka-canary demo
+	$(BIN)/kafka-canary demo $(if $(BAD),--bad)
 
 test: setup lint
 	$(BIN)/pytest

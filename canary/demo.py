@@ -1,43 +1,151 @@
-"""The README's main job, for now: the embedded cluster up, a round trip through every partition
-leader, what it saw printed, the cluster down. Later issues grow it into the full rollout."""
+"""The README's main job: the broker rollout DAG run end to end on the embedded default.
+
+An Airflow home on SQLite in a fresh directory (`airflow db migrate`), a 4-broker local KRaft cluster, the
+cluster's Airflow connection, then `airflow dags test kafka_broker_canary -c '{…}'`: every task of the DAG
+runs for real (the probe on real brokers, the analysis through SparkSubmitOperator on local Spark). Prints the
+verdict and the report's path and tears the cluster down. `bad=True` gives the canary brokers a config no
+probe message fits (message.max.bytes=100): the gate rolls it back.
+
+Airflow is driven through its CLI, never imported: canary/ stays free of Airflow.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from canary.cluster.distribution import BASELINE_VERSION
+from canary.cluster.distribution import BASELINE_VERSION, TARGET_VERSION
 from canary.cluster.local import LocalCluster
-from canary.roundtrip import ensure_topic, round_trip
 
-DEMO_TOPIC = "kafka-canary-demo"
+REPO = Path(__file__).resolve().parents[1]
+DAG_ID = "kafka_broker_canary"
+CONN_ID = "kafka_canary_default"
+# Enough traffic for the judge in a short window (one canary partition at 50 msg/s); the first 15 s, while the
+# probe's consumer joins its group, are not judged.
+FAST_JUDGE = {"warmup_s": 15, "bucket_s": 5}
+BAD_CONFIG = {"message.max.bytes": "100"}
+# Lines of `airflow dags test` worth showing while it runs; everything goes to the log file.
+SHOWN = ("[DAG TEST] end task", "Marking task as", "interim look", "verdict", "rolling broker", "ERROR",
+         "Task failed", "Traceback")
 
 
-def run_demo(brokers: int = 3, version: str = BASELINE_VERSION, directory: Path | None = None,
-             keep: bool = False) -> int:
-    """Returns 0 when every partition's message was acknowledged (acks=all) and read back."""
+def demo_params(bad: bool = False, engine: str = "spark", window: str = "60s") -> dict:
+    """The trigger-form values of the demo run: upgrade one canary broker to the target version (a bad canary
+    also gets message.max.bytes=100), a short window at 50 msg/s; INCONCLUSIVE rolls back without asking, since
+    nobody is there to answer."""
+    return {"cluster_conn_id": CONN_ID, "target_version": TARGET_VERSION,
+            "config_overrides": BAD_CONFIG if bad else {}, "canary_count": 1, "window": window,
+            "interim_interval": "20s", "probe_rate": 50, "preflight_probe": "3s", "judge_config": FAST_JUDGE,
+            "engine": engine, "finalize": True, "on_inconclusive": "rollback", "client_delay_ms": 0}
+
+
+def airflow_env(home: Path, runs: Path, cluster_dir: Path) -> dict[str, str]:
+    """The environment of every `airflow` command: a private AIRFLOW_HOME on SQLite, the project's DAGs and
+    plugins, the cluster's connection (JSON in AIRFLOW_CONN_*) and where rollouts keep their run directories."""
+    env = dict(os.environ)
+    bin_dir = str(Path(sys.executable).parent)
+    env.update({
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        "AIRFLOW_CONN_KAFKA_CANARY_DEFAULT": json.dumps(
+            {"conn_type": "kafka_canary", "extra": {"deployer": "local", "dir": str(cluster_dir)}}),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "KAFKA_CANARY_RUNS": str(runs),
+        "PATH": os.pathsep.join([bin_dir, env.get("PATH", "")]),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "plugins"), str(REPO), env.get("PYTHONPATH")])),
+    })
+    return env
+
+
+def airflow_command() -> str:
+    return shutil.which("airflow", path=str(Path(sys.executable).parent)) or "airflow"
+
+
+def run_dag_test(env: dict[str, str], params: dict, log_path: Path, echo: bool = True,
+                 timeout: float = 1800) -> int:
+    """`airflow dags test kafka_broker_canary -c PARAMS`, its output in `log_path`; returns its exit code."""
+    cmd = [airflow_command(), "dags", "test", DAG_ID, "-c", json.dumps(params)]
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + timeout
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.write(line)
+            if echo and any(marker in line for marker in SHOWN):
+                print("  " + line.rstrip()[:220], flush=True)
+            if time.monotonic() > deadline:
+                proc.kill()
+                break
+        return proc.wait()
+
+
+def run_outcome(runs: Path) -> dict | None:
+    """The newest rollout's run.json under `runs` (None when no rollout started)."""
+    found = sorted(runs.glob("*/run.json"), key=lambda p: p.stat().st_mtime)
+    return json.loads(found[-1].read_text()) | {"run_dir": str(found[-1].parent)} if found else None
+
+
+def run_demo(brokers: int = 4, version: str = BASELINE_VERSION, directory: Path | None = None,
+             keep: bool = False, bad: bool = False, engine: str = "spark") -> int:
+    """Returns 0 when the rollout finished and was verified (promoted, or rolled back for a bad canary)."""
     workdir = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="kafka-canary-demo-"))
+    home, runs, cluster_dir = workdir / "airflow", workdir / "rollouts", workdir / "cluster"
+    home.mkdir(parents=True, exist_ok=True)
+    env = airflow_env(home, runs, cluster_dir)
     started = time.monotonic()
-    print(f"starting a {brokers}-broker KRaft cluster (Kafka {version}) in {workdir} ...", flush=True)
-    cluster = LocalCluster.up(workdir, brokers=brokers, version=version, tie_to_parent=not keep)
+    print(f"demo in {workdir}: {'a BAD canary (message.max.bytes=100)' if bad else 'a good canary'}, "
+          f"Kafka {version} → {TARGET_VERSION}", flush=True)
+    # The metadata database is set up while the brokers start: both take a while, neither needs the other.
+    migrate = subprocess.Popen([airflow_command(), "db", "migrate"], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    print(f"starting a {brokers}-broker KRaft cluster and `airflow db migrate` (SQLite in {home}) ...", flush=True)
+    cluster = LocalCluster.up(cluster_dir, brokers=brokers, version=version, tie_to_parent=not keep)
+    rollout_s = 0.0
     try:
-        print(f"healthy in {time.monotonic() - started:.1f}s; bootstrap servers {cluster.bootstrap_servers}")
-        ensure_topic(cluster.bootstrap_servers, DEMO_TOPIC, [b.node_id for b in cluster.state.brokers])
-        results = round_trip(cluster.bootstrap_servers, DEMO_TOPIC)
-        print(f"\nround trip on {DEMO_TOPIC} (acks=all, min.insync.replicas={max(1, min(3, brokers) - 1)}):")
-        print(f"{'partition':>9} {'leader':>6} {'replicas':<10} {'isr':<10} {'ack ms':>8} {'e2e ms':>8}  result")
-        for r in results:
-            print(f"{r.partition:>9} {r.leader:>6} {','.join(map(str, r.replicas)):<10} "
-                  f"{','.join(map(str, r.isr)):<10} {r.ack_ms or '-':>8} {r.e2e_ms or '-':>8}  "
-                  f"{'ok' if r.ok else 'FAILED: ' + (r.error or 'not acknowledged')}")
-        leaders = sorted({r.leader for r in results})
-        ok = all(r.ok for r in results)
-        print(f"\n{sum(r.ok for r in results)}/{len(results)} partitions round-tripped; leaders seen: {leaders}")
-        return 0 if ok else 1
+        output, _ = migrate.communicate(timeout=600)
+        (home / "db-migrate.log").write_text(output)
+        if migrate.returncode != 0:
+            print(output[-3000:])
+            print(f"error: `airflow db migrate` failed (exit {migrate.returncode})")
+            return 2
+        setup_s = time.monotonic() - started
+        print(f"set up in {setup_s:.1f}s; bootstrap servers {cluster.bootstrap_servers}", flush=True)
+        params = demo_params(bad=bad, engine=engine)
+        print(f"\nairflow dags test {DAG_ID} -c '{json.dumps(params)}'", flush=True)
+        log_path = workdir / "dags-test.log"
+        rollout_started = time.monotonic()
+        code = run_dag_test(env, params, log_path)
+        rollout_s = time.monotonic() - rollout_started
+        outcome = run_outcome(runs)
+        print(f"\nairflow dags test exited {code} after {rollout_s:.1f}s; full log {log_path}")
+        if outcome is None:
+            print("error: no rollout ran (see the log)")
+            return 2
+        verdict = outcome.get("verdict") or {}
+        steps = ", ".join(f"{name} {s['status']}" for name, s in outcome["steps"].items())
+        print(f"steps:   {steps}")
+        print(f"VERDICT: {verdict.get('verdict', 'none')} ({verdict.get('engine')}) — {verdict.get('reason')}")
+        print(f"status:  {outcome['status']}")
+        print(f"report:  {Path(outcome['run_dir']) / 'report.html'}")
+        if verdict.get("analysis") and (Path(verdict["analysis"]) / "report.html").exists():
+            print(f"analysis report: {Path(verdict['analysis']) / 'report.html'}")
+        return 0 if code == 0 and outcome["status"].startswith("verified") else 1
     finally:
+        teardown = time.monotonic()
         if keep:
-            print(f"cluster left running; stop it with `kafka-canary cluster down --dir {workdir}`")
+            print(f"cluster left running; stop it with `kafka-canary cluster down --dir {cluster_dir}`")
         else:
             cluster.down()
-            print(f"cluster down; total {time.monotonic() - started:.1f}s")
+        print(f"cluster down in {time.monotonic() - teardown:.1f}s; total {time.monotonic() - started:.1f}s "
+              f"(rollout {rollout_s:.1f}s)")

@@ -122,11 +122,27 @@ class AnalysisRequestOperator(RolloutStepOperator):
 
 class JudgeOperator(RolloutStepOperator):
     """The verdict of the window: the fail-fast one, else the Spark job's verdict.json (or the inline judge).
-    A missing or failed analysis is INCONCLUSIVE, never PROMOTE."""
+    A missing or failed analysis is INCONCLUSIVE, never PROMOTE.
+
+    Runs after a failed step too (trigger rule all_done): when a step after the first change failed, the verdict
+    is ROLLBACK with that failure as its reason, as `kafka-canary rollout run` decides; when nothing was changed
+    yet, it fails and nothing is rolled back."""
+
+    CHANGING_STEPS = ("deploy-canary", "warm-up", "lead", "probe-window")
 
     def run_step(self, rollout: Rollout, context: Context) -> dict:
         from canary.rollout import steps
 
+        state = rollout.state
+        failed = [(name, record.get("error")) for name, record in state.data["steps"].items()
+                  if name in self.CHANGING_STEPS and record["status"] == "failed"]
+        if failed and state.before is not None:
+            name, error = failed[0]
+            verdict = {"verdict": "ROLLBACK", "reason": f"{name} failed: {error}", "engine": None}
+            self.log.warning("%s failed after the first change; the verdict is ROLLBACK", name)
+            state.update(verdict=verdict, status="judged ROLLBACK")
+            rollout.audit.record("judge", "verdict", verdict="ROLLBACK", reason=verdict["reason"], engine=None)
+            return verdict
         return steps.judge_window(rollout)
 
 
