@@ -373,7 +373,12 @@ def _preflight(r: Rollout) -> dict:
     taken = r.lock.acquire(r.run_id, len(brokers))
     r.audit.record("preflight", "lock taken" if taken else "lock already held by this rollout")
     r.state.update(canary_brokers=canaries, status="preflight")
-    probe = _green_probe(r, "preflight", reconcile=True)
+    try:
+        probe = _green_probe(r, "preflight", reconcile=True)
+    except CanaryError:
+        if r.state.before is None and r.lock.release(r.run_id):  # nothing changed yet: free the cluster
+            r.audit.record("preflight", "lock released: preflight failed before any change")
+        raise
     if r.state.before is None:
         r.state.update(before=_snapshot(r))
         r.audit.record("preflight", "snapshot", before=r.state.before)
