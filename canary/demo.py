@@ -11,9 +11,12 @@ Airflow is driven through its CLI, never imported: canary/ stays free of Airflow
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -30,9 +33,23 @@ CONN_ID = "kafka_canary_default"
 # probe's consumer joins its group, are not judged.
 FAST_JUDGE = {"warmup_s": 15, "bucket_s": 5}
 BAD_CONFIG = {"message.max.bytes": "100"}
-# Lines of `airflow dags test` worth showing while it runs; everything goes to the log file.
-SHOWN = ("[DAG TEST] end task", "Marking task as", "interim look", "verdict", "rolling broker", "ERROR",
-         "Task failed", "Traceback")
+# What is shown of `airflow dags test` while it runs (everything goes to the log file): the rollout's own progress,
+# each task's end, task errors.
+_LOG_LINE = re.compile(r"^\S+T(\d\d:\d\d:\d\d)\.\d+Z \[(\w+)\s*\] (.*?)\s+\[([\w.]+)\]")
+_TASK_END = re.compile(r"\[DAG TEST\] end task task_id=(\S+)")
+
+
+def progress_line(line: str) -> str | None:
+    """The short form of a log line worth showing, else None."""
+    m = _LOG_LINE.match(line)
+    if not m:
+        return None
+    clock, level, message, logger = m.groups()
+    if end := _TASK_END.search(message):
+        return f"{clock}  task {end.group(1)} ended"
+    if logger == "canary.rollout" or (level == "error" and logger == "task"):
+        return f"{clock}  {message[:200]}"
+    return None
 
 
 def demo_params(bad: bool = False, engine: str = "spark", window: str = "60s") -> dict:
@@ -82,12 +99,22 @@ def run_dag_test(env: dict[str, str], params: dict, log_path: Path, echo: bool =
         assert proc.stdout is not None
         for line in proc.stdout:
             log.write(line)
-            if echo and any(marker in line for marker in SHOWN):
-                print("  " + line.rstrip()[:220], flush=True)
+            shown = progress_line(line) if echo else None
+            if shown:
+                print("  " + shown, flush=True)
             if time.monotonic() > deadline:
                 proc.kill()
                 break
         return proc.wait()
+
+
+def task_states(home: Path) -> list[tuple[str, str | None, int]]:
+    """(task id, state, try number) of the newest DAG run's tasks, as Airflow recorded them, in start order."""
+    with contextlib.closing(sqlite3.connect(home / "airflow.db")) as db:
+        rows = db.execute(
+            "SELECT task_id, state, try_number FROM task_instance WHERE run_id = (SELECT run_id FROM dag_run "
+            "WHERE dag_id = ? ORDER BY id DESC LIMIT 1) ORDER BY start_date IS NULL, start_date", (DAG_ID,))
+        return [tuple(r) for r in rows]
 
 
 def run_outcome(runs: Path) -> dict | None:
@@ -133,8 +160,8 @@ def run_demo(brokers: int = 4, version: str = BASELINE_VERSION, directory: Path 
             print("error: no rollout ran (see the log)")
             return 2
         verdict = outcome.get("verdict") or {}
-        steps = ", ".join(f"{name} {s['status']}" for name, s in outcome["steps"].items())
-        print(f"steps:   {steps}")
+        states = ", ".join(f"{t} {s or 'none'}" + (f" (try {n})" if n > 1 else "") for t, s, n in task_states(home))
+        print(f"tasks:   {states}")
         print(f"VERDICT: {verdict.get('verdict', 'none')} ({verdict.get('engine')}) — {verdict.get('reason')}")
         print(f"status:  {outcome['status']}")
         print(f"report:  {Path(outcome['run_dir']) / 'report.html'}")

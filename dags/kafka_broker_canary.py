@@ -25,6 +25,7 @@ from kafka_canary_provider.operators.rollout import (
     VerifyOperator,
 )
 from kafka_canary_provider.operators.warm_up import LearnerWarmUpOperator
+from kafka_canary_provider.runs import rollout_run_id
 
 REPO = Path(__file__).resolve().parents[1]
 ANALYSIS_JOB = str(REPO / "spark_jobs" / "canary_analysis.py")
@@ -69,7 +70,7 @@ The same steps run without Airflow: `kafka-canary rollout run --spec rollout.yam
     doc_md=DOC,
     tags=["kafka", "canary", "rollout"],
     default_args={"retries": 0},
-    user_defined_macros={"kafka_connector_jars": _kafka_connector_jars},
+    user_defined_macros={"kafka_connector_jars": _kafka_connector_jars, "rollout_run_id": rollout_run_id},
     params={
         "cluster_conn_id": Param("kafka_canary_default", type="string", minLength=1, title="Cluster connection",
                                  description="Airflow connection (type kafka_canary) of the cluster to roll"),
@@ -157,8 +158,8 @@ def kafka_broker_canary():
     ask = HITLBranchOperator(
         task_id="ask_a_person",
         subject="Kafka canary INCONCLUSIVE on {{ params.cluster_conn_id }}: promote or roll back?",
-        body="{{ ti.xcom_pull(task_ids='judge')['reason'] }}\n\nReport: /kafka-canary/runs/"
-             "{{ run_id | replace(':', '_') | replace('+', '_') }}/report.html",
+        body="{{ ti.xcom_pull(task_ids='judge')['reason'] }}\n\n"
+             "Report: /kafka-canary/runs/{{ rollout_run_id(run_id) }}/report.html",
         options=["Promote", "Roll back"],
         options_mapping={"Promote": "promote", "Roll back": "rollback"},
         defaults=["Roll back"],
