@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import yaml
 from confluent_kafka import KafkaException
 from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError
@@ -519,8 +520,9 @@ def analysis_request(r: Rollout) -> dict:
         raise RolloutError("no probe window has run yet; run the probe-window step first")
     out = r.run_dir / f"analysis-{window['attempt']}"
     out.mkdir(parents=True, exist_ok=True)
-    config_file = out / "judge.json"
-    config_file.write_text(json.dumps(judge_settings(r.spec.judge_config).to_dict()))
+    config_file = out / "judge.yaml"
+    # YAML, as the job reads it (YAML 1.1 would read JSON's 1e-07 as a string).
+    config_file.write_text(yaml.safe_dump(judge_settings(r.spec.judge_config).to_dict(), sort_keys=False))
     return {"observations": f"kafka://{r.bootstrap_servers}", "from_ms": window["start_ms"],
             "to_ms": window["end_ms"] + 1, "run_id": window["probe_run_id"], "out": str(out),
             "config": str(config_file)}
