@@ -6,7 +6,9 @@ JSON result (XCom). Steps converge, so a retried task does only what is still mi
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
@@ -117,7 +119,22 @@ class AnalysisRequestOperator(RolloutStepOperator):
         window = rollout.state.data.get("window") or {}
         if window.get("stopped_early"):
             raise AirflowSkipException(f"the window stopped early: {window['stopped_early'].get('reason')}")
-        return steps.analysis_request(rollout)
+        request = steps.analysis_request(rollout)
+        _yaml_safe_numbers(Path(request["config"]))
+        return request
+
+
+# JSON writes 1e-07; the judge reads its config file with a YAML 1.1 parser, to which a number without a '.' in
+# its mantissa is a string (the default loss tolerance then breaks the Spark job). 1.0e-07 is the same JSON
+# number and a float to YAML too. (To be fixed in canary.judge.config.load_config; then this is a no-op.)
+_EXPONENT_WITHOUT_DOT = re.compile(r"(?<![\w.])(-?\d+)([eE][-+]?\d+)")
+
+
+def _yaml_safe_numbers(config_file: Path) -> None:
+    text = config_file.read_text()
+    fixed = _EXPONENT_WITHOUT_DOT.sub(r"\1.0\2", text)
+    if fixed != text:
+        config_file.write_text(fixed)
 
 
 class JudgeOperator(RolloutStepOperator):

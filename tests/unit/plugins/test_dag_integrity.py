@@ -85,3 +85,20 @@ def test_trigger_form_refuses_bad_values(dagbag, name, value):
     params = ParamsDict(dict(dagbag.dags["kafka_broker_canary"].params.items()))
     with pytest.raises(ParamValidationError, match=name):
         params[name] = value  # what the trigger form and `dags trigger/test -c` do before a run exists
+
+
+@pytest.mark.parametrize("bad", [False, True])
+def test_demo_params_pass_the_form_and_make_a_valid_spec(dagbag, bad):
+    from airflow.sdk.definitions.param import ParamsDict
+    from kafka_canary_provider.runs import spec_from_params
+
+    from canary.demo import demo_params
+    from canary.rollout.spec import load_spec
+
+    params = ParamsDict(dict(dagbag.dags["kafka_broker_canary"].params.items()))
+    for name, value in demo_params(bad=bad).items():
+        params[name] = value
+    values = params.validate()
+    spec = load_spec(spec_from_params(values, {"deployer": "local", "dir": "/tmp/c", "client": {}}, "demo-run"))
+    assert spec.change.config == ({"message.max.bytes": "100"} if bad else {})
+    assert spec.engine == "spark" and values["on_inconclusive"] == "rollback"
