@@ -7,6 +7,7 @@ from argparse import Namespace
 
 from pyspark.testing import assertDataFrameEqual
 
+from canary.judge import Aggregates
 from canary.judge import histogram as H
 from canary.observations import Observation
 from spark_jobs import canary_analysis as job
@@ -83,3 +84,34 @@ def test_whole_run_on_parquet_writes_verdict_aggregates_and_report(spark, tmp_pa
     assert history.where("metric = 'outcome.lost' and lane = 'canary'").groupBy().sum("count").first()[0] == 120
     page = (out / "report.html").read_text()
     assert "ROLLBACK" in page and "data:image/png;base64" in page and (out / "time_series.png").exists()
+
+
+def test_transform_counts_client_histograms_and_agrees_with_the_reference_aggregation(spark):
+    # Client observations carry processing time and lag; several share every key, so the one-pass
+    # aggregation must add them up; one lacks a receive time (no e2e bin) and one is excluded.
+    lines = [obs(kind="client", seq=i, send=1_000 + i, ack=1_003 + i, recv=1_010 + i, processing_ms=2.5, lag=40)
+             for i in range(3)]
+    lines += [obs(kind="client", seq=3, send=4_000, ack=4_001, recv=None, outcome="processing_error",
+                  processing_ms=0.004, lag=0),
+              obs(kind="client", lane="baseline", partition=1, seq=4, send=11_000, ack=11_002, recv=11_004,
+                  processing_ms=1.0, lag=7),
+              obs(kind="client", seq=5, send=12_000, ack=11_000, recv=12_004)]  # clock skew
+    out = job.transform(job.parse(raw(spark, lines)), bucket_ms=10_000)
+    expected = spark.createDataFrame([
+        ("canary", 0, "outcome.delivered", 0, 3), ("canary", 0, "outcome.processing_error", 0, 1),
+        ("canary", 0, "partition", 0, 4), ("canary", 0, "produce_latency_ms", H.bin_of(3), 3),
+        ("canary", 0, "produce_latency_ms", H.bin_of(1), 1), ("canary", 0, "e2e_latency_ms", H.bin_of(10), 3),
+        ("canary", 0, "processing_ms", H.bin_of(2.5), 3), ("canary", 0, "processing_ms", 0, 1),
+        ("canary", 0, "lag", H.bin_of(40), 3), ("canary", 0, "lag", 0, 1),
+        ("baseline", 10_000, "outcome.delivered", 0, 1), ("baseline", 10_000, "partition", 1, 1),
+        ("baseline", 10_000, "produce_latency_ms", H.bin_of(2), 1),
+        ("baseline", 10_000, "e2e_latency_ms", H.bin_of(4), 1), ("baseline", 10_000, "processing_ms", H.bin_of(1), 1),
+        ("baseline", 10_000, "lag", H.bin_of(7), 1),
+        ("_bad", 10_000, "bad.clock_skew", 0, 1),
+    ], "lane string, bucket_start_ms long, metric string, bin int, count long")
+    assertDataFrameEqual(out, expected)
+    reference = Aggregates.from_observations([Observation.from_json(line) for line in lines], 10_000)
+    good = sorted(tuple(r) for r in out.collect() if r["lane"] != "_bad")
+    assert good == sorted((lane, b, metric, k, c) for (lane, metric), by in reference.cells.items()
+                          for b, h in by.items() for k, c in h.items())
+    assert reference.bad == {"clock_skew": 1}
