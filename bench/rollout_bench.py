@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -65,10 +66,11 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="rollout-bench-"))
 
     good = scenario(root, "good", args.window, args.engine, change={"version": TARGET_VERSION})
-    judged = good.state.data["steps"]["judge"]
-    analysis_s = (judged["finished_ms"] - judged["started_ms"]) / 1000
+    judged = good.state.data["steps"].get("judge")  # absent when an interim look stopped the window
+    analysis_s = (judged["finished_ms"] - judged["started_ms"]) / 1000 if judged else 0.0
     window_s = good.spec.window
     lost, acked = lost_and_acked(good)
+    print(f"load average at the end: {os.getloadavg()}")
     print(f"good canary: outcome {good.result['outcome']} ({good.result['verdict']}), total {good.total_s:.0f} s, "
           f"probe window {window_s:.0f} s, outside the window {good.total_s - window_s:.0f} s "
           f"(of which the final {args.engine} analysis {analysis_s:.0f} s)")
@@ -85,6 +87,7 @@ def main() -> None:
         print(f"{name}: outcome {bad.result['outcome']} ({bad.result['status']}), fault live → rollback started "
               f"{(rollback - live) / 1000:.0f} s, total {bad.total_s:.0f} s, acked lost {lost} of {acked}; "
               f"reason: {bad.result['reason'][:160]}")
+    print(f"load average at the end: {os.getloadavg()}")
     print(json.dumps({"runs": str(root / "runs")}))
 
 
