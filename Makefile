@@ -18,9 +18,10 @@ $(STAMP): requirements.lock pyproject.toml
 setup: $(STAMP)
 	$(BIN)/kafka-canary setup
 
-# The broker rollout DAG end to end (airflow dags test); `make demo BAD=1` runs a bad canary and shows the rollback.
+# The broker rollout DAG end to end (airflow dags test); BAD=1: a bad canary, rolled back; UPGRADE=1: the canary
+# is upgraded to Kafka 4.1.2 instead of getting num.io.threads=6.
 demo: setup
-	$(BIN)/kafka-canary demo $(if $(BAD),--bad)
+	$(BIN)/kafka-canary demo $(if $(BAD),--bad) $(if $(UPGRADE),--upgrade)
 
 test: setup lint
 	$(BIN)/pytest

@@ -196,7 +196,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from canary.demo import run_demo
 
     return run_demo(brokers=args.brokers, version=args.version, directory=args.dir, keep=args.keep, bad=args.bad,
-                    engine=args.engine)
+                    engine=args.engine, upgrade=args.upgrade)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -212,6 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--brokers", type=int, default=4)
     demo.add_argument("--version", default=distribution.BASELINE_VERSION, help="the cluster's starting version")
     demo.add_argument("--bad", action="store_true", help="a bad canary (message.max.bytes=100): shows the rollback")
+    demo.add_argument("--upgrade", action="store_true",
+                      help="the canary is upgraded to Kafka 4.1.2 (instead of num.io.threads=6 on the baseline)")
     demo.add_argument("--engine", choices=("spark", "inline"), default="spark",
                       help="the final analysis: the Spark task (default) or the judge in-process")
     demo.add_argument("--dir", type=Path, help="working directory: Airflow home, cluster, run directories "

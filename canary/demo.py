@@ -38,6 +38,7 @@ FAST_JUDGE = {"warmup_s": 15, "bucket_s": 5, "metrics": {
     m: _LATENCY_FLOOR for m in ("e2e_latency_p50", "e2e_latency_p95", "produce_latency_p99")} | {
     "e2e_latency_p99": _LATENCY_FLOOR | {"slo": None}}}
 BAD_CONFIG = {"message.max.bytes": "100"}
+GOOD_CONFIG = {"num.io.threads": "6"}
 # What is shown of `airflow dags test` while it runs (everything goes to the log file): the rollout's own progress,
 # each task's end, task errors.
 _LOG_LINE = re.compile(r"^\S+T(\d\d:\d\d:\d\d)\.\d+Z \[(\w+)\s*\] (.*?)\s+\[([\w.]+)\]")
@@ -57,12 +58,14 @@ def progress_line(line: str) -> str | None:
     return None
 
 
-def demo_params(bad: bool = False, engine: str = "spark", window: str = "60s") -> dict:
-    """The trigger-form values of the demo run: upgrade one canary broker to the target version (a bad canary
-    also gets message.max.bytes=100), a short window at 50 msg/s; INCONCLUSIVE rolls back without asking, since
-    nobody is there to answer."""
-    return {"cluster_conn_id": CONN_ID, "target_version": TARGET_VERSION,
-            "config_overrides": BAD_CONFIG if bad else {}, "canary_count": 1, "window": window,
+def demo_params(bad: bool = False, engine: str = "spark", window: str = "60s", upgrade: bool = False) -> dict:
+    """The trigger-form values of the demo run: one canary broker gets num.io.threads=6 (a bad canary gets
+    message.max.bytes=100 instead; `upgrade`: the canary is upgraded to the target version, plus the bad config
+    for a bad one), a short window at 50 msg/s; INCONCLUSIVE rolls back without asking, since nobody is there
+    to answer."""
+    config = dict(BAD_CONFIG) if bad else {} if upgrade else dict(GOOD_CONFIG)
+    return {"cluster_conn_id": CONN_ID, "target_version": TARGET_VERSION if upgrade else None,
+            "config_overrides": config, "canary_count": 1, "window": window,
             "interim_interval": "20s", "probe_rate": 50, "preflight_probe": "3s", "judge_config": FAST_JUDGE,
             "engine": engine, "finalize": True, "on_inconclusive": "rollback", "client_delay_ms": 0}
 
@@ -129,15 +132,17 @@ def run_outcome(runs: Path) -> dict | None:
 
 
 def run_demo(brokers: int = 4, version: str = BASELINE_VERSION, directory: Path | None = None,
-             keep: bool = False, bad: bool = False, engine: str = "spark") -> int:
+             keep: bool = False, bad: bool = False, engine: str = "spark", upgrade: bool = False) -> int:
     """Returns 0 when the rollout finished and was verified (promoted, or rolled back for a bad canary)."""
     workdir = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="kafka-canary-demo-"))
     home, runs, cluster_dir = workdir / "airflow", workdir / "rollouts", workdir / "cluster"
     home.mkdir(parents=True, exist_ok=True)
     env = airflow_env(home, runs, cluster_dir)
     started = time.monotonic()
-    print(f"demo in {workdir}: {'a BAD canary (message.max.bytes=100)' if bad else 'a good canary'}, "
-          f"Kafka {version} → {TARGET_VERSION}", flush=True)
+    change = ", ".join(f"{k}={v}" for k, v in (BAD_CONFIG if bad else {} if upgrade else GOOD_CONFIG).items())
+    change = ", ".join(filter(None, [f"Kafka {version} → {TARGET_VERSION}" if upgrade else "", change]))
+    print(f"demo in {workdir}: {'a BAD' if bad else 'a good'} canary ({change}) on a {brokers}-broker cluster",
+          flush=True)
     # The metadata database is set up while the brokers start: both take a while, neither needs the other.
     migrate = subprocess.Popen([airflow_command(), "db", "migrate"], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
@@ -153,7 +158,7 @@ def run_demo(brokers: int = 4, version: str = BASELINE_VERSION, directory: Path 
             return 2
         setup_s = time.monotonic() - started
         print(f"set up in {setup_s:.1f}s; bootstrap servers {cluster.bootstrap_servers}", flush=True)
-        params = demo_params(bad=bad, engine=engine)
+        params = demo_params(bad=bad, engine=engine, upgrade=upgrade)
         print(f"\nairflow dags test {DAG_ID} -c '{json.dumps(params)}'", flush=True)
         log_path = workdir / "dags-test.log"
         rollout_started = time.monotonic()

@@ -100,5 +100,6 @@ def test_demo_params_pass_the_form_and_make_a_valid_spec(dagbag, bad):
         params[name] = value
     values = params.validate()
     spec = load_spec(spec_from_params(values, {"deployer": "local", "dir": "/tmp/c", "client": {}}, "demo-run"))
-    assert spec.change.config == ({"message.max.bytes": "100"} if bad else {})
+    assert spec.change.config == ({"message.max.bytes": "100"} if bad else {"num.io.threads": "6"})
+    assert spec.change.version is None
     assert spec.engine == "spark" and values["on_inconclusive"] == "rollback"
