@@ -37,6 +37,8 @@ TAIL_SPAN = 10
 # the two lanes' SLO guards, half of the rest to the canary's tolerance guard when the metric has one.
 MIN_ALPHA_WEIGHT = 0.25
 SLO_SHARE = 0.1
+# The canary tolerance guard (loss) decides only from this many events on.
+TOLERANCE_MIN_EVENTS = 2
 
 
 @dataclass
@@ -343,13 +345,16 @@ def _rate(run: _Run, m: MetricSpec, alphas: _Alphas, r: dict) -> None:
 
 def _tolerance(r: dict, x: np.ndarray, n: np.ndarray, p0: float, alpha: float, material: bool, label: str) -> None:
     """The canary's guard for events that should not happen: H0 canary share <= p0 (one-sample e-process over
-    alternatives up to a million times p0). Fails the metric when significant and the canary is beyond the
-    baseline by the floors (material)."""
+    alternatives up to a million times p0). Fails the metric when significant, the canary is beyond the
+    baseline by the floors (material) and it saw at least TOLERANCE_MIN_EVENTS events: against a tiny p0 a
+    single early event is already significant, but one event is not yet a pattern."""
     log_e = one_sample_log_e(x, n, p0, grid=RARE_GRID) if n.sum() > 0 else np.zeros(1)
     e = float(np.exp(min(log_e.max(), 700)))
     exceeded = bool(log_e.max() >= math.log(1 / alpha))
-    r["tolerance"] = {"tolerance": p0, "e_value": e, "threshold": 1 / alpha, "alpha": alpha, "exceeded": exceeded}
-    if exceeded and material and r["decision"] != FAIL:
+    events = int(x.sum())
+    r["tolerance"] = {"tolerance": p0, "e_value": e, "threshold": 1 / alpha, "alpha": alpha, "exceeded": exceeded,
+                      "events": events, "min_events": TOLERANCE_MIN_EVENTS}
+    if exceeded and material and events >= TOLERANCE_MIN_EVENTS and r["decision"] != FAIL:
         r["decision"] = FAIL
         r["reason"] = (f"canary {label} significantly above its tolerance {_fmt(p0, True)} "
                        f"(e-value {e:.3g} >= {1 / alpha:.3g}) and beyond the baseline's by the floors; " + r["reason"])
