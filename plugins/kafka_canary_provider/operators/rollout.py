@@ -209,7 +209,8 @@ class VerifyOperator(RolloutStepOperator):
 
 class RolloutReportOperator(RolloutStepOperator):
     """Writes the run's report and returns where it is, with the outcome:
-    {"outcome", "status", "verdict", "reason", "run_dir", "report", "analysis_report", "url"}."""
+    {"outcome", "status", "verdict", "reason", "run_dir", "report", "analysis_report", "url"}.
+    Fails (after writing it) when the rollout did not finish verified, so the DAG run fails too."""
 
     def run_step(self, rollout: Rollout, context: Context) -> dict:
         data = rollout.state.data
@@ -224,4 +225,9 @@ class RolloutReportOperator(RolloutStepOperator):
                   "url": report_url(rollout.run_id)}
         self.log.info("rollout %s: %s (%s), verdict %s: %s; report %s", rollout.run_id, outcome, status,
                       result["verdict"], result["reason"], result["report"])
+        if not status.startswith("verified"):
+            # The report is written either way; the DAG run fails, so nobody reads an unfinished rollout as done.
+            from airflow.sdk.exceptions import AirflowException
+
+            raise AirflowException(f"the rollout did not finish: it is at '{status}'; see {result['report']}")
         return result
