@@ -263,13 +263,28 @@ def _elect_preferred(r: Rollout, names: list[str]) -> list[str]:
     return failures
 
 
-def _restore_preferred(r: Rollout) -> list[str]:
-    off = [n for n, p in _leaders(r).items() if p["leader"] != p["preferred"] and p["preferred"] >= 0]
-    if off:
+def _elect_until_led(r: Rollout, select: Callable[[list[guard.PartitionView]], list[str]], timeout: float = 60.0
+                     ) -> tuple[list[str], list[str]]:
+    """Preferred leader elections for the partitions `select` picks, repeated until none is left or `timeout`
+    passes (a preferred replica still catching up is not electable yet). Returns (elected, still off)."""
+    elected: list[str] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        off = select(r.partitions())
+        if not off or time.monotonic() > deadline:
+            return elected, off
         r.say("preferred leader election for %d partition(s)", len(off))
         failures = _elect_preferred(r, off)
         r.audit.record(r.step, "preferred leader election", partitions=off, failures=failures)
-    return off
+        elected += [n for n in off if n not in elected]
+        time.sleep(2 * POLL)
+
+
+def _restore_preferred(r: Rollout) -> list[str]:
+    """Every partition back on its preferred leader (bounded wait); returns the partitions elected."""
+    elected, _ = _elect_until_led(r, lambda parts: [p.name for p in parts if p.topic != LOCK_TOPIC and p.replicas
+                                                    and p.leader != p.replicas[0]])
+    return elected
 
 
 # ----- probe -----
@@ -439,19 +454,13 @@ def _lead(r: Rollout) -> dict:
     missing_topics = sorted(topics - {p.topic for p in parts})
     if missing_topics:
         raise RolloutError(f"lead_topics {missing_topics} do not exist on the cluster")
-    wanted = [p.name for p in parts if p.replicas and p.replicas[0] in canaries and p.leader != p.replicas[0]]
-    failures = _elect_preferred(r, wanted) if wanted else []
-    if wanted:
-        r.audit.record("lead", "preferred leader election", partitions=wanted, failures=failures)
-
-    def led() -> str | None:
-        now = [p for p in r.partitions() if p.topic in topics]
-        if not any(p.leader in canaries for p in now if p.topic == PROBE_TOPIC):
-            return "no probe partition is led by a canary broker yet"
-        return None
-    _wait(r, "canary leadership", 60, led)
+    elected, off = _elect_until_led(r, lambda now: [p.name for p in now if p.topic in topics and p.replicas
+                                                    and p.replicas[0] in canaries and p.leader != p.replicas[0]])
     canary_partitions = sorted(p.name for p in r.partitions() if p.topic in topics and p.leader in canaries)
-    return {"elected": wanted, "failures": failures, "canary_partitions": canary_partitions}
+    if not any(name.rpartition("-")[0] == PROBE_TOPIC for name in canary_partitions):
+        raise RolloutError(f"no probe partition is led by a canary broker after 60s of preferred leader elections "
+                           f"(still not led by their canary broker: {off[:5]})")
+    return {"elected": elected, "not_led": off, "canary_partitions": canary_partitions}
 
 
 # ----- 5./6./7. probe, interim gates, analysis, judge -----
