@@ -74,7 +74,7 @@ class ProbeConfig:
     http_port: int | None = None               # None: no HTTP server; 0: any free port
     http_host: str = "0.0.0.0"
     reconcile: bool = True                     # False: use the topic as it is (no admin rights needed)
-    away_grace: float = 300.0                  # seconds a missing broker counts as restarting, not removed
+    away_grace: float = 0.0                    # seconds a missing broker counts as restarting, not removed
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     producer_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     client: dict[str, str] = field(default_factory=dict)  # librdkafka passthrough

@@ -296,7 +296,8 @@ def _probe_config(r: Rollout, name: str, seconds: float | None = None, reconcile
     observations.unlink(missing_ok=True)
     return ProbeConfig(bootstrap_servers=r.bootstrap_servers, rate=r.spec.probe_rate, duration=seconds,
                        run_id=f"{r.run_id}-{name}", producer_id=f"rollout-{r.run_id}", client=dict(r.spec.client),
-                       observations_file=str(observations), rtt_sla=15.0, message_timeout=10.0, reconcile=reconcile)
+                       observations_file=str(observations), rtt_sla=15.0, message_timeout=10.0, reconcile=reconcile,
+                       away_grace=300.0)  # a broker the rollout restarts is still probed, not dropped
 
 
 def _probe(r: Rollout, name: str, seconds: float, reconcile: bool = False) -> ProbeSummary:
