@@ -151,23 +151,20 @@ class _Pair:
 
     def close(self) -> None:
         """Both sides closed after their buffered bytes are written (queues are already drained)."""
-        if self.done:
-            return
-        self.done = True
-        for side in (self.client, self.target):
-            side.cancel()
-            if side.transport is not None:
-                side.transport.close()
-        self.proxy.pairs.discard(self)
+        self._end(abort=False)
 
     def abort(self) -> None:
+        """Both sides dropped at once (a reset on one side)."""
+        self._end(abort=True)
+
+    def _end(self, abort: bool) -> None:
         if self.done:
             return
         self.done = True
         for side in (self.client, self.target):
             side.cancel()
             if side.transport is not None:
-                side.transport.abort()
+                side.transport.abort() if abort else side.transport.close()
         self.proxy.pairs.discard(self)
 
 

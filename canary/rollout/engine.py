@@ -32,7 +32,7 @@ def run_rollout(r: Rollout, approve: bool = False, on_inconclusive: str = "rollb
                     if name == "preflight" or not state.before:
                         raise  # nothing was changed
                     r.say("%s failed (%s); rolling back", name, exc)
-                    state.update(verdict={"verdict": ROLLBACK, "reason": f"{name} failed: {exc}", "engine": None})
+                    steps.failure_verdict(r, name, exc)
                     break
         verdict = state.data["verdict"]["verdict"]
         if not state.status.startswith(("promoted", "rolled_back")):

@@ -466,14 +466,20 @@ def _lead(r: Rollout) -> dict:
 
 # ----- 5./6./7. probe, interim gates, analysis, judge -----
 
-def _interim_look(r: Rollout, observations: Path, config) -> dict:
+def _read_observations(path: Path) -> list[Observation]:
+    """A probe's observations file (JSON lines); unreadable lines are skipped, as the Spark job excludes them."""
     parsed = []
-    if observations.exists():
-        for line in observations.read_text().splitlines():
+    if path.exists():
+        for line in path.read_text().splitlines():
             try:
                 parsed.append(Observation.from_json(line))
             except (ValueError, TypeError):
                 continue
+    return parsed
+
+
+def _interim_look(r: Rollout, observations: Path, config) -> dict:
+    parsed = _read_observations(observations)
     verdict = judge(Aggregates.from_observations(parsed, int(config.bucket_s * 1000)), config, final=False)
     return {"verdict": verdict["verdict"], "reason": verdict["reason"], "observations": len(parsed)}
 
@@ -522,6 +528,12 @@ def _probe_window(r: Rollout) -> dict:
         "stopped_early": bool(stopped_early), "interim_looks": len(interim)}
 
 
+def write_judge_config(config, path: Path) -> Path:
+    """The judge config as the Spark job reads it back: YAML (YAML 1.1 would read JSON's 1e-07 as a string)."""
+    path.write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    return path
+
+
 def analysis_request(r: Rollout) -> dict:
     """What the final analysis of the last probe window reads and writes: the arguments of
     spark_jobs/canary_analysis.py (the Airflow DAG hands them to SparkSubmitOperator)."""
@@ -530,9 +542,7 @@ def analysis_request(r: Rollout) -> dict:
         raise RolloutError("no probe window has run yet; run the probe-window step first")
     out = r.run_dir / f"analysis-{window['attempt']}"
     out.mkdir(parents=True, exist_ok=True)
-    config_file = out / "judge.yaml"
-    # YAML, as the job reads it (YAML 1.1 would read JSON's 1e-07 as a string).
-    config_file.write_text(yaml.safe_dump(judge_settings(r.spec.judge_config).to_dict(), sort_keys=False))
+    config_file = write_judge_config(judge_settings(r.spec.judge_config), out / "judge.yaml")
     return {"observations": f"kafka://{r.bootstrap_servers}", "from_ms": window["start_ms"],
             "to_ms": window["end_ms"] + 1, "run_id": window["probe_run_id"], "out": str(out),
             "config": str(config_file)}
@@ -552,6 +562,15 @@ def _judge_window(r: Rollout) -> dict:
     else:
         verdict = _spark_verdict(r, request)
     return _record_verdict(r, verdict | {"analysis": str(out)})
+
+
+def failure_verdict(r: Rollout, step_name: str, error: object) -> dict:
+    """A step after the first change failed: the verdict is ROLLBACK, with that failure as its reason (the engine
+    and the Airflow judge task both decide so)."""
+    verdict = {"verdict": ROLLBACK, "reason": f"{step_name} failed: {error}", "engine": None}
+    r.state.update(verdict=verdict, status="judged ROLLBACK")
+    r.audit.record(step_name, "verdict", verdict=ROLLBACK, reason=verdict["reason"], engine=None)
+    return verdict
 
 
 def _record_verdict(r: Rollout, verdict: dict) -> dict:
@@ -584,7 +603,7 @@ def _spark_verdict(r: Rollout, request: dict) -> dict:
 
 
 def _inline_verdict(observations: Path, out: Path, config) -> dict:
-    parsed = [Observation.from_json(line) for line in observations.read_text().splitlines() if line.strip()]
+    parsed = _read_observations(observations)
     verdict = judge(Aggregates.from_observations(parsed, int(config.bucket_s * 1000)), config, final=True)
     out.mkdir(parents=True, exist_ok=True)
     (out / "verdict.json").write_text(json.dumps(verdict, indent=2))

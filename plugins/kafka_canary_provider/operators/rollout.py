@@ -6,9 +6,7 @@ JSON result (XCom). Steps converge, so a retried task does only what is still mi
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
@@ -53,8 +51,12 @@ class RolloutStepOperator(BaseOperator):
         spec = load_spec(spec_from_params(dict(self.rollout_params or context["params"]), cluster, run_id))
         return Rollout(spec, run_dir(run_id))
 
+    step: str = ""  # the canary.rollout.steps function this operator runs, unless run_step is overridden
+
     def run_step(self, rollout: Rollout, context: Context) -> dict:
-        raise NotImplementedError
+        from canary.rollout import steps
+
+        return getattr(steps, self.step)(rollout)
 
     def execute(self, context: Context) -> dict:
         from canary.rollout.report import write_report
@@ -71,28 +73,19 @@ class RolloutStepOperator(BaseOperator):
 class PreflightOperator(RolloutStepOperator):
     """Health, features, lock, a green baseline probe; records the pre-rollout state. Changes nothing."""
 
-    def run_step(self, rollout: Rollout, context: Context) -> dict:
-        from canary.rollout import steps
-
-        return steps.preflight(rollout)
+    step = "preflight"
 
 
 class DeployCanaryOperator(RolloutStepOperator):
     """Rolls the canary brokers to the change, one at a time under the safe-roll guard."""
 
-    def run_step(self, rollout: Rollout, context: Context) -> dict:
-        from canary.rollout import steps
-
-        return steps.deploy_canary(rollout)
+    step = "deploy_canary"
 
 
 class LeadOperator(RolloutStepOperator):
     """Moves leadership of the canary partitions to the canary brokers."""
 
-    def run_step(self, rollout: Rollout, context: Context) -> dict:
-        from canary.rollout import steps
-
-        return steps.lead(rollout)
+    step = "lead"
 
 
 class ProbeWindowOperator(RolloutStepOperator):
@@ -101,10 +94,7 @@ class ProbeWindowOperator(RolloutStepOperator):
     The probe produces and consumes in this worker for the whole window, so it is not a trigger: a trigger must
     have no side effects and may run twice."""
 
-    def run_step(self, rollout: Rollout, context: Context) -> dict:
-        from canary.rollout import steps
-
-        return steps.probe_window(rollout)
+    step = "probe_window"
 
 
 class AnalysisRequestOperator(RolloutStepOperator):
@@ -119,22 +109,7 @@ class AnalysisRequestOperator(RolloutStepOperator):
         window = rollout.state.data.get("window") or {}
         if window.get("stopped_early"):
             raise AirflowSkipException(f"the window stopped early: {window['stopped_early'].get('reason')}")
-        request = steps.analysis_request(rollout)
-        _yaml_safe_numbers(Path(request["config"]))
-        return request
-
-
-# JSON writes 1e-07; the judge reads its config file with a YAML 1.1 parser, to which a number without a '.' in
-# its mantissa is a string (the default loss tolerance then breaks the Spark job). 1.0e-07 is the same JSON
-# number and a float to YAML too. (To be fixed in canary.judge.config.load_config; then this is a no-op.)
-_EXPONENT_WITHOUT_DOT = re.compile(r"(?<![\w.])(-?\d+)([eE][-+]?\d+)")
-
-
-def _yaml_safe_numbers(config_file: Path) -> None:
-    text = config_file.read_text()
-    fixed = _EXPONENT_WITHOUT_DOT.sub(r"\1.0\2", text)
-    if fixed != text:
-        config_file.write_text(fixed)
+        return steps.analysis_request(rollout)
 
 
 class JudgeOperator(RolloutStepOperator):
@@ -155,11 +130,8 @@ class JudgeOperator(RolloutStepOperator):
                   if name in self.CHANGING_STEPS and record["status"] == "failed"]
         if failed and state.before is not None:
             name, error = failed[0]
-            verdict = {"verdict": "ROLLBACK", "reason": f"{name} failed: {error}", "engine": None}
             self.log.warning("%s failed after the first change; the verdict is ROLLBACK", name)
-            state.update(verdict=verdict, status="judged ROLLBACK")
-            rollout.audit.record("judge", "verdict", verdict="ROLLBACK", reason=verdict["reason"], engine=None)
-            return verdict
+            return steps.failure_verdict(rollout, name, error)
         return steps.judge_window(rollout)
 
 
@@ -192,19 +164,13 @@ class PromoteOperator(RolloutStepOperator):
 class RollbackOperator(RolloutStepOperator):
     """Brings every changed broker back to the pre-rollout version, config and rack."""
 
-    def run_step(self, rollout: Rollout, context: Context) -> dict:
-        from canary.rollout import steps
-
-        return steps.rollback(rollout)
+    step = "rollback"
 
 
 class VerifyOperator(RolloutStepOperator):
     """Checks the promised state (promoted or exactly as before), probes, releases the lock."""
 
-    def run_step(self, rollout: Rollout, context: Context) -> dict:
-        from canary.rollout import steps
-
-        return steps.verify(rollout)
+    step = "verify"
 
 
 class RolloutReportOperator(RolloutStepOperator):

@@ -204,7 +204,8 @@ def test_bad_arguments_are_refused():
 def test_proxy_process_is_ours_serves_and_stops(echo, tmp_path):
     mark = process.proxy_marker(tmp_path, 2)
     port = process.free_port()
-    pid, started = delay_proxy.start(port, f"127.0.0.1:{echo.port}", 30, mark, tmp_path, tmp_path / "proxy.log")
+    pid, started = delay_proxy.start(port, f"127.0.0.1:{echo.port}", 30, mark, tmp_path, tmp_path / "proxy.log",
+                                     tie_to_parent=True)  # dies with the test process, even a killed one
     try:
         assert process.is_ours(pid, started, mark)
         assert not process.is_ours(pid, started, process.marker(tmp_path, 2))  # not the broker's marker
@@ -219,5 +220,5 @@ def test_proxy_process_is_ours_serves_and_stops(echo, tmp_path):
 def test_a_stray_proxy_process_is_found_by_the_directory_sweep(echo, tmp_path):
     port = process.free_port()
     pid, _ = delay_proxy.start(port, f"127.0.0.1:{echo.port}", 0, process.proxy_marker(tmp_path, 1), tmp_path,
-                               tmp_path / "proxy.log")
+                               tmp_path / "proxy.log", tie_to_parent=True)
     assert process.kill_marked(f"{tmp_path.resolve()}#") == [pid]

@@ -143,17 +143,11 @@ def test_warm_up_trigger_times_out_with_what_is_missing(monkeypatch):
 
 
 def test_analysis_config_file_reads_back_as_written(tmp_path):
-    import json
-
-    from kafka_canary_provider.operators.rollout import _yaml_safe_numbers
-
     from canary.demo import FAST_JUDGE
     from canary.judge import load_config
     from canary.judge.config import config_from_dict
+    from canary.rollout.steps import write_judge_config
 
     config = config_from_dict(FAST_JUDGE)
-    path = tmp_path / "judge.json"
-    path.write_text(json.dumps(config.to_dict()))  # what steps.analysis_request writes
-    _yaml_safe_numbers(path)
-    assert json.loads(path.read_text()) == config.to_dict()
+    path = write_judge_config(config, tmp_path / "judge.yaml")  # what steps.analysis_request writes
     assert load_config(path).to_dict() == config.to_dict()
