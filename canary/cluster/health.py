@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaException, Node
+from confluent_kafka.admin import AdminClient, ClusterMetadata
 from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError
 
@@ -62,6 +62,18 @@ def _abbrev(items: list[str], limit: int = 8) -> str:
 def admin_client(bootstrap_servers: str, extra: dict[str, str] | None = None) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": 5000,
                         "logger": QUIET_LOGGER, **(extra or {})})
+
+
+def metadata_and_brokers(admin: AdminClient, timeout: float) -> tuple[ClusterMetadata, list[Node]]:
+    """All topics' metadata, then the registered brokers (id, host, port, rack), from one long-lived client.
+
+    The Metadata request goes first on purpose: librdkafka learns a broker's new address only from metadata, and
+    DescribeCluster goes to the broker it takes for the controller. A client whose "controller" came back on
+    another port (a broker restarted without its delay proxy) otherwise waits for the old address forever.
+    Raises KafkaException or TimeoutError."""
+    metadata = admin.list_topics(timeout=timeout)
+    cluster = admin.describe_cluster(request_timeout=timeout).result(timeout=timeout)
+    return metadata, list(cluster.nodes)
 
 
 def check(bootstrap_servers: str, expected_brokers: list[int], timeout: float = 5.0,

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from canary.cluster.health import QUIET_LOGGER
+from canary.cluster.health import QUIET_LOGGER, metadata_and_brokers
 from canary.errors import CanaryError
 from canary.lanes import broker_lane
 from canary.observations import OBSERVATIONS_TOPIC
@@ -225,10 +225,9 @@ class Probe:
     # ----- cluster state -----
 
     def _refresh_view(self) -> None:
-        cluster = self.admin.admin.describe_cluster(request_timeout=10).result(timeout=10)
-        lanes = {n.id: broker_lane(n.rack) for n in cluster.nodes}
-        addresses = {n.id: f"{n.host}:{n.port}" for n in cluster.nodes}
-        metadata = self.admin.admin.list_topics(timeout=10)
+        metadata, nodes = metadata_and_brokers(self.admin.admin, 10)
+        lanes = {n.id: broker_lane(n.rack) for n in nodes}
+        addresses = {n.id: f"{n.host}:{n.port}" for n in nodes}
         topic = metadata.topics.get(self.config.topic)
         # Per partition even when the topic reports an error (e.g. one partition without a leader).
         leaders = {p.id: p.leader for p in topic.partitions.values()} if topic else {}

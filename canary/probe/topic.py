@@ -30,7 +30,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from canary.cluster.health import admin_client
+from canary.cluster.health import admin_client, metadata_and_brokers
 from canary.errors import ClusterError
 from canary.lanes import real_rack
 
@@ -266,10 +266,9 @@ class TopicAdmin:
 
     def observe(self, topic: str) -> TopicState:
         try:
-            cluster = self.admin.describe_cluster(request_timeout=self.timeout).result(timeout=self.timeout)
-            brokers = self._with_recently_seen({node.id: node.rack for node in cluster.nodes})
             # All topics: a metadata request naming the topic could auto-create it on the broker.
-            metadata = self.admin.list_topics(timeout=self.timeout)
+            metadata, nodes = metadata_and_brokers(self.admin, self.timeout)
+            brokers = self._with_recently_seen({node.id: node.rack for node in nodes})
         except KafkaException as exc:
             raise ClusterError(f"cannot read cluster metadata from {self.bootstrap_servers}: {exc.args[0]}") from exc
         meta = metadata.topics.get(topic)
