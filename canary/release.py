@@ -63,6 +63,8 @@ class AirflowClient:
                                f"check AIRFLOW_API_TOKEN or AIRFLOW_USERNAME/AIRFLOW_PASSWORD")
         if response.status_code == 404:
             return {}
+        if response.status_code in (400, 422) and method == "POST":
+            raise ReleaseError(f"Airflow refused the request {method} {path}: {_detail(response)}")
         if response.status_code >= 400:
             raise ReleaseError(f"Airflow answered {response.status_code} to {method} {path}: {response.text[:300]}")
         return response.json()
@@ -76,6 +78,15 @@ class AirflowClient:
         if response.status_code not in (200, 201) or "access_token" not in response.json():
             raise ReleaseError(f"Airflow refused the login of user {self._username!r} ({response.status_code})")
         self.session.headers["Authorization"] = f"Bearer {response.json()['access_token']}"
+
+    def has_connection(self, conn_id: str) -> bool | None:
+        """Whether Airflow has the connection; None when this user may not read connections (not checked)."""
+        try:
+            return bool(self._call("GET", f"/api/v2/connections/{conn_id}"))
+        except ReleaseError as exc:
+            if "(403)" in str(exc):
+                return None
+            raise
 
     def trigger(self, dag_id: str, run_id: str, conf: dict) -> dict:
         return self._call("POST", f"/api/v2/dags/{dag_id}/dagRuns",
@@ -111,15 +122,38 @@ def outcome(client: AirflowClient, dag_id: str, run_id: str, run_state: str) -> 
     return 2, f"the rollout run ended {run_state} without a verified outcome; see the run in Airflow"
 
 
+def _detail(response: requests.Response) -> str:
+    """The reason in an error answer: FastAPI's `detail` (a string or a list of validation errors)."""
+    try:
+        detail = response.json().get("detail", response.text)
+    except ValueError:
+        return response.text[:300]
+    if isinstance(detail, list):
+        return "; ".join(f"{'.'.join(str(x) for x in d.get('loc', []))}: {d.get('msg')}" for d in detail)[:600]
+    return str(detail)[:600]
+
+
 def release(client: AirflowClient, conf: dict, *, dag_id: str = DAG_ID, run_id: str | None = None,
             wait: bool = True, poll: float = 5.0, timeout: float = 4 * 3600, out: TextIO = sys.stdout) -> int:
     run_id = run_id or f"release__{time.strftime('%Y%m%dT%H%M%S')}_{uuid.uuid4().hex[:6]}"
+    cluster = conf.get("cluster_conn_id")
+    if cluster and client.has_connection(cluster) is False:
+        raise ReleaseError(f"Airflow has no connection {cluster!r}: register the cluster as an Airflow connection "
+                           f"of type kafka_canary (or pass the right --cluster); nothing was triggered")
     started = client.trigger(dag_id, run_id, conf)
     if not started:
         raise ReleaseError(f"Airflow has no DAG {dag_id}; is the kafka-canary dags folder deployed?")
     print(f"triggered {dag_id} run {run_id}", file=out, flush=True)
     if not wait:
         return 0
+    return follow(client, run_id, dag_id=dag_id, poll=poll, timeout=timeout, out=out)
+
+
+def follow(client: AirflowClient, run_id: str, *, dag_id: str = DAG_ID, poll: float = 5.0,
+           timeout: float = 4 * 3600, out: TextIO = sys.stdout) -> int:
+    """Streams a DAG run's task states until it ends (or waits for a person); returns the exit code."""
+    if not client.dag_run(dag_id, run_id):
+        raise ReleaseError(f"Airflow has no run {run_id!r} of DAG {dag_id}")
     deadline = time.monotonic() + timeout
     seen: dict[str, str | None] = {}
     while time.monotonic() < deadline:
@@ -143,7 +177,18 @@ def release(client: AirflowClient, conf: dict, *, dag_id: str = DAG_ID, run_id: 
 
 
 def _conf(args: argparse.Namespace) -> dict:
-    conf: dict = {"cluster_conn_id": args.cluster, "target_version": args.version}
+    conf: dict = {}
+    for item in args.param or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ReleaseError(f"--param {item!r} is not KEY=VALUE")
+        try:  # JSON where it parses ({"warmup_s": 5}, 20, true), else the plain string
+            conf[key] = json.loads(value)
+        except ValueError:
+            conf[key] = value
+    conf["cluster_conn_id"] = args.cluster
+    if args.version is not None or "target_version" not in conf:
+        conf["target_version"] = args.version  # none: a config-only change
     for flag, key in (("canary_count", "canary_count"), ("window", "window"), ("engine", "engine")):
         value = getattr(args, flag)
         if value is not None:
@@ -165,6 +210,10 @@ def cmd_release(args: argparse.Namespace) -> int:
     timeout = parse_duration(args.timeout)
     client = AirflowClient(args.airflow_url, token=os.environ.get("AIRFLOW_API_TOKEN"),
                            username=os.environ.get("AIRFLOW_USERNAME"), password=os.environ.get("AIRFLOW_PASSWORD"))
+    if args.follow:
+        return follow(client, args.follow, poll=args.poll, timeout=timeout)
+    if not args.cluster:
+        raise ReleaseError("--cluster is required (the Airflow connection id of the cluster), unless --follow")
     return release(client, _conf(args), run_id=args.run_id, wait=args.wait, poll=args.poll, timeout=timeout)
 
 
@@ -172,13 +221,18 @@ def register(sub) -> None:
     p = sub.add_parser("release", help="trigger the broker rollout DAG in Airflow (release pipelines); exit 0 "
                                        "promoted, 1 rolled back, 3 a person decides, 2 error",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--cluster", required=True, help="the Airflow connection id of the cluster")
+    p.add_argument("--cluster", help="the Airflow connection id of the cluster (required unless --follow)")
     p.add_argument("--version", help="target Kafka version, e.g. 4.1.2")
     p.add_argument("--config", action="append", metavar="KEY=VALUE", help="broker config override (repeatable)")
     p.add_argument("--canary-count", type=int, help="canary brokers (default: the DAG's)")
     p.add_argument("--window", help="probe window, e.g. 2m (default: the DAG's)")
     p.add_argument("--engine", choices=("spark", "inline"), help="analysis engine (default: the DAG's)")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE",
+                   help="any other trigger-form field, VALUE as JSON where it parses "
+                        "(e.g. judge_config='{\"warmup_s\": 5}', probe_rate=50; repeatable)")
     p.add_argument("--run-id", help="the DAG run id (default: release__<time>_<random>)")
+    p.add_argument("--follow", metavar="RUN_ID", help="follow an existing run (e.g. after a person decided) "
+                                                      "instead of triggering one; exits with its outcome")
     p.add_argument("--wait", action="store_true", help="stream progress and exit with the outcome")
     p.add_argument("--timeout", default="4h", help="give up waiting after this long (default 4h)")
     p.add_argument("--poll", type=float, default=5.0, help="seconds between progress polls")

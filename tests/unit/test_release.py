@@ -1,6 +1,7 @@
 """The release hook against a small fake of Airflow's REST API (a unit test: the real API server is exercised
 by the end-to-end tests)."""
 
+import argparse
 import io
 import json
 import threading
@@ -8,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from canary.release import AirflowClient, ReleaseError, release
+from canary.release import AirflowClient, ReleaseError, _conf, follow, release
 
 
 class FakeAirflow:
@@ -46,6 +47,9 @@ class FakeAirflow:
                 if self.headers.get("Authorization") != "Bearer tok":
                     return self._send(401, {"detail": "no"})
                 if self.path == "/api/v2/dags/kafka_broker_canary/dagRuns":
+                    if not isinstance(body["conf"].get("canary_count", 1), int):
+                        return self._send(400, {"detail": "Invalid input for param canary_count: 'x' is not of "
+                                                          "type 'integer'"})
                     return self._send(200, {"dag_run_id": body["dag_run_id"], "state": "queued"})
                 return self._send(404, {})
 
@@ -53,12 +57,17 @@ class FakeAirflow:
                 fake.calls.append(("GET", self.path, None, self.headers.get("Authorization")))
                 if self.headers.get("Authorization") != "Bearer tok":
                     return self._send(401, {"detail": "no"})
+                if self.path.startswith("/api/v2/connections/"):
+                    known = self.path.endswith("/prod")
+                    return self._send(200, {"connection_id": "prod"}) if known else self._send(404, {})
                 if self.path.endswith("/taskInstances?limit=100"):
                     states = fake.script[min(fake.step, len(fake.script) - 1)]
                     fake.step += 1
                     return self._send(200, {"task_instances": [{"task_id": t, "state": s} for t, s in states.items()]})
                 if "/xcomEntries/return_value" in self.path and "/verify/" in self.path:
                     return self._send(200, {"value": fake.verify}) if fake.verify else self._send(404, {})
+                if self.path.startswith("/api/v2/dags/kafka_broker_canary/dagRuns/unknown"):
+                    return self._send(404, {})
                 if self.path.startswith("/api/v2/dags/kafka_broker_canary/dagRuns/"):
                     done = fake.step >= len(fake.script)
                     return self._send(200, {"state": fake.final if done else "running"})
@@ -141,3 +150,39 @@ def test_bad_credentials_and_unreachable_airflow_are_clear_errors(airflow):
 def test_timeout_exits_2(airflow):
     code, text = run(airflow([{"preflight": "running"}] * 1000, None), timeout=0.05)
     assert code == 2 and "did not finish" in text
+
+
+def test_unknown_cluster_is_refused_before_anything_is_triggered(airflow):
+    fake = airflow(STEPS, None)
+    client = AirflowClient(fake.url, username="ci", password="s3cret", timeout=5)
+    with pytest.raises(ReleaseError, match="no connection 'nope'.*nothing was triggered"):
+        release(client, {"cluster_conn_id": "nope"}, run_id="r1", out=io.StringIO())
+    assert not any(c[0] == "POST" and "dagRuns" in c[1] for c in fake.calls)
+
+
+def test_refused_params_and_unknown_runs_are_clear_errors(airflow):
+    fake = airflow(STEPS, None)
+    client = AirflowClient(fake.url, username="ci", password="s3cret", timeout=5)
+    with pytest.raises(ReleaseError, match="refused the request.*canary_count.*not of type 'integer'"):
+        release(client, {"cluster_conn_id": "prod", "canary_count": "x"}, run_id="r1", out=io.StringIO())
+    with pytest.raises(ReleaseError, match="no run 'unknown'"):
+        follow(client, "unknown", out=io.StringIO())
+
+
+def test_follow_an_existing_run_exits_with_its_outcome(airflow):
+    fake = airflow(STEPS, {"status": "promoted"})
+    out = io.StringIO()
+    code = follow(AirflowClient(fake.url, username="ci", password="s3cret", timeout=5), "r1", poll=0.01, out=out)
+    assert code == 0 and "PROMOTE" in out.getvalue()
+    assert not any(c[0] == "POST" and "dagRuns" in c[1] for c in fake.calls)
+
+
+def test_params_pass_through_as_json_where_they_parse():
+    args = argparse.Namespace(cluster="prod", version=None, canary_count=None, window="30s", engine=None,
+                              config=["num.io.threads=6"],
+                              param=['judge_config={"warmup_s": 5}', "probe_rate=50", "on_inconclusive=ask"])
+    assert _conf(args) == {"judge_config": {"warmup_s": 5}, "probe_rate": 50, "on_inconclusive": "ask",
+                           "cluster_conn_id": "prod", "target_version": None, "window": "30s",
+                           "config_overrides": {"num.io.threads": "6"}}
+    with pytest.raises(ReleaseError, match="--param 'oops' is not KEY=VALUE"):
+        _conf(argparse.Namespace(**{**vars(args), "param": ["oops"]}))
