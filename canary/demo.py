@@ -98,9 +98,10 @@ def airflow_command() -> str:
 
 
 def run_dag_test(env: dict[str, str], params: dict, log_path: Path, echo: bool = True,
-                 timeout: float = 1800) -> int:
-    """`airflow dags test kafka_broker_canary -c PARAMS`, its output in `log_path`; returns its exit code."""
-    cmd = [airflow_command(), "dags", "test", DAG_ID, "-c", json.dumps(params)]
+                 timeout: float = 1800, dag_id: str = DAG_ID) -> int:
+    """`airflow dags test DAG_ID -c PARAMS` (default: the broker rollout DAG), its output in `log_path`; returns its
+    exit code."""
+    cmd = [airflow_command(), "dags", "test", dag_id, "-c", json.dumps(params)]
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + timeout
@@ -116,12 +117,13 @@ def run_dag_test(env: dict[str, str], params: dict, log_path: Path, echo: bool =
         return proc.wait()
 
 
-def task_states(home: Path) -> list[tuple[str, str | None, int]]:
+def task_states(home: Path, dag_id: str = DAG_ID) -> list[tuple[str, str | None, int]]:
     """(task id, state, try number) of the newest DAG run's tasks, as Airflow recorded them, in start order."""
     with contextlib.closing(sqlite3.connect(home / "airflow.db")) as db:
         rows = db.execute(
-            "SELECT task_id, state, try_number FROM task_instance WHERE run_id = (SELECT run_id FROM dag_run "
-            "WHERE dag_id = ? ORDER BY id DESC LIMIT 1) ORDER BY start_date IS NULL, start_date", (DAG_ID,))
+            "SELECT task_id, state, try_number FROM task_instance WHERE dag_id = ? AND run_id = (SELECT run_id FROM "
+            "dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1) ORDER BY start_date IS NULL, start_date",
+            (dag_id, dag_id))
         return [tuple(r) for r in rows]
 
 

@@ -103,3 +103,48 @@ def test_demo_params_pass_the_form_and_make_a_valid_spec(dagbag, bad):
     assert spec.change.config == ({"message.max.bytes": "100"} if bad else {"num.io.threads": "6"})
     assert spec.change.version is None
     assert spec.engine == "spark" and values["on_inconclusive"] == "rollback"
+
+
+# ----- the health sweep DAG -----
+
+SWEEP_TASKS = {"registered_clusters", "sweep", "summary"}
+
+
+def test_health_sweep_dag_graph_schedule_and_asset(dagbag):
+    from airflow.sdk import AssetAlias
+    from kafka_canary_provider.operators.sweep import HEALTH_ALIAS, alert_if_degraded, alert_on_failure
+
+    dag = dagbag.dags["kafka_health_sweep"]
+    assert set(dag.task_dict) == SWEEP_TASKS
+    assert (dag.max_active_runs, dag.catchup) == (1, False)
+    assert (dag.schedule, dag.timetable.expression) == ("@hourly", "0 * * * *")
+    assert dag.render_template_as_native_obj  # the params reach the operator as numbers and mappings
+    down = {t: set(dag.task_dict[t].downstream_task_ids) for t in dag.task_dict}
+    assert down == {"registered_clusters": {"sweep"}, "sweep": {"summary"}, "summary": set()}
+    sweep = dag.task_dict["sweep"]
+    # One mapped task instance per registered cluster, mapped over the connection ids.
+    assert set(sweep.expand_input.value) == {"kafka_canary_conn_id"}
+    assert sweep.partial_kwargs["outlets"] == [AssetAlias(HEALTH_ALIAS)]
+    assert sweep.partial_kwargs["on_success_callback"] == [alert_if_degraded]
+    assert dag.task_dict["registered_clusters"].on_failure_callback == [alert_on_failure]
+    assert dag.task_dict["summary"].trigger_rule.value == "all_done"
+
+
+def test_every_dag_param_is_typed_and_titled(dagbag):
+    for dag_id, dag in dagbag.dags.items():
+        for name in dag.params:
+            param = dag.params.get_param(name)
+            assert param.schema.get("type") and param.schema.get("title") and param.description, (dag_id, name)
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("clusters", "kafka_canary_default"), ("clusters", [""]), ("clusters", ["a", "a"]), ("duration", "half a minute"),
+    ("probe_rate", 0), ("reference_sweeps", 0), ("judge_config", "alpha=0.1"),
+])
+def test_health_sweep_form_refuses_bad_values(dagbag, name, value):
+    from airflow.sdk.definitions.param import ParamsDict
+    from airflow.sdk.exceptions import ParamValidationError
+
+    params = ParamsDict(dict(dagbag.dags["kafka_health_sweep"].params.items()))
+    with pytest.raises(ParamValidationError, match=name):
+        params[name] = value

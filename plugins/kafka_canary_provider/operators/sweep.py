@@ -1,0 +1,131 @@
+"""The health sweep of one cluster (canary.sweep.run_sweep) as an operator, and the alert callbacks of the health
+sweep DAG.
+
+The operator publishes the cluster's health as an asset event: for each AssetAlias among its outlets it adds an
+event for `Asset("kafka-canary://<conn id>/health")` (extra: verdict, reason, sweep id, report), so the one
+mapped task of the DAG publishes one Asset per cluster, and a DAG can be scheduled on a cluster's health.
+
+Alerts: `alert_if_degraded` (on_success_callback) alerts when the sweep's verdict is DEGRADED;
+`alert_on_failure` (on_failure_callback) when a sweep could not run at all (cluster unreachable, bad connection).
+Both log an alert line, append to `<history root>/alerts.jsonl` and POST to the webhook of the Variable
+`kafka_canary_alert_webhook` or, without it, of $KAFKA_CANARY_ALERT_WEBHOOK, when one is set (never logged).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import Asset, AssetAlias, BaseOperator
+
+from kafka_canary_provider.hooks.kafka_canary import KafkaCanaryHook
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+HEALTH_ALIAS = "kafka-canary-health"
+WEBHOOK_VARIABLE = "kafka_canary_alert_webhook"
+
+
+def health_asset(conn_id: str) -> Asset:
+    """The asset that stands for a cluster's health: kafka-canary://<connection id>/health."""
+    return Asset(f"kafka-canary://{conn_id}/health")
+
+
+class HealthSweepOperator(BaseOperator):
+    """Probes one cluster for `duration`, compares with its history, keeps the history and the trend.
+
+    :param kafka_canary_conn_id: the cluster's connection (KafkaCanaryHook); templated, mappable.
+    :param duration: probe traffic, e.g. "30s" (canary.probe.config.parse_duration); templated.
+    :param probe_rate: probe messages per second per partition; templated.
+    :param reference_sweeps: healthy sweeps pooled as the reference; templated.
+    :param judge_config: judge config mapping merged over canary.sweep.SWEEP_JUDGE; templated.
+    :param history: history root; default $KAFKA_CANARY_HISTORY or ~/.local/state/kafka-canary/history.
+    Returns (XCom) canary.sweep's small result: cluster, verdict, reason, sweep id, report, history file, summary.
+    """
+
+    template_fields: Sequence[str] = ("kafka_canary_conn_id", "duration", "probe_rate", "reference_sweeps",
+                                      "judge_config", "history")
+    ui_color = "#e6f4ea"
+
+    def __init__(self, *, kafka_canary_conn_id: str = KafkaCanaryHook.default_conn_name, duration: str | float = "30s",
+                 probe_rate: float = 20.0, reference_sweeps: int = 6, judge_config: dict | None = None,
+                 history: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.kafka_canary_conn_id = kafka_canary_conn_id
+        self.duration = duration
+        self.probe_rate = probe_rate
+        self.reference_sweeps = reference_sweeps
+        self.judge_config = judge_config
+        self.history = history
+
+    def execute(self, context: Context) -> dict:
+        from canary.probe.config import parse_duration
+        from canary.sweep import SweepConfig, run_sweep
+
+        hook = KafkaCanaryHook(self.kafka_canary_conn_id)
+        section = hook.cluster_section()
+        bootstrap = hook.bootstrap_servers(section)
+        config = SweepConfig(bootstrap_servers=bootstrap, cluster_name=self.kafka_canary_conn_id,
+                             client=section["client"], duration=parse_duration(self.duration) or 0,
+                             rate=float(self.probe_rate), reference_sweeps=int(self.reference_sweeps),
+                             judge=dict(self.judge_config or {}), history=self.history or None)
+        self.log.info("sweeping %s (%s) for %ss at %s msg/s per partition", self.kafka_canary_conn_id, bootstrap,
+                      config.duration, config.rate)
+        result = run_sweep(config)
+        self.log.info("cluster %s: %s, %s; report %s", self.kafka_canary_conn_id, result["verdict"], result["reason"],
+                      result["report"])
+        result["conn_id"] = self.kafka_canary_conn_id
+        asset = health_asset(self.kafka_canary_conn_id)
+        extra = {k: result[k] for k in ("verdict", "sweep_id", "report", "history_file")} | {
+            "reason": result["reason"][:500]}
+        for outlet in self.outlets:
+            if isinstance(outlet, AssetAlias):
+                context["outlet_events"][outlet].add(asset, extra=extra)
+        return result
+
+
+def webhook_url() -> str | None:
+    """The Variable kafka_canary_alert_webhook, else $KAFKA_CANARY_ALERT_WEBHOOK, else None."""
+    from airflow.sdk import Variable
+
+    from canary.sweep import WEBHOOK_ENV
+
+    try:
+        url = Variable.get(WEBHOOK_VARIABLE, default=None)
+    except Exception:  # no metadata database to ask (a bare test): the environment decides
+        url = None
+    return url or os.environ.get(WEBHOOK_ENV) or None
+
+
+def _where(context: Context) -> dict:
+    ti = context["ti"]
+    return {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id, "map_index": ti.map_index}
+
+
+def alert_if_degraded(context: Context) -> None:
+    """on_success_callback of the sweep task: alerts when the sweep's verdict (its XCom) is DEGRADED."""
+    from canary.sweep import DEGRADED, Alert, history_root, send_alert
+
+    ti = context["ti"]
+    result = ti.xcom_pull(task_ids=ti.task_id, map_indexes=ti.map_index) or {}
+    if result.get("verdict") != DEGRADED:
+        return
+    task = context["task"]
+    send_alert(Alert(cluster=result.get("conn_id") or result.get("cluster"), status=DEGRADED, reason=result["reason"],
+                     sweep_id=result.get("sweep_id"), report=result.get("report"), details=_where(context)),
+               getattr(task, "history", None) or history_root(), webhook_url())
+
+
+def alert_on_failure(context: Context) -> None:
+    """on_failure_callback: a task of the sweep failed (the cluster could not be probed, a bad connection or
+    Variable); the alert names the cluster when the task had one."""
+    from canary.sweep import Alert, history_root, send_alert
+
+    task = context["task"]
+    error = context.get("exception")
+    send_alert(Alert(cluster=getattr(task, "kafka_canary_conn_id", None), status="SWEEP_FAILED",
+                     reason=f"{type(error).__name__}: {error}" if error else "the task failed",
+                     details=_where(context)),
+               getattr(task, "history", None) or history_root(), webhook_url())
