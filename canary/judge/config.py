@@ -165,6 +165,22 @@ def _metric_dict(m: MetricSpec) -> dict:
 
 _METRIC_FIELDS = {f.name: f for f in fields(MetricSpec)}
 _GLOBAL_KEYS = ("alpha", "warmup_s", "bucket_s", "min_buckets")
+_GLOBAL_TYPES = {"alpha": "float", "warmup_s": "float", "bucket_s": "float", "min_buckets": "int"}
+
+
+def _type_problem(value, type_name: str) -> str | None:
+    """What is wrong with `value` for a field annotated `type_name`, or None (YAML gives ints for floats)."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if type_name.endswith("| None"):
+        return None if value is None else _type_problem(value, type_name.removesuffix("| None").strip())
+    ok = {"float": number, "int": isinstance(value, int) and not isinstance(value, bool),
+          "bool": isinstance(value, bool), "str": isinstance(value, str),
+          "tuple[str, ...]": isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)}.get(type_name)
+    if ok is None or ok:
+        return None
+    wanted = {"float": "a number", "int": "a whole number", "bool": "true or false", "str": "a string",
+              "tuple[str, ...]": "a list of strings"}[type_name]
+    return f"must be {wanted}, got {value!r}"
 
 
 def config_from_dict(data: dict | None) -> JudgeConfig:
@@ -175,13 +191,22 @@ def config_from_dict(data: dict | None) -> JudgeConfig:
     unknown = sorted(set(data) - set(_GLOBAL_KEYS) - {"metrics"})
     if unknown:
         raise ConfigError(f"judge config has unknown keys {unknown}; known: {list(_GLOBAL_KEYS) + ['metrics']}")
+    for key, type_name in _GLOBAL_TYPES.items():
+        if key in data and (problem := _type_problem(data[key], type_name)):
+            raise ConfigError(f"judge config {key} {problem}")
     metrics = {m.name: m for m in DEFAULT_METRICS}
-    for name, overrides in (data.pop("metrics", None) or {}).items():
+    given = data.pop("metrics", None) or {}
+    if not isinstance(given, dict):
+        raise ConfigError(f"judge config metrics must be a mapping of metric name to fields, got {given!r}")
+    for name, overrides in given.items():
         if not isinstance(overrides, dict):
             raise ConfigError(f"judge metric {name!r} must be a mapping of fields")
         bad = sorted(set(overrides) - set(_METRIC_FIELDS) - {"name"})
         if bad:
             raise ConfigError(f"judge metric {name!r} has unknown fields {bad}")
+        for key, value in overrides.items():
+            if key != "name" and (problem := _type_problem(value, str(_METRIC_FIELDS[key].type))):
+                raise ConfigError(f"judge metric {name!r}: {key} {problem}")
         values = {k: tuple(v) if k == "events" else v for k, v in overrides.items() if k != "name"}
         if name in metrics:
             metrics[name] = replace(metrics[name], **values)
