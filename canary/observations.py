@@ -8,11 +8,18 @@ Times are milliseconds since the epoch (wall clock of the observing process).
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Literal
 
 SCHEMA_VERSION = 1
 OBSERVATIONS_TOPIC = "__kafka_canary_observations"
+# A probe's record is a few hundred bytes; anything this big is not an observation and is not parsed.
+MAX_RECORD_BYTES = 64 * 1024
+# Observers' clocks may run a little ahead of the analysing machine's; a time beyond this is wrong, not skewed.
+FUTURE_SLACK_MS = 5 * 60_000
 
 Lane = Literal["canary", "baseline"]
 LANES: tuple[str, ...] = ("canary", "baseline")
@@ -28,6 +35,20 @@ OUTCOMES: tuple[str, ...] = (
     "consume_error",   # the consumer failed to read or decode it
     "processing_error",  # client observations: the service failed to process it
 )
+
+
+class BadObservation(ValueError):
+    """A record that cannot be used; `reason` is the exclusion reason the verdict counts (the Spark job's
+    `bad_reason`): malformed, schema_version, unknown_lane, unknown_outcome, oversize, future_timestamp."""
+
+    def __init__(self, reason: str, text: str):
+        super().__init__(text)
+        self.reason = reason
+
+
+_INTS = ("partition", "seq", "send_ts")
+_OPTIONAL_INTS = ("leader", "ack_ts", "receive_ts", "lag")
+_STRINGS = ("run_id", "kind", "source", "topic", "lane", "producer_id", "message_id", "outcome")
 
 
 @dataclass(frozen=True)
@@ -64,18 +85,67 @@ class Observation:
 
     @classmethod
     def from_json(cls, raw: bytes | str) -> Observation:
-        """Parses one record; raises ValueError naming what is wrong (callers count and skip)."""
-        data = json.loads(raw)
+        """Parses one record; raises BadObservation (a ValueError) naming what is wrong and why it is excluded
+        (callers count and skip)."""
+        if len(raw) > MAX_RECORD_BYTES:
+            raise BadObservation("oversize", f"record of {len(raw)} bytes, at most {MAX_RECORD_BYTES} allowed")
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise BadObservation("malformed", f"not JSON: {exc}") from None
         if not isinstance(data, dict):
-            raise ValueError("observation is not a JSON object")
-        if data.get("schema") != SCHEMA_VERSION:
-            raise ValueError(f"observation schema {data.get('schema')!r}, expected {SCHEMA_VERSION}")
+            raise BadObservation("malformed", "observation is not a JSON object")
         names = {f.name for f in fields(cls)}
         missing = sorted(n for n in names if n not in data and n not in ("error", "processing_ms", "lag"))
         if missing:
-            raise ValueError(f"observation lacks {missing}")
+            raise BadObservation("malformed", f"observation lacks {missing}")
+        wrong = [k for k in _INTS if not _is_int(data[k])] + [k for k in _OPTIONAL_INTS
+                                                              if data.get(k) is not None and not _is_int(data[k])]
+        wrong += [k for k in _STRINGS if not isinstance(data[k], str)]
+        if wrong:
+            raise BadObservation("malformed", f"observation fields {wrong} have the wrong type")
+        if data.get("schema") != SCHEMA_VERSION:
+            raise BadObservation("schema_version", f"observation schema {data.get('schema')!r}, "
+                                                   f"expected {SCHEMA_VERSION}")
         if data["lane"] not in LANES:
-            raise ValueError(f"unknown lane {data['lane']!r}")
+            raise BadObservation("unknown_lane", f"unknown lane {data['lane']!r}")
         if data["outcome"] not in OUTCOMES:
-            raise ValueError(f"unknown outcome {data['outcome']!r}")
+            raise BadObservation("unknown_outcome", f"unknown outcome {data['outcome']!r}")
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def read_observations(lines: Iterable[str | bytes], now_ms: int | None = None
+                      ) -> tuple[list[Observation], dict[str, int]]:
+    """Observations from JSON lines, and the count of excluded records per reason (the Spark job's reasons):
+    unreadable ones, and ones with a time after `now_ms` (default: now) beyond FUTURE_SLACK_MS."""
+    limit = (int(time.time() * 1000) if now_ms is None else now_ms) + FUTURE_SLACK_MS
+    parsed: list[Observation] = []
+    bad: dict[str, int] = {}
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            o = Observation.from_json(line)
+        except BadObservation as exc:
+            bad[exc.reason] = bad.get(exc.reason, 0) + 1
+            continue
+        if max(t for t in (o.send_ts, o.ack_ts, o.receive_ts) if t is not None) > limit:
+            bad["future_timestamp"] = bad.get("future_timestamp", 0) + 1
+            continue
+        parsed.append(o)
+    return parsed, bad
+
+
+def read_file_counted(path: str | Path, now_ms: int | None = None) -> tuple[list[Observation], dict[str, int]]:
+    """A probe's observations file (JSON lines): the usable observations and the excluded records counted per
+    reason, as the Spark job excludes them (read_observations). A missing file has no observations."""
+    path = Path(path)
+    if not path.exists():
+        return [], {}
+    with open(path, encoding="utf-8", errors="replace") as lines:
+        return read_observations(lines, now_ms)
+

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -27,7 +28,14 @@ from pyspark.sql import types as T
 from canary.judge import EXIT_CODES, Aggregates, judge, load_config
 from canary.judge import histogram as H
 from canary.judge.core import BAD_LANE, BAD_PREFIX, OUTCOME_PREFIX
-from canary.observations import LANES, OBSERVATIONS_TOPIC, OUTCOMES, SCHEMA_VERSION
+from canary.observations import (
+    FUTURE_SLACK_MS,
+    LANES,
+    MAX_RECORD_BYTES,
+    OBSERVATIONS_TOPIC,
+    OUTCOMES,
+    SCHEMA_VERSION,
+)
 
 OBSERVATION_SCHEMA = T.StructType([
     T.StructField("run_id", T.StringType()), T.StructField("kind", T.StringType()),
@@ -77,28 +85,40 @@ def extract(spark: SparkSession, source: str, from_ms: int | None = None, to_ms:
         raise SystemExit(f"error: observations {source} do not exist")
     if source.endswith(".parquet") or any(path.glob("*.parquet")):
         return spark.read.parquet(source)
-    return spark.read.text(source).select(F.col("value"))
+    # A blank line of a JSON-lines file is no record (the inline judge's reader skips it too).
+    return spark.read.text(source).select(F.col("value")).where(F.trim("value") != "")
 
 
 # ----- transform (pure) -----
 
-def parse(raw: DataFrame) -> DataFrame:
+def parse(raw: DataFrame, now_ms: int | None = None) -> DataFrame:
     """Typed observations plus `bad_reason` (null when the observation is usable). Takes the JSON `value`
-    column or already typed columns (Parquet); never raises on bad records."""
+    column or already typed columns (Parquet); never raises on bad records. With `now_ms`, a time later than
+    now_ms + FUTURE_SLACK_MS is `future_timestamp`; a JSON record over MAX_RECORD_BYTES is `oversize` (not parsed)."""
+    oversize = F.lit(False)
     if "value" in raw.columns and "send_ts" not in raw.columns:
-        parsed = raw.select(F.from_json("value", OBSERVATION_SCHEMA).alias("o"), "value").select("o.*")
+        oversize = F.coalesce(F.octet_length("value") > MAX_RECORD_BYTES, F.lit(False))
+        parsed = raw.select(F.when(~oversize, F.from_json("value", OBSERVATION_SCHEMA)).alias("o"),
+                            oversize.alias("_oversize")).select("o.*", "_oversize")
+        oversize = F.col("_oversize")
     else:
         parsed = raw.select(*[(F.col(f.name) if f.name in raw.columns else F.lit(None)).cast(f.dataType).alias(f.name)
                               for f in OBSERVATION_SCHEMA.fields])
     missing = F.lit(False)
     for name in REQUIRED:
         missing = missing | F.col(name).isNull()
-    reason = (F.when(missing, "malformed")
+    future = F.lit(False)
+    if now_ms is not None:
+        latest = F.greatest(F.col("send_ts"), F.col("ack_ts"), F.col("receive_ts"))
+        future = F.coalesce(latest > now_ms + FUTURE_SLACK_MS, F.lit(False))
+    reason = (F.when(oversize, "oversize")
+              .when(missing, "malformed")
               .when(F.col("schema") != SCHEMA_VERSION, "schema_version")
               .when(~F.col("lane").isin(*LANES), "unknown_lane")
               .when(~F.col("outcome").isin(*OUTCOMES), "unknown_outcome")
+              .when(future, "future_timestamp")
               .when((F.col("receive_ts") < F.col("send_ts")) | (F.col("ack_ts") < F.col("send_ts")), "clock_skew"))
-    return parsed.withColumn("bad_reason", reason)
+    return parsed.withColumn("bad_reason", reason).drop("_oversize")
 
 
 def _bin(x):
@@ -113,12 +133,14 @@ def transform(obs: DataFrame, bucket_ms: int, from_ms: int | None = None, to_ms:
     metric `outcome.<o>` (bin 0) counts outcomes, `partition` (bin = partition) the partitions a lane used,
     the HISTOGRAMS sources their log-spaced bins (canary.judge.histogram). Excluded observations become
     lane `_bad`, metric `bad.<reason>`, bucket -1 when their time is unknown. Observations sent outside
-    [from_ms, to_ms) or of another run are left out silently (they belong to other windows and runs)."""
+    [from_ms, to_ms) or of another run are left out silently (they belong to other windows and runs), except
+    those whose time is in the future: no window holds them, so they are counted here."""
     in_scope = F.lit(True)
+    no_window = F.col("send_ts").isNull() | F.coalesce(F.col("bad_reason") == "future_timestamp", F.lit(False))
     if from_ms is not None:
-        in_scope &= F.col("send_ts").isNull() | (F.col("send_ts") >= from_ms)
+        in_scope &= no_window | (F.col("send_ts") >= from_ms)
     if to_ms is not None:
-        in_scope &= F.col("send_ts").isNull() | (F.col("send_ts") < to_ms)
+        in_scope &= no_window | (F.col("send_ts") < to_ms)
     if run_id is not None:
         in_scope &= F.col("run_id").isNull() | (F.col("run_id") == run_id)
     obs = obs.where(in_scope)
@@ -204,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
 def run(spark: SparkSession, args: argparse.Namespace) -> dict:
     from_ms, to_ms = parse_time(args.from_), parse_time(args.to)
     bucket_ms = int(1000 * (args.bucket_s or load_config(args.config).bucket_s))
-    observations = parse(extract(spark, args.observations, from_ms, to_ms))
+    observations = parse(extract(spark, args.observations, from_ms, to_ms), now_ms=int(time.time() * 1000))
     aggregates = transform(observations, bucket_ms, from_ms, to_ms, args.run_id)
     return load(spark, aggregates, args.out, args.config, bucket_ms, final=not args.interim)
 

@@ -69,10 +69,14 @@ class Aggregates:
         return agg
 
     @classmethod
-    def from_observations(cls, observations: Iterable, bucket_ms: int) -> Aggregates:
+    def from_observations(cls, observations: Iterable, bucket_ms: int, bad: dict[str, int] | None = None
+                          ) -> Aggregates:
         """Reference aggregation of Observation objects in plain Python (the Spark job does the same at
-        scale): for tests, simulations and small interim checks without Spark."""
+        scale): for tests, simulations and small interim checks without Spark. `bad`: records already excluded
+        while reading, per reason (canary.observations.read_observations), counted in the verdict."""
         counts: dict[tuple, int] = defaultdict(int)
+        for reason, n in (bad or {}).items():
+            counts[(BAD_LANE, -1, BAD_PREFIX + reason, 0)] += n
         run_ids = set()
         for o in observations:
             bucket = o.send_ts // bucket_ms * bucket_ms
@@ -180,6 +184,10 @@ def judge(agg: Aggregates, config: JudgeConfig | None = None, final: bool = True
         verdict = PROMOTE
         reason = f"no regression beyond the floors in {len(decided)} metric(s) at alpha {config.alpha}"
 
+    if agg.bad:
+        # Excluded data is never passed over in silence: the reason a person reads names it.
+        reason += (f" ({sum(agg.bad.values())} observation(s) excluded: "
+                   + ", ".join(f"{k} {v}" for k, v in sorted(agg.bad.items())) + ")")
     bucket_ms = agg.bucket_ms
     return {
         "schema": VERDICT_SCHEMA,

@@ -40,7 +40,9 @@ class SpecError(CanaryError):
 
     def __init__(self, problems: list[str]):
         self.problems = problems
-        super().__init__("the rollout spec is not valid, nothing was changed:\n  - " + "\n  - ".join(problems))
+        # One problem is one line (the CLI's error line); several are listed one per line.
+        listed = " " + problems[0] if len(problems) == 1 else "\n  - " + "\n  - ".join(problems)
+        super().__init__("the rollout spec is not valid, nothing was changed:" + listed)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from canary import lanes
 from canary.cluster import distribution, features, health
 from canary.errors import CanaryError, ClusterError
 from canary.judge import INCONCLUSIVE, PROMOTE, ROLLBACK, Aggregates, judge
-from canary.observations import Observation
+from canary.observations import read_file_counted
 from canary.probe.config import ProbeConfig, kafka_python_settings
 from canary.probe.runner import Probe, ProbeSummary
 from canary.probe.topic import TopicAdmin
@@ -358,8 +358,9 @@ def _choose_canaries(r: Rollout, brokers: list[BrokerInfo]) -> list[int]:
         chosen = sorted(r.spec.canary_brokers)
     else:
         chosen = ids[-r.spec.canary_count:] if r.spec.canary_count else []
-    if len(chosen) >= len(ids):
-        raise RolloutError(f"canary: {len(chosen)} canary broker(s) on a {len(ids)}-broker cluster leaves no "
+    asked, field = (len(chosen), "canary.brokers") if r.spec.canary_brokers else (r.spec.canary_count, "canary.count")
+    if asked >= len(ids):
+        raise RolloutError(f"{field}: {asked} canary broker(s) on a {len(ids)}-broker cluster leaves no "
                            f"baseline to compare with; choose at most {len(ids) - 1}")
     return chosen
 
@@ -386,6 +387,12 @@ def _preflight(r: Rollout) -> dict:
     levels = features.describe(r.bootstrap_servers, kafka_python_settings(spec.client))
     if spec.change.version:
         _check_features(spec.change.version, levels.finalized)
+    if spec.lead_topics:  # found missing only in the lead step, they would fail the rollout after the first change
+        existing = health.admin_client(r.bootstrap_servers, spec.client).list_topics(timeout=15).topics
+        missing = sorted(set(spec.lead_topics) - set(existing))
+        if missing:
+            raise RolloutError(f"lead_topics {missing} do not exist on the cluster; create them or remove them "
+                               f"from the spec")
 
     taken = r.lock.acquire(r.run_id, len(brokers))
     r.audit.record("preflight", "lock taken" if taken else "lock already held by this rollout")
@@ -466,22 +473,18 @@ def _lead(r: Rollout) -> dict:
 
 # ----- 5./6./7. probe, interim gates, analysis, judge -----
 
-def _read_observations(path: Path) -> list[Observation]:
-    """A probe's observations file (JSON lines); unreadable lines are skipped, as the Spark job excludes them."""
-    parsed = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                parsed.append(Observation.from_json(line))
-            except (ValueError, TypeError):
-                continue
-    return parsed
+def _aggregates(path: Path, config) -> tuple[Aggregates, int]:
+    """A probe's observations file aggregated for the judge, and how many observations were usable; unusable
+    records are excluded and counted per reason in the verdict, as the Spark job does (the one reader, shared
+    with the health sweep)."""
+    parsed, bad = read_file_counted(path)
+    return Aggregates.from_observations(parsed, int(config.bucket_s * 1000), bad), len(parsed)
 
 
 def _interim_look(r: Rollout, observations: Path, config) -> dict:
-    parsed = _read_observations(observations)
-    verdict = judge(Aggregates.from_observations(parsed, int(config.bucket_s * 1000)), config, final=False)
-    return {"verdict": verdict["verdict"], "reason": verdict["reason"], "observations": len(parsed)}
+    agg, usable = _aggregates(observations, config)
+    verdict = judge(agg, config, final=False)
+    return {"verdict": verdict["verdict"], "reason": verdict["reason"], "observations": usable}
 
 
 def _probe_window(r: Rollout) -> dict:
@@ -603,8 +606,7 @@ def _spark_verdict(r: Rollout, request: dict) -> dict:
 
 
 def _inline_verdict(observations: Path, out: Path, config) -> dict:
-    parsed = _read_observations(observations)
-    verdict = judge(Aggregates.from_observations(parsed, int(config.bucket_s * 1000)), config, final=True)
+    verdict = judge(_aggregates(observations, config)[0], config, final=True)
     out.mkdir(parents=True, exist_ok=True)
     (out / "verdict.json").write_text(json.dumps(verdict, indent=2))
     return {"verdict": verdict["verdict"], "reason": verdict["reason"], "engine": "inline"}
