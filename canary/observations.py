@@ -148,4 +148,3 @@ def read_file_counted(path: str | Path, now_ms: int | None = None) -> tuple[list
         return [], {}
     with open(path, encoding="utf-8", errors="replace") as lines:
         return read_observations(lines, now_ms)
-
