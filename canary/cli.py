@@ -199,8 +199,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
                     engine=args.engine, upgrade=args.upgrade)
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage mistake is one line too (exit 2), pointing at --help instead of printing the whole usage.
+    Subcommand parsers are of the same class (argparse builds them with the parent's class)."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message}; see `{self.prog} --help`\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kafka-canary", description=__doc__)
+    parser = _Parser(prog="kafka-canary", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     setup = sub.add_parser("setup", help="check Java and Maven, fetch Kafka releases into the cache")

@@ -207,7 +207,10 @@ def _conf(args: argparse.Namespace) -> dict:
 def cmd_release(args: argparse.Namespace) -> int:
     if args.version is not None and not re.fullmatch(r"\d+\.\d+\.\d+", args.version):
         raise ReleaseError(f"--version {args.version!r} is not a Kafka release such as 4.1.2")
-    timeout = parse_duration(args.timeout)
+    try:
+        timeout = parse_duration(args.timeout)
+    except CanaryError as exc:
+        raise ReleaseError(f"--timeout: {exc}") from None
     client = AirflowClient(args.airflow_url, token=os.environ.get("AIRFLOW_API_TOKEN"),
                            username=os.environ.get("AIRFLOW_USERNAME"), password=os.environ.get("AIRFLOW_PASSWORD"))
     if args.follow:

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 from canary.errors import CanaryError
@@ -90,11 +91,36 @@ def spark_submit_command(args: argparse.Namespace) -> list[str]:
     return cmd
 
 
-def cmd_analyze(args: argparse.Namespace) -> int:
+def _window_bound(flag: str, value) -> int | None:
+    """Epoch ms from epoch ms or ISO-8601 (as the Spark job reads --from/--to); CanaryError naming the flag."""
+    if value is None or isinstance(value, int):
+        return value
+    if str(value).strip().isdigit():
+        return int(value)
+    try:
+        return int(datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        raise CanaryError(f"{flag} {value!r} is neither epoch milliseconds nor an ISO-8601 time such as "
+                          f"2026-01-31T12:00:00Z") from None
+
+
+def check_request(args: argparse.Namespace) -> None:
+    """Refuses a request the Spark job would refuse only after starting (seconds later, in its log): a missing
+    observations path, a bad window, a bad judge config."""
+    if not args.observations.startswith("kafka://") and not Path(args.observations).exists():
+        raise CanaryError(f"--observations {args.observations} does not exist; give a Parquet/JSON-lines file or "
+                          f"directory, or kafka://HOST:PORT[/TOPIC]")
+    start, end = _window_bound("--from", args.from_), _window_bound("--to", args.to)
+    if start is not None and end is not None and start >= end:
+        raise CanaryError(f"--from {args.from_} is not before --to {args.to}: the window would be empty")
     if args.config is not None:
         from canary.judge.config import load_config
 
-        load_config(args.config)  # a bad config is a one-line error before Spark starts
+        load_config(args.config)
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    check_request(args)  # one line and exit 2 before Spark starts
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env.setdefault("PYSPARK_PYTHON", sys.executable)
