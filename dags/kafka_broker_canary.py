@@ -84,7 +84,7 @@ The same steps run without Airflow: `kafka-canary rollout run --spec rollout.yam
         "canary_count": Param(1, type="integer", minimum=1, title="Canary brokers (count)",
                               description="How many brokers become canaries (the highest ids), unless canary "
                                           "broker ids are given"),
-        "canary_brokers": Param([], type="array", items={"type": "integer", "minimum": 0},
+        "canary_brokers": Param([], type="array", items={"type": "integer", "minimum": 0}, uniqueItems=True,
                                 title="Canary broker ids",
                                 description="Explicit canary broker ids; empty uses the count"),
         "window": Param("2m", type="string", pattern=r"^\d+(\.\d+)?(ms|s|m|h)?$", title="Probe window",

@@ -32,9 +32,22 @@ def run_dir(run_id: str) -> Path:
     return runs_root() / run_id
 
 
+# Every trigger-form param the DAG has, and the extra ones spec_from_params reads (from a run's conf).
+KNOWN_PARAMS = frozenset({
+    "cluster_conn_id", "target_version", "config_overrides", "canary_count", "canary_brokers", "window",
+    "interim_interval", "probe_rate", "preflight_probe", "judge_config", "engine", "finalize", "on_inconclusive",
+    "client_delay_ms", "lead_topics", "warm_up_timeout", "guard_timeout"})
+
+
 def spec_from_params(params: dict, cluster: dict, run_id: str) -> dict:
     """The rollout spec (canary.rollout.spec format) for the DAG's trigger-form params and the cluster section
-    built by KafkaCanaryHook. Empty values mean "not set" (a form cannot send null for every type)."""
+    built by KafkaCanaryHook. Empty values mean "not set" (a form cannot send null for every type). Raises
+    ValueError for a param it does not know: Airflow passes any key of a run's conf through, and a misspelt one
+    would otherwise leave its default in place without a word."""
+    unknown = sorted(set(params) - KNOWN_PARAMS)
+    if unknown:
+        raise ValueError(f"unknown trigger params {unknown} in the run's conf; nothing was changed. Known params: "
+                         f"{', '.join(sorted(KNOWN_PARAMS))}")
     change: dict = {}
     if params.get("target_version"):
         change["version"] = params["target_version"]

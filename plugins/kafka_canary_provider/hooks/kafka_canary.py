@@ -10,6 +10,7 @@ The password field, when set, becomes the librdkafka setting `sasl.password`; it
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from airflow.sdk import BaseHook
@@ -41,22 +42,47 @@ class KafkaCanaryHook(BaseHook):
 
     def cluster_section(self) -> dict[str, Any]:
         """{"deployer", "dir", "client"} from the connection; raises ValueError naming a bad extra."""
+        from canary.rollout.spec import DEPLOYERS
+
         conn = self.get_connection(self.kafka_canary_conn_id)
-        extras = conn.extra_dejson or {}
+        where = f"connection {self.kafka_canary_conn_id}"
+        # extra_dejson would turn unreadable extras into {} (and a rollout would fail later, naming the wrong
+        # thing: a missing dir), so they are checked first; it is still what reads them, as it masks secrets.
+        try:
+            json.loads(conn.extra or "{}")
+        except ValueError as exc:
+            raise ValueError(f"{where}: the extras are not valid JSON ({exc}); write them as a JSON object, e.g. "
+                             f'{{"deployer": "local", "dir": "/path/to/cluster"}}') from None
+        extras = conn.extra_dejson
+        if not isinstance(extras, dict):
+            raise ValueError(f"{where}: the extras must be a JSON object with deployer, dir, client; got "
+                             f"{type(extras).__name__}")
         unknown = sorted(set(extras) - {"deployer", "dir", "client"})
         if unknown:
-            raise ValueError(f"connection {self.kafka_canary_conn_id}: unknown extras {unknown}; "
-                             f"known are deployer, dir, client")
+            raise ValueError(f"{where}: unknown extras {unknown}; known are deployer, dir, client")
+        deployer = extras.get("deployer", "local")
+        if deployer not in DEPLOYERS:
+            raise ValueError(f"{where}: extras.deployer {deployer!r} is not known; use one of {', '.join(DEPLOYERS)}")
+        directory = extras.get("dir")
+        if directory is not None and (not isinstance(directory, str) or not directory.strip()):
+            raise ValueError(f"{where}: extras.dir must be the cluster's directory as a string, got {directory!r}")
+        if directory is None and deployer == "local":
+            raise ValueError(f"{where}: extras.dir is missing: the local cluster's directory (as given to "
+                             f"`kafka-canary cluster up --dir`)")
         client = extras.get("client") or {}
         if not isinstance(client, dict):
-            raise ValueError(f"connection {self.kafka_canary_conn_id}: extras.client must be a mapping of "
-                             f"librdkafka settings, got {type(client).__name__}")
-        client = {str(k): str(v) for k, v in client.items()}
+            raise ValueError(f"{where}: extras.client must be a mapping of librdkafka settings, got "
+                             f"{type(client).__name__}")
+        nested = sorted(str(k) for k, v in client.items() if isinstance(v, dict | list))
+        if nested:
+            raise ValueError(f"{where}: extras.client settings {nested} must be single values (librdkafka "
+                             f"settings are strings, numbers or booleans)")
+        client = {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in client.items()}
         if conn.password:
             client["sasl.password"] = conn.password
-        section: dict[str, Any] = {"deployer": extras.get("deployer", "local"), "client": client}
-        if extras.get("dir") is not None:
-            section["dir"] = str(extras["dir"])
+        section: dict[str, Any] = {"deployer": deployer, "client": client}
+        if directory is not None:
+            section["dir"] = directory
         self.log.info("connection %s: deployer %s, dir %s, client settings %s", self.kafka_canary_conn_id,
                       section["deployer"], section.get("dir"), redacted(client))
         return section
