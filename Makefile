@@ -18,12 +18,20 @@ $(STAMP): requirements.lock pyproject.toml
 setup: $(STAMP)
 	$(BIN)/kafka-canary setup
 
+# Debian's Chromium and ChromeDriver, for the test that opens the report page in a headless browser.
+CHROMEDRIVER := /usr/bin/chromedriver
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+$(CHROMEDRIVER):
+	@command -v apt-get >/dev/null || { echo "error: install Chromium and ChromeDriver (/usr/bin/chromium, $@)"; exit 1; }
+	$(SUDO) apt-get install -y -q chromium chromium-driver || \
+	  { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium chromium-driver; }
+
 # The broker rollout DAG end to end (airflow dags test); BAD=1: a bad canary, rolled back; UPGRADE=1: the canary
 # is upgraded to Kafka 4.1.2 instead of getting num.io.threads=6.
 demo: setup
 	$(BIN)/kafka-canary demo $(if $(BAD),--bad) $(if $(UPGRADE),--upgrade)
 
-test: setup lint
+test: setup lint $(CHROMEDRIVER)
 	$(BIN)/pytest
 
 unit: $(STAMP)
@@ -35,7 +43,7 @@ lint: $(STAMP)
 # Rebuild requirements.lock from the loose ranges in pyproject.toml (needs PyPI).
 lock:
 	rm -rf /tmp/kafka-canary-lock && $(PYTHON) -m venv /tmp/kafka-canary-lock
-	/tmp/kafka-canary-lock/bin/pip install -q -e '.[airflow,spark,dev]' matplotlib 'scipy<1.17' 'pandas<3' pyspark-client
+	/tmp/kafka-canary-lock/bin/pip install -q -e '.[airflow,spark,dev]' matplotlib 'scipy<1.17' 'pandas<3' pyspark-client selenium
 	/tmp/kafka-canary-lock/bin/pip freeze --exclude-editable | grep -v '^-e' > requirements.lock.new
 	@echo "review requirements.lock.new (pyspark and pyspark-client on one release, pandas 2.x), then move it over requirements.lock"
 

@@ -134,12 +134,15 @@ def _detail(response: requests.Response) -> str:
 
 
 def release(client: AirflowClient, conf: dict, *, dag_id: str = DAG_ID, run_id: str | None = None,
-            wait: bool = True, poll: float = 5.0, timeout: float = 4 * 3600, out: TextIO = sys.stdout) -> int:
+            wait: bool = True, poll: float = 5.0, timeout: float = 4 * 3600, check_cluster: bool = True,
+            out: TextIO = sys.stdout) -> int:
     run_id = run_id or f"release__{time.strftime('%Y%m%dT%H%M%S')}_{uuid.uuid4().hex[:6]}"
     cluster = conf.get("cluster_conn_id")
-    if cluster and client.has_connection(cluster) is False:
+    if check_cluster and cluster and client.has_connection(cluster) is False:
         raise ReleaseError(f"Airflow has no connection {cluster!r}: register the cluster as an Airflow connection "
-                           f"of type kafka_canary (or pass the right --cluster); nothing was triggered")
+                           f"of type kafka_canary, or pass the right --cluster (a connection kept only in the "
+                           f"workers' environment or a secrets backend is invisible to the API: add "
+                           f"--skip-cluster-check); nothing was triggered")
     started = client.trigger(dag_id, run_id, conf)
     if not started:
         raise ReleaseError(f"Airflow has no DAG {dag_id}; is the kafka-canary dags folder deployed?")
@@ -217,7 +220,8 @@ def cmd_release(args: argparse.Namespace) -> int:
         return follow(client, args.follow, poll=args.poll, timeout=timeout)
     if not args.cluster:
         raise ReleaseError("--cluster is required (the Airflow connection id of the cluster), unless --follow")
-    return release(client, _conf(args), run_id=args.run_id, wait=args.wait, poll=args.poll, timeout=timeout)
+    return release(client, _conf(args), run_id=args.run_id, wait=args.wait, poll=args.poll, timeout=timeout,
+                   check_cluster=not args.skip_cluster_check)
 
 
 def register(sub) -> None:
@@ -233,6 +237,8 @@ def register(sub) -> None:
     p.add_argument("--param", action="append", metavar="KEY=VALUE",
                    help="any other trigger-form field, VALUE as JSON where it parses "
                         "(e.g. judge_config='{\"warmup_s\": 5}', probe_rate=50; repeatable)")
+    p.add_argument("--skip-cluster-check", action="store_true",
+                   help="do not ask Airflow's API whether the --cluster connection exists first")
     p.add_argument("--run-id", help="the DAG run id (default: release__<time>_<random>)")
     p.add_argument("--follow", metavar="RUN_ID", help="follow an existing run (e.g. after a person decided) "
                                                       "instead of triggering one; exits with its outcome")
