@@ -1,0 +1,361 @@
+"""The bad-input matrix: one table of cases (id, entry point, input, expected outcome) that
+tests/reliability/test_bad_inputs.py runs and docs/bad-inputs.md is rendered from.
+
+    .venv/bin/python tests/reliability/bad_inputs.py --write     # rewrite docs/bad-inputs.md from CASES
+
+Entry points and what "caught" means for each:
+
+- `trigger form`: the DAG's params as the API server validates a run's conf before the run exists
+  (`SerializedDAG.params.deep_merge(conf).validate()`); values the form cannot judge (they need the judge config's
+  rules or the cluster) pass it and are refused by the run's first task, `preflight`, before any change.
+- `rollout spec`: `load_spec` (every field checked at once, no cluster needed), or the `preflight` step for checks
+  that need the cluster, which run before the lock is taken or anything is changed.
+- `CLI`: `kafka-canary …` exits 2 with one line on stderr.
+- `connection extras`: the Airflow connection the rollout tasks read (KafkaCanaryHook), refused before any change.
+- `observations`: records fed to the gate, through both engines (the inline judge of the rollout's interim looks
+  and `engine: inline`, and the Spark job); each bad record is excluded, counted per reason in the verdict's
+  `data_quality`, and named in the verdict's reason; the analysis never crashes on them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+DOC = REPO / "docs" / "bad-inputs.md"
+
+
+@dataclass(frozen=True)
+class RawSpec:
+    """A spec file with exactly this text."""
+    text: str
+
+    def __str__(self) -> str:
+        return f"file: {self.text}"
+
+
+@dataclass(frozen=True)
+class MissingFile:
+    def __str__(self) -> str:
+        return "--spec /nonexistent/rollout.yaml"
+
+
+@dataclass(frozen=True)
+class Cli:
+    """`kafka-canary ARGV`; `{spec}` in argv is a spec file made from `spec` (merged over a good spec, its cluster
+    the test's), `{tmp}` a fresh directory."""
+    argv: tuple[str, ...]
+    env: dict = field(default_factory=dict)
+    spec: dict | None = None
+
+    def __str__(self) -> str:
+        env = " ".join(f"{k}={v}" for k, v in self.env.items())
+        return (env + " " if env else "") + "kafka-canary " + " ".join(
+            a if a and " " not in a else repr(a) for a in self.argv)
+
+
+@dataclass(frozen=True)
+class Obs:
+    """Observations: a good two-lane run (unless `lanes` leaves a lane out) plus `add` records: a str is a raw
+    line, a dict overrides fields of a good canary record (times: `now+1d`, `send-500` = 500 ms before its send);
+    `edit` overrides fields of every record of one lane."""
+    add: tuple = ()
+    lanes: tuple[str, ...] = ("canary", "baseline")
+    edit: tuple[str, dict] | None = None
+
+    def __str__(self) -> str:
+        parts = [r if isinstance(r, str) else json.dumps(r) for r in self.add]
+        if len(parts) and all(p == parts[0] for p in parts):
+            parts = [parts[0] + (f" ×{len(parts)}" if len(parts) > 1 else "")]
+        if self.lanes != ("canary", "baseline"):
+            parts.append(f"lanes: {', '.join(self.lanes) or 'none'}")
+        if self.edit:
+            parts.append(f"every {self.edit[0]} record: {json.dumps(self.edit[1])}")
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    entry: str          # trigger form | rollout spec | CLI | connection extras | observations
+    what: str           # the bad input in words
+    input: Any
+    expect: str         # in the error message; for observations the exclusion reason or a phrase of the verdict
+    stage: str = ""     # trigger form: "preflight task" when the form passes it; rollout spec: "preflight"
+    cluster: bool = False  # reaches the real cluster (integration test, the cluster checked unchanged after)
+    excluded: int = 0   # observations: how many records the verdict must count as `expect`
+
+    def outcome(self) -> str:
+        quoted = f"`{self.expect}`"
+        if self.entry == "trigger form":
+            return (f"refused by the form, no run created: {quoted}" if not self.stage else
+                    f"passes the form; the run's preflight task fails before any change: {quoted}")
+        if self.entry == "rollout spec":
+            return (f"refused by `load_spec`: {quoted}" if not self.stage else
+                    f"refused by preflight before the lock or any change: {quoted}")
+        if self.entry == "CLI":
+            return f"exit 2, one line on stderr: {quoted}"
+        if self.entry == "connection extras":
+            return f"the task fails before any change: {quoted}"
+        if self.excluded:
+            return (f"{self.excluded} record(s) excluded, counted as {quoted} in `data_quality.excluded` and named "
+                    f"in the verdict's reason (inline judge and Spark job)")
+        return f"INCONCLUSIVE, never PROMOTE: {quoted} (inline judge and Spark job)"
+
+
+CASES: tuple[Case, ...] = (
+    # ----- the trigger form (DAG params) -----
+    Case("form-canary-count-zero", "trigger form", "canary count 0", {"canary_count": 0},
+         "param canary_count: 0 is less than the minimum of 1"),
+    Case("form-canary-count-fraction", "trigger form", "canary count not a whole number", {"canary_count": 1.5},
+         "param canary_count: 1.5 is not of type 'integer'"),
+    Case("form-window-words", "trigger form", "window in words", {"window": "two minutes"},
+         "param window: 'two minutes' does not match"),
+    Case("form-version-latest", "trigger form", "target version not a release number", {"target_version": "latest"},
+         "param target_version: 'latest' does not match"),
+    Case("form-probe-rate-negative", "trigger form", "negative probe rate", {"probe_rate": -5},
+         "param probe_rate: -5 is less than or equal to the minimum of 0"),
+    Case("form-probe-rate-text", "trigger form", "probe rate as text", {"probe_rate": "fast"},
+         "param probe_rate: 'fast' is not of type 'number'"),
+    Case("form-engine-unknown", "trigger form", "unknown analysis engine", {"engine": "pandas"},
+         "param engine: 'pandas' is not one of ['spark', 'inline']"),
+    Case("form-overrides-not-object", "trigger form", "config overrides as a string",
+         {"config_overrides": "num.io.threads=6"},
+         "param config_overrides: 'num.io.threads=6' is not of type 'object'"),
+    Case("form-brokers-duplicated", "trigger form", "canary broker id listed twice", {"canary_brokers": [2, 2]},
+         "param canary_brokers: [2, 2] has non-unique elements"),
+    Case("form-brokers-negative", "trigger form", "negative canary broker id", {"canary_brokers": [-1]},
+         "param canary_brokers: -1 is less than the minimum of 0"),
+    Case("form-delay-too-long", "trigger form", "fault delay above 60 s", {"client_delay_ms": 120000},
+         "param client_delay_ms: 120000 is greater than the maximum of 60000"),
+    Case("form-connection-empty", "trigger form", "empty cluster connection id", {"cluster_conn_id": ""},
+         "param cluster_conn_id: '' should be non-empty"),
+    Case("form-unknown-param", "trigger form", "misspelt param in the run's conf", {"canary_cout": 2},
+         "unknown trigger params ['canary_cout']", stage="preflight task"),
+    Case("form-judge-alpha", "trigger form", "judge alpha out of range", {"judge_config": {"alpha": 7}},
+         "judge.config: judge alpha must be in (0, 0.5), got 7", stage="preflight task"),
+    Case("form-judge-wrong-type", "trigger form", "judge field of the wrong type",
+         {"judge_config": {"metrics": {"e2e_latency_p99": {"critical": "yes"}}}},
+         "judge metric 'e2e_latency_p99': critical must be true or false, got 'yes'", stage="preflight task"),
+    Case("form-interim-longer", "trigger form", "interim look interval longer than the window",
+         {"window": "30s", "interim_interval": "60s"},
+         "probe.interim_interval: 60s is longer than the window 30s", stage="preflight task"),
+    Case("form-window-too-short", "trigger form", "window shorter than 10 s", {"window": "1s"},
+         "probe.window: '1s' must be a duration between 10s and 86400s", stage="preflight task"),
+    Case("form-no-change", "trigger form", "neither a version nor config overrides",
+         {"target_version": None, "config_overrides": {}}, "change: say what changes", stage="preflight task"),
+    Case("form-canary-count-all", "trigger form", "canary count = the cluster's broker count", {"canary_count": 3},
+         "canary.count: 3 canary broker(s) on a 3-broker cluster leaves no baseline to compare with; choose at most 2",
+         stage="preflight task", cluster=True),
+
+    # ----- the rollout spec -----
+    Case("spec-missing-file", "rollout spec", "spec file missing", MissingFile(),
+         "cannot read the spec file /nonexistent/rollout.yaml: No such file or directory"),
+    Case("spec-not-yaml", "rollout spec", "spec file not YAML", RawSpec("cluster: [unclosed"),
+         "is not valid YAML/JSON"),
+    Case("spec-not-mapping", "rollout spec", "spec a list", RawSpec("- cluster\n- change\n"),
+         "the spec must be a mapping with cluster, change, canary"),
+    Case("spec-unknown-field", "rollout spec", "unknown field", {"colour": "blue"},
+         "colour: unknown field; known fields are"),
+    Case("spec-brokers-duplicated", "rollout spec", "duplicated canary broker ids", {"canary": {"brokers": [1, 2, 1]}},
+         "canary.brokers: broker ids [1] are listed twice"),
+    Case("spec-count-and-brokers", "rollout spec", "both canary count and broker ids",
+         {"canary": {"count": 1, "brokers": [2]}}, "give exactly one of canary.count"),
+    Case("spec-version-malformed", "rollout spec", "version not MAJOR.MINOR.PATCH", {"change": {"version": "4.1"}},
+         "change.version: Kafka version '4.1' is not a release number"),
+    Case("spec-version-too-old", "rollout spec", "version older than KRaft support", {"change": {"version": "3.6.0"}},
+         "change.version: Kafka 3.6.0 is too old"),
+    Case("spec-rate-zero", "rollout spec", "probe rate 0", {"probe": {"rate": 0}},
+         "probe.rate: 0 must be a number between 0.1 and 10000"),
+    Case("spec-deployer-unknown", "rollout spec", "unknown deployer", {"cluster": {"deployer": "k8s", "dir": "/c"}},
+         "cluster.deployer: 'k8s' is not known; use one of local"),
+    Case("spec-judge-text-number", "rollout spec", "judge threshold as text",
+         {"judge": {"config": {"metrics": {"e2e_latency_p99": {"rel_floor": "big"}}}}},
+         "judge metric 'e2e_latency_p99': rel_floor must be a number, got 'big'"),
+    Case("spec-run-id-spaces", "rollout spec", "run id with spaces", {"run_id": "my rollout"},
+         "run_id: 'my rollout' must be 1-100 letters"),
+    Case("spec-unknown-broker", "rollout spec", "canary broker id the cluster does not have",
+         {"canary": {"brokers": [7]}},
+         "canary.brokers: [7] are not brokers of this cluster; its broker ids are [1, 2, 3]",
+         stage="preflight", cluster=True),
+    Case("spec-count-above-brokers", "rollout spec", "canary count above the broker count", {"canary": {"count": 5}},
+         "canary.count: 5 canary broker(s) on a 3-broker cluster leaves no baseline", stage="preflight", cluster=True),
+    Case("spec-unreleased-version", "rollout spec", "a version never released", {"change": {"version": "9.9.9"}},
+         "Kafka 9.9.9 is not a released version on Maven Central", stage="preflight", cluster=True),
+    Case("spec-lead-topic-missing", "rollout spec", "lead topic that does not exist",
+         {"lead_topics": ["orders-that-do-not-exist"]},
+         "lead_topics ['orders-that-do-not-exist'] do not exist on the cluster", stage="preflight", cluster=True),
+
+    # ----- the CLIs -----
+    Case("cli-rollout-no-spec", "CLI", "rollout without --spec", Cli(("rollout", "run")),
+         "the following arguments are required: --spec"),
+    Case("cli-rollout-bad-choice", "CLI", "unknown --on-inconclusive", Cli(("rollout", "run", "--spec", "x.yaml",
+                                                                           "--on-inconclusive", "maybe")),
+         "argument --on-inconclusive: invalid choice: 'maybe'"),
+    Case("cli-rollout-missing-spec", "CLI", "spec file missing",
+         Cli(("rollout", "preflight", "--spec", "/nonexistent/rollout.yaml")), "cannot read the spec file"),
+    Case("cli-rollout-no-cluster", "CLI", "spec naming a directory without a cluster",
+         Cli(("rollout", "preflight", "--spec", "{spec}", "--run-dir", "{tmp}"),
+             spec={"cluster": {"dir": "/nonexistent/kafka-canary-cluster"}}),
+         "no cluster in /nonexistent/kafka-canary-cluster"),
+    Case("cli-rollout-controller-as-canary", "CLI", "a controller's id as canary broker",
+         Cli(("rollout", "preflight", "--spec", "{spec}", "--run-dir", "{tmp}"), spec={"canary": {"brokers": [3000]}}),
+         "canary.brokers: [3000] are not brokers of this cluster", cluster=True),
+    Case("cli-analyze-missing-observations", "CLI", "observations path missing",
+         Cli(("analyze", "--observations", "/nonexistent/obs.jsonl", "--out", "{tmp}")),
+         "--observations /nonexistent/obs.jsonl does not exist"),
+    Case("cli-analyze-bad-from", "CLI", "window start not a time",
+         Cli(("analyze", "--observations", "kafka://127.0.0.1:9", "--from", "yesterday", "--out", "{tmp}")),
+         "--from 'yesterday' is neither epoch milliseconds nor an ISO-8601 time"),
+    Case("cli-analyze-empty-window", "CLI", "window start after its end",
+         Cli(("analyze", "--observations", "kafka://127.0.0.1:9", "--from", "2000", "--to", "1000", "--out", "{tmp}")),
+         "--from 2000 is not before --to 1000"),
+    Case("cli-analyze-missing-config", "CLI", "judge config missing",
+         Cli(("analyze", "--observations", "kafka://127.0.0.1:9", "--config", "/nonexistent/judge.yaml",
+              "--out", "{tmp}")), "cannot read judge config /nonexistent/judge.yaml"),
+    Case("cli-release-bad-version", "CLI", "release version not a release number",
+         Cli(("release", "--cluster", "prod", "--version", "latest")), "--version 'latest' is not a Kafka release"),
+    Case("cli-release-bad-timeout", "CLI", "release timeout not a duration",
+         Cli(("release", "--cluster", "prod", "--timeout", "forever")), "--timeout: duration 'forever' is not like"),
+    Case("cli-release-bad-config", "CLI", "release --config without =",
+         Cli(("release", "--cluster", "prod", "--config", "novalue"), env={"AIRFLOW_API_TOKEN": "t"}),
+         "--config 'novalue' is not KEY=VALUE"),
+    Case("cli-release-no-credentials", "CLI", "release without Airflow credentials",
+         Cli(("release", "--cluster", "prod")), "no Airflow credentials: set AIRFLOW_API_TOKEN"),
+    Case("cli-release-unreachable", "CLI", "Airflow not reachable",
+         Cli(("release", "--cluster", "prod", "--airflow-url", "http://127.0.0.1:9"), env={"AIRFLOW_API_TOKEN": "t"}),
+         "cannot reach Airflow at http://127.0.0.1:9"),
+    Case("cli-release-poll-text", "CLI", "release --poll not a number", Cli(("release", "--poll", "often")),
+         "argument --poll: invalid float value: 'often'"),
+    Case("cli-probe-bad-duration", "CLI", "probe duration not a duration",
+         Cli(("probe", "--bootstrap-servers", "127.0.0.1:9", "--duration", "5minutes")),
+         "duration '5minutes' is not like 60s, 5m, 1h or 250ms"),
+    Case("cli-probe-rate-zero", "CLI", "probe rate 0", Cli(("probe", "--bootstrap-servers", "127.0.0.1:9",
+                                                            "--rate", "0")), "rate must be > 0"),
+    Case("cli-probe-no-bootstrap", "CLI", "probe without bootstrap servers", Cli(("probe", "--duration", "1s")),
+         "bootstrap servers are missing: pass --bootstrap-servers"),
+    Case("cli-probe-missing-config", "CLI", "probe config file missing",
+         Cli(("probe", "--bootstrap-servers", "127.0.0.1:9", "--config", "/nonexistent/probe.properties")),
+         "cannot read config file /nonexistent/probe.properties"),
+    Case("cli-probe-oversize-message", "CLI", "probe message size above 900 kB",
+         Cli(("probe", "--bootstrap-servers", "127.0.0.1:9", "--message-size", "2000000")),
+         "message size must be 0..900000 bytes"),
+
+    # ----- the Airflow connection's extras -----
+    Case("conn-extras-bad-json", "connection extras", "extras not JSON", {"extra": "{dir: /srv/kafka"},
+         "the extras are not valid JSON"),
+    Case("conn-extras-list", "connection extras", "extras a JSON list", {"extra": '["/srv/kafka"]'},
+         "the extras must be a JSON object with deployer, dir, client"),
+    Case("conn-unknown-extra", "connection extras", "unknown extra", {"extra": {"dir": "/c", "bootstrap": "x:9092"}},
+         "unknown extras ['bootstrap']"),
+    Case("conn-deployer-unknown", "connection extras", "unknown deployer", {"extra": {"dir": "/c", "deployer": "k8s"}},
+         "extras.deployer 'k8s' is not known; use one of local"),
+    Case("conn-dir-number", "connection extras", "dir not a string", {"extra": {"dir": 42}},
+         "extras.dir must be the cluster's directory as a string, got 42"),
+    Case("conn-dir-missing", "connection extras", "dir missing", {"extra": {"deployer": "local"}},
+         "extras.dir is missing"),
+    Case("conn-client-not-mapping", "connection extras", "client settings as a string",
+         {"extra": {"dir": "/c", "client": "security.protocol=SSL"}},
+         "extras.client must be a mapping of librdkafka settings, got str"),
+    Case("conn-client-nested", "connection extras", "client setting nested",
+         {"extra": {"dir": "/c", "client": {"sasl": {"mechanism": "PLAIN"}}}},
+         "extras.client settings ['sasl'] must be single values"),
+
+    # ----- observations -----
+    Case("obs-not-json", "observations", "a record that is not JSON", Obs(add=("{not json",) * 3), "malformed",
+         excluded=3),
+    Case("obs-not-object", "observations", "a JSON array instead of an object", Obs(add=("[1, 2, 3]",)), "malformed",
+         excluded=1),
+    Case("obs-missing-fields", "observations", "a record without most fields", Obs(add=('{"lane": "canary"}',)),
+         "malformed", excluded=1),
+    Case("obs-wrong-type", "observations", "send time as text", Obs(add=({"send_ts": "yesterday"},) * 2),
+         "malformed", excluded=2),
+    Case("obs-unknown-lane", "observations", "unknown lane", Obs(add=({"lane": "purple"},) * 2), "unknown_lane",
+         excluded=2),
+    Case("obs-unknown-outcome", "observations", "unknown outcome", Obs(add=({"outcome": "vanished"},)),
+         "unknown_outcome", excluded=1),
+    Case("obs-schema-version", "observations", "a newer schema version", Obs(add=({"schema": 9},)), "schema_version",
+         excluded=1),
+    Case("obs-clock-skew", "observations", "received before it was sent",
+         Obs(add=({"receive_ts": "send-500"},) * 4), "clock_skew", excluded=4),
+    Case("obs-future", "observations", "sent a day in the future",
+         Obs(add=({"send_ts": "now+1d", "ack_ts": "send+2", "receive_ts": "send+5"},) * 2), "future_timestamp",
+         excluded=2),
+    Case("obs-oversize", "observations", "a 200 kB record", Obs(add=({"error": "x" * 200_000},)), "oversize",
+         excluded=1),
+    Case("obs-empty-canary-lane", "observations", "no canary observations at all", Obs(lanes=("baseline",)),
+         "no observations after the warm-up in lane(s) canary"),
+    Case("obs-no-observations", "observations", "no observations at all", Obs(lanes=()),
+         "no valid observations in the window"),
+    Case("obs-canary-lane-all-bad", "observations", "every canary record received before it was sent",
+         Obs(edit=("canary", {"receive_ts": "send-500"})), "no observations after the warm-up in lane(s) canary"),
+)
+
+ENTRY_ORDER = ("trigger form", "rollout spec", "CLI", "connection extras", "observations")
+
+
+def _cell(text: str, limit: int = 110) -> str:
+    text = str(text).replace("\n", "\\n")
+    if len(text) > limit:
+        text = text[:limit - 1] + "…"
+    return text.replace("|", "\\|")
+
+
+def example(case: Case) -> str:
+    if isinstance(case.input, dict):
+        if case.entry == "connection extras":
+            extra = case.input["extra"]
+            return "extra: " + (extra if isinstance(extra, str) else json.dumps(extra))
+        return json.dumps(case.input)
+    if isinstance(case.input, Obs) and any(isinstance(r, dict) and "error" in r for r in case.input.add):
+        return '{"error": "xxx…" (200,000 characters)} on a good record'
+    return str(case.input)
+
+
+def render() -> str:
+    counts = {entry: sum(c.entry == entry for c in CASES) for entry in ENTRY_ORDER}
+    lines = [
+        "# Bad inputs",
+        "",
+        "What kafka-canary does with bad input, case by case. Generated from the cases in "
+        "`tests/reliability/bad_inputs.py`, which `tests/reliability/test_bad_inputs.py` runs (the cases that reach "
+        "a cluster run against a real local cluster and check afterwards that nothing on it changed: nodes, pids, "
+        "versions, configs, racks, topics, no rollout lock). Regenerate with "
+        "`.venv/bin/python tests/reliability/bad_inputs.py --write`; the test fails when this page is stale.",
+        "",
+        f"{len(CASES)} cases: " + ", ".join(f"{n} {entry}" for entry, n in counts.items()) + ".",
+        "",
+        "- **trigger form**: the DAG `kafka_broker_canary`'s params, validated as Airflow's API server validates a "
+        "run's conf before the run exists; what only the rollout's rules or the cluster can judge passes the form "
+        "and is refused by the run's first task, `preflight`, before anything is changed.",
+        "- **rollout spec**: `load_spec` names every bad field at once without a cluster; checks that need the "
+        "cluster run in the `preflight` step before the rollout lock is taken.",
+        "- **CLI**: `kafka-canary …` exits 2 and prints one line on stderr.",
+        "- **connection extras**: the Airflow connection (type `kafka_canary`) every rollout task reads.",
+        "- **observations**: bad records never crash the analysis and never pass in silence: each is excluded, "
+        "counted per reason in the verdict's `data_quality.excluded` and named in the verdict's reason (which the "
+        "CLI prints and the reports show), in the inline judge (interim looks, `engine: inline`) and in the Spark "
+        "job alike. A time beyond 5 minutes after the analysing machine's clock is `future_timestamp`; a record "
+        "over 64 KiB is `oversize` and is not parsed.",
+        "",
+        "| # | entry point | bad input | example | outcome |",
+        "|---|---|---|---|---|",
+    ]
+    for n, case in enumerate(sorted(CASES, key=lambda c: ENTRY_ORDER.index(c.entry)), 1):
+        cluster = " (real cluster)" if case.cluster else ""
+        lines.append(f"| {n} | {case.entry}{cluster} | {_cell(case.what)} | `{_cell(example(case), 90)}` | "
+                     f"{_cell(case.outcome(), 400)} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--write"]:
+        DOC.parent.mkdir(parents=True, exist_ok=True)
+        DOC.write_text(render())
+        print(f"wrote {DOC} ({len(CASES)} cases)")
+    else:
+        sys.stdout.write(render())

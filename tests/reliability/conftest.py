@@ -1,0 +1,18 @@
+"""Airflow in this process (the trigger form, the hook, the preflight operator) gets a private AIRFLOW_HOME, the
+project's DAGs and plugins; spark_jobs/ is importable (a folder of jobs, not an installed package)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="kafka-canary-airflow-reliability-"))
+os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(REPO / "dags"))
+os.environ.setdefault("AIRFLOW__CORE__PLUGINS_FOLDER", str(REPO / "plugins"))
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+for path in (REPO / "plugins", REPO):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
