@@ -54,8 +54,9 @@ class Cli:
 
     def __str__(self) -> str:
         env = " ".join(f"{k}={v}" for k, v in self.env.items())
-        return (env + " " if env else "") + "kafka-canary " + " ".join(
-            a if a and " " not in a else repr(a) for a in self.argv)
+        argv = [{"{spec}": "rollout.yaml", "{tmp}": "out/"}.get(a, a) for a in self.argv]
+        spec = f" with rollout.yaml {json.dumps(self.spec)}" if self.spec else ""
+        return (env + " " if env else "") + "kafka-canary " + " ".join(argv) + spec
 
 
 @dataclass(frozen=True)
@@ -347,7 +348,7 @@ def render() -> str:
     ]
     for n, case in enumerate(sorted(CASES, key=lambda c: ENTRY_ORDER.index(c.entry)), 1):
         cluster = " (real cluster)" if case.cluster else ""
-        lines.append(f"| {n} | {case.entry}{cluster} | {_cell(case.what)} | `{_cell(example(case), 90)}` | "
+        lines.append(f"| {n} | {case.entry}{cluster} | {_cell(case.what)} | `{_cell(example(case), 160)}` | "
                      f"{_cell(case.outcome(), 400)} |")
     return "\n".join(lines) + "\n"
 
