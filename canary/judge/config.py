@@ -128,12 +128,15 @@ class JudgeConfig:
     """alpha: the false-rollback budget of one run, shared by every test of every metric (Bonferroni)
     and valid at every interim look (anytime-valid e-processes). warmup_s: observations sent in the
     first seconds of the run are not compared (they seed the latency thresholds). bucket_s: the
-    Spark job's time bucket. min_buckets: post-warm-up buckets needed before anything may pass."""
+    Spark job's time bucket. min_buckets: post-warm-up buckets needed before anything may pass.
+    max_excluded_share: a run in which more than this share of the observations was excluded as bad data
+    (malformed, clock skew, ...) is not promoted: INCONCLUSIVE, since the excluded part could hide a regression."""
 
     alpha: float = 0.01
     warmup_s: float = 30.0
     bucket_s: float = 10.0
     min_buckets: int = 3
+    max_excluded_share: float = 0.05
     metrics: tuple[MetricSpec, ...] = field(default=DEFAULT_METRICS)
 
     @property
@@ -145,6 +148,8 @@ class JudgeConfig:
             raise ConfigError(f"judge alpha must be in (0, 0.5), got {self.alpha}")
         if self.warmup_s < 0 or self.bucket_s <= 0 or self.min_buckets < 1:
             raise ConfigError("judge warmup_s must be >= 0, bucket_s > 0, min_buckets >= 1")
+        if not 0 <= self.max_excluded_share <= 1:
+            raise ConfigError(f"judge max_excluded_share must be in [0, 1], got {self.max_excluded_share}")
         if not self.active:
             raise ConfigError("judge config enables no metric")
         for m in self.metrics:
@@ -153,7 +158,8 @@ class JudgeConfig:
 
     def to_dict(self) -> dict:
         return {"alpha": self.alpha, "warmup_s": self.warmup_s, "bucket_s": self.bucket_s,
-                "min_buckets": self.min_buckets, "metrics": {m.name: _metric_dict(m) for m in self.active}}
+                "min_buckets": self.min_buckets, "max_excluded_share": self.max_excluded_share,
+                "metrics": {m.name: _metric_dict(m) for m in self.active}}
 
 
 def _metric_dict(m: MetricSpec) -> dict:
@@ -164,8 +170,9 @@ def _metric_dict(m: MetricSpec) -> dict:
 
 
 _METRIC_FIELDS = {f.name: f for f in fields(MetricSpec)}
-_GLOBAL_KEYS = ("alpha", "warmup_s", "bucket_s", "min_buckets")
-_GLOBAL_TYPES = {"alpha": "float", "warmup_s": "float", "bucket_s": "float", "min_buckets": "int"}
+_GLOBAL_KEYS = ("alpha", "warmup_s", "bucket_s", "min_buckets", "max_excluded_share")
+_GLOBAL_TYPES = {"alpha": "float", "warmup_s": "float", "bucket_s": "float", "min_buckets": "int",
+                 "max_excluded_share": "float"}
 
 
 def _type_problem(value, type_name: str) -> str | None:

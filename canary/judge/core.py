@@ -184,6 +184,14 @@ def judge(agg: Aggregates, config: JudgeConfig | None = None, final: bool = True
         verdict = PROMOTE
         reason = f"no regression beyond the floors in {len(decided)} metric(s) at alpha {config.alpha}"
 
+    excluded = int(sum(agg.bad.values()))
+    valid = int(sum(run.trials[lane].sum() for lane in LANES)) + sum(
+        sum(agg.outcomes(lane, b).values()) for lane in LANES for b in run.warmup)
+    if verdict == PROMOTE and excluded > config.max_excluded_share * (excluded + valid):
+        verdict = INCONCLUSIVE
+        reason = (f"too much bad data to promote: {excluded} of {excluded + valid} observations excluded "
+                  f"(more than max_excluded_share {config.max_excluded_share:g}); the excluded part could hide "
+                  f"a regression")
     if agg.bad:
         # Excluded data is never passed over in silence: the reason a person reads names it.
         reason += (f" ({sum(agg.bad.values())} observation(s) excluded: "
@@ -207,7 +215,7 @@ def judge(agg: Aggregates, config: JudgeConfig | None = None, final: bool = True
         },
         "lanes": {lane: {"observations": int(run.trials[lane].sum()),
                          "partitions": int(run.partitions[lane].max()) if run.buckets else 0} for lane in LANES},
-        "data_quality": {"excluded": dict(sorted(agg.bad.items())), "excluded_total": int(sum(agg.bad.values())),
+        "data_quality": {"excluded": dict(sorted(agg.bad.items())), "excluded_total": excluded, "valid_total": valid,
                          "empty_lanes": empty},
         "alpha": {"total": config.alpha, "tests": n_tests, "per_metric": config.alpha / max(1, len(metrics)),
                   "by_metric": {m.name: shares[m.name] for m in metrics}},

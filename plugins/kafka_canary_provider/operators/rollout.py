@@ -135,6 +135,16 @@ class JudgeOperator(RolloutStepOperator):
         return steps.judge_window(rollout)
 
 
+def followed_branches(ti, task_id: str) -> list[str]:
+    """The task ids a branch task (a person's human-in-the-loop choice) followed: its return value, else the record
+    SkipMixin keeps of every branch decision — Airflow 3.3 resumes a human-in-the-loop task parked for input
+    without pushing its return value."""
+    chosen = ti.xcom_pull(task_ids=task_id)
+    if not chosen:
+        chosen = (ti.xcom_pull(task_ids=task_id, key="skipmixin_key") or {}).get("followed")
+    return [chosen] if isinstance(chosen, str) else list(chosen or [])
+
+
 class PromoteOperator(RolloutStepOperator):
     """Rolls the rest of the fleet, the controllers last, finalizes when asked, probes.
 
@@ -153,9 +163,7 @@ class PromoteOperator(RolloutStepOperator):
 
         approve = False
         if self.approved_by:
-            chosen = context["ti"].xcom_pull(task_ids=self.approved_by)
-            chosen = [chosen] if isinstance(chosen, str) else list(chosen or [])
-            approve = self.task_id in chosen
+            approve = self.task_id in followed_branches(context["ti"], self.approved_by)
             if approve:
                 self.log.info("a person approved promoting through %s", self.approved_by)
         return steps.promote(rollout, approve=approve)

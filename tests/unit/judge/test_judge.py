@@ -283,3 +283,23 @@ def test_tolerance_is_validated():
         config_from_dict({"metrics": {"e2e_latency_p99": {"tolerance": 1e-6}}})
     with pytest.raises(ConfigError):
         config_from_dict({"metrics": {"loss_rate": {"tolerance": 0.7}}})
+
+
+def test_too_much_bad_data_is_not_promoted_but_a_little_is_named():
+    # 30 buckets x 300 messages = 9,000 valid observations.
+    few, many = run(), run()
+    few.bad, many.bad = {"malformed": 90}, {"malformed": 600, "clock_skew": 100}
+    kept = judge(few)
+    assert kept["verdict"] == "PROMOTE" and "90 observation(s) excluded: malformed 90" in kept["reason"]
+    assert kept["data_quality"] == {"excluded": {"malformed": 90}, "excluded_total": 90, "valid_total": 9000,
+                                    "empty_lanes": []}
+    refused = judge(many)
+    assert refused["verdict"] == "INCONCLUSIVE"
+    assert refused["reason"].startswith("too much bad data to promote: 700 of 9700 observations excluded")
+    assert judge(many, config_from_dict({"max_excluded_share": 0.1}))["verdict"] == "PROMOTE"
+    # A regression found in the valid data is still a rollback, however much else was bad.
+    bad_canary = run(canary={"errors": 30})
+    bad_canary.bad = {"malformed": 5000}
+    assert judge(bad_canary)["verdict"] == "ROLLBACK"
+    with pytest.raises(ConfigError, match="max_excluded_share"):
+        judge(few, config_from_dict({"max_excluded_share": 2}))

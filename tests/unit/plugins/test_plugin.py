@@ -151,3 +151,24 @@ def test_analysis_config_file_reads_back_as_written(tmp_path):
     config = config_from_dict(FAST_JUDGE)
     path = write_judge_config(config, tmp_path / "judge.yaml")  # what steps.analysis_request writes
     assert load_config(path).to_dict() == config.to_dict()
+
+
+class _FakeTI:
+    def __init__(self, xcoms: dict):
+        self.xcoms = xcoms
+
+    def xcom_pull(self, task_ids: str, key: str = "return_value"):
+        return self.xcoms.get((task_ids, key))
+
+
+@pytest.mark.parametrize(("xcoms", "expected"), [
+    ({("ask", "return_value"): ["promote"]}, ["promote"]),
+    ({("ask", "return_value"): "rollback"}, ["rollback"]),
+    # Airflow 3.3 resumes a task parked for a person's input without its return value: the branch record decides.
+    ({("ask", "skipmixin_key"): {"followed": ["promote"]}}, ["promote"]),
+    ({}, []),
+])
+def test_a_persons_choice_is_read_from_the_branch_record_too(xcoms, expected):
+    from kafka_canary_provider.operators.rollout import followed_branches
+
+    assert followed_branches(_FakeTI(xcoms), "ask") == expected
