@@ -64,8 +64,11 @@ def cmd_cluster_up(args: argparse.Namespace) -> int:
     cluster = LocalCluster.up(
         args.dir, brokers=args.brokers, controllers=args.controllers, version=args.version,
         broker_versions=_broker_versions(args.broker_version), racks=args.racks.split(",") if args.racks else None,
-        config=_key_values(args.config), base_port=args.base_port, timeout=args.timeout)
+        config=_key_values(args.config), base_port=args.base_port, timeout=args.timeout, security=args.security)
     print(f"cluster up in {cluster.directory}: bootstrap servers {cluster.bootstrap_servers}")
+    if cluster.secured:
+        print(f"clients: SASL_SSL, SCRAM-SHA-512 user admin; settings in {cluster.state.client_config}, the password "
+              f"in {cluster.state.secrets_file} (`kafka-canary cluster client-config --show-secret` prints it)")
     return 0
 
 
@@ -78,12 +81,32 @@ def cmd_cluster_status(args: argparse.Namespace) -> int:
         return 0
     print(f"cluster {status.cluster_id} in {status.directory}")
     print(f"bootstrap servers: {status.bootstrap_servers}")
+    if status.security != "plaintext":
+        print(f"security: {status.security}; client settings {status.client} (the password is in "
+              f"{status.secrets_file})")
     print(f"health: {status.health.reason()}")
     print(f"{'id':>5}  {'role':<10} {'version':<8} {'rack':<10} {'pid':>7}  {'port':>5}  {'state':<8}  client delay")
     for n in status.nodes:
         rack, pid = n.rack or "-", n.pid or "-"
         delay = f"{n.client_delay_ms:g} ms via proxy port {n.proxy_port} ({n.proxy})" if n.client_delay_ms else "-"
         print(f"{n.node_id:>5}  {n.role:<10} {n.version:<8} {rack:<10} {pid:>7}  {n.port:>5}  {n.state:<8}  {delay}")
+    return 0
+
+
+def cmd_cluster_client_config(args: argparse.Namespace) -> int:
+    from canary.cluster.local import LocalCluster
+
+    cluster = LocalCluster.open(args.dir)
+    settings = cluster.client_config(with_secret=args.show_secret)
+    if args.json:
+        print(json.dumps(settings, indent=2))
+    else:
+        print("".join(f"{k}={v}\n" for k, v in settings.items()), end="")
+    if cluster.secured and not args.show_secret:
+        print(f"sasl.password is not shown: it is in {cluster.state.secrets_file}; --show-secret prints it",
+              file=sys.stderr)
+    elif not cluster.secured:
+        print("the cluster is plaintext: clients need no settings", file=sys.stderr)
     return 0
 
 
@@ -250,10 +273,17 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--config", action="append", metavar="KEY=VALUE", help="broker config override (repeatable)")
     up.add_argument("--base-port", type=int, help="first port; nodes take the next ones, then each broker's "
                                                   "replication listener (default: free ports)")
+    up.add_argument("--security", choices=("plaintext", "sasl_ssl"), default="plaintext",
+                    help="the brokers' client listener: plaintext (default) or sasl_ssl (TLS with certificates made "
+                         "here, SCRAM-SHA-512 user admin; see docs/security.md)")
 
     status = add("status", cmd_cluster_status, "nodes, versions, pids and health", timeout=False)
     status.add_argument("--json", action="store_true")
     add("down", cmd_cluster_down, "stop every node and delete the data (logs are kept)", timeout=False)
+    client_config = add("client-config", cmd_cluster_client_config,
+                        "the librdkafka settings a client of this cluster needs (properties lines)", timeout=False)
+    client_config.add_argument("--show-secret", action="store_true", help="include sasl.password")
+    client_config.add_argument("--json", action="store_true", help="a JSON object (a spec's cluster.client)")
 
     for role, func in (("broker", cmd_cluster_restart_broker), ("controller", cmd_cluster_restart_controller)):
         p = add(f"restart-{role}", func, f"restart one {role}, optionally on another version or config")

@@ -37,26 +37,30 @@ class PartitionRoundTrip:
 
 
 def ensure_topic(bootstrap_servers: str, topic: str, broker_ids: list[int], min_insync: int | None = None,
-                 timeout: float = 30.0) -> None:
+                 timeout: float = 30.0, client: dict[str, str] | None = None) -> None:
     """Creates `topic` with one partition per broker, each broker the preferred leader of one, and
-    RF = min(brokers, 3). An existing topic is left as it is (a harmless repeat)."""
+    RF = min(brokers, 3). An existing topic is left as it is (a harmless repeat). `client`: librdkafka settings
+    (security)."""
     brokers = sorted(broker_ids)
     rf = min(3, len(brokers))
     assignment = [[brokers[(p + r) % len(brokers)] for r in range(rf)] for p in range(len(brokers))]
     config = {"min.insync.replicas": str(min_insync if min_insync is not None else max(1, rf - 1))}
-    TopicAdmin(bootstrap_servers, timeout=timeout).create_topic(topic, assignment, config)
+    TopicAdmin(bootstrap_servers, client, timeout=timeout).create_topic(topic, assignment, config)
 
 
-def round_trip(bootstrap_servers: str, topic: str, timeout: float = 30.0) -> list[PartitionRoundTrip]:
-    """Sends one acks=all message to each partition of `topic` and reads each back."""
+def round_trip(bootstrap_servers: str, topic: str, timeout: float = 30.0, client: dict[str, str] | None = None
+               ) -> list[PartitionRoundTrip]:
+    """Sends one acks=all message to each partition of `topic` and reads each back. `client`: librdkafka settings
+    (security)."""
+    client = dict(client or {})
     # All topics: a metadata request naming the topic would auto-create it on brokers that allow that.
-    metadata = admin_client(bootstrap_servers).list_topics(timeout=timeout)
+    metadata = admin_client(bootstrap_servers, client).list_topics(timeout=timeout)
     if topic not in metadata.topics or metadata.topics[topic].error is not None:
         raise ClusterError(f"topic {topic} is not available on {bootstrap_servers}")
     partitions = sorted(metadata.topics[topic].partitions.values(), key=lambda p: p.id)
     run_id = uuid.uuid4().hex
     producer = Producer({"bootstrap.servers": bootstrap_servers, "acks": "all", "enable.idempotence": True,
-                         "message.timeout.ms": int(timeout * 1000), "linger.ms": 0, "logger": QUIET_LOGGER})
+                         "message.timeout.ms": int(timeout * 1000), "linger.ms": 0, "logger": QUIET_LOGGER, **client})
     sent: dict[int, float] = {}
     acked: dict[int, float] = {}
     offsets: dict[int, int] = {}
@@ -76,7 +80,8 @@ def round_trip(bootstrap_servers: str, topic: str, timeout: float = 30.0) -> lis
     producer.flush(timeout)
 
     consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"kafka-canary-rt-{run_id}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest", "logger": QUIET_LOGGER})
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest", "logger": QUIET_LOGGER,
+                         **client})
     received: dict[int, float] = {}
     try:
         # Read each partition from the offset its message was acknowledged at.

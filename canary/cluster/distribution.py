@@ -90,17 +90,41 @@ class KafkaDistribution:
             "-cp", f"{self.libs}/*", main_class, *args,
         ]
 
-    def run_tool(self, main_class: str, args: list[str], timeout: float = 120) -> str:
-        """Runs one of the release's command-line tools; returns stdout, raises SetupError on failure."""
-        cmd = self.java_command(main_class, args, ["-Xmx256m", "-XX:TieredStopAtLevel=1", "-Xshare:auto"])
+    def run_tool(self, main_class: str, args: list[str], timeout: float = 120, secret_args: list[str] | None = None,
+                 private_dir: Path | None = None) -> str:
+        """Runs one of the release's command-line tools; returns stdout, raises SetupError on failure.
+
+        `secret_args` (appended to `args`) never reach a command line, where any local user could read them: the
+        main class and every argument go to a 0600 argument file in `private_dir` (`java @file`), removed after;
+        they are also cut out of the error message."""
+        jvm = ["-Xmx256m", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
+        argfile = None
+        if secret_args:
+            argfile = Path(private_dir or tempfile.gettempdir()) / f".kafka-tool-{os.getpid()}-{os.urandom(4).hex()}"
+            fd = os.open(argfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write("".join(_argfile_quote(a) + "\n" for a in [main_class, *args, *secret_args]))
+            cmd = [*self.java_command(main_class, [], jvm)[:-1], f"@{argfile}"]
+        else:
+            cmd = self.java_command(main_class, args, jvm)
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
             raise SetupError(f"Kafka {self.version} tool {main_class} did not finish in {timeout:.0f}s") from exc
+        finally:
+            if argfile:
+                argfile.unlink(missing_ok=True)
         if done.returncode != 0:
             detail = (done.stderr.strip() or done.stdout.strip())[-2000:]
+            for secret in secret_args or []:
+                detail = detail.replace(secret, "*****")
             raise SetupError(f"Kafka {self.version} tool {main_class} {args[:1]} failed: {detail}")
         return done.stdout
+
+
+def _argfile_quote(arg: str) -> str:
+    """One argument of a `java @file` argument file: quoted, with backslashes and quotes escaped."""
+    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 @cache

@@ -32,10 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from canary.cluster import distribution, features, health, node_config, process
+from canary.cluster import security as cluster_security
 from canary.cluster.distribution import BASELINE_VERSION, KafkaDistribution
 from canary.cluster.state import LOOPBACK, STATE_FILE, ClusterState, NodeState, Role
-from canary.errors import ClusterError, ClusterStateError, HealthTimeout
+from canary.errors import ClusterError, ClusterStateError, HealthTimeout, SetupError
 from canary.faults import proxy as delay_proxy
+from canary.probe.config import kafka_python_settings, redacted
 
 CONTROLLER_ID_BASE = 3000  # broker ids are 1..N; controller ids stay clear of them
 BROKER_HEAP = "320m"
@@ -71,10 +73,14 @@ class ClusterStatus:
     bootstrap_servers: str
     nodes: list[NodeStatus]
     health: health.ClusterHealth
+    security: str = cluster_security.PLAINTEXT
+    client: dict[str, str] | None = None  # the client settings without the password
+    secrets_file: str | None = None       # where the password is (0600)
 
     def to_dict(self) -> dict:
         return {"directory": self.directory, "cluster_id": self.cluster_id,
-                "bootstrap_servers": self.bootstrap_servers, "healthy": self.health.healthy,
+                "bootstrap_servers": self.bootstrap_servers, "security": self.security, "client": self.client or {},
+                "secrets_file": self.secrets_file, "healthy": self.health.healthy,
                 "health": self.health.to_dict(), "nodes": [n.to_dict() for n in self.nodes]}
 
 
@@ -134,6 +140,7 @@ class LocalCluster:
         self.directory = Path(state.directory)
         # Tests set this so the kernel kills the JVMs if the test process dies.
         self.tie_to_parent = tie_to_parent
+        self._secrets: cluster_security.Secrets | None = None
 
     # ----- creating and finding -----
 
@@ -141,13 +148,18 @@ class LocalCluster:
     def up(cls, directory: Path, brokers: int = 3, controllers: int = 1, version: str = BASELINE_VERSION,
            broker_versions: dict[int, str] | None = None, racks: list[str] | None = None,
            config: dict[str, str] | None = None, base_port: int | None = None, wait: bool = True,
-           timeout: float = 120.0, tie_to_parent: bool = False) -> LocalCluster:
+           timeout: float = 120.0, tie_to_parent: bool = False, security: str = cluster_security.PLAINTEXT
+           ) -> LocalCluster:
         """Formats and starts a new cluster in `directory`, then (by default) waits until it is healthy.
+
+        `security` "sasl_ssl" secures the brokers' client listener (SASL_SSL, SCRAM-SHA-512 user `admin`,
+        certificates made here; canary.cluster.security); `client_config()` gives the settings a client needs.
 
         Raises ClusterStateError if the directory already holds a cluster, SetupError for an
         unknown version, PortInUseError, ClusterError for bad arguments; nothing is started then.
         """
         directory = Path(directory).resolve()
+        cluster_security.check_mode(security)
         if brokers < 1:
             raise ClusterError(f"--brokers must be at least 1, got {brokers}")
         if controllers not in (1, 3, 5):
@@ -185,15 +197,28 @@ class LocalCluster:
         oldest = min(versions, key=distribution.parse_version)
         state = ClusterState(cluster_id=_new_cluster_id(), directory=str(directory),
                              format_release=distribution.release_of(oldest), broker_heap=BROKER_HEAP,
-                             controller_heap=CONTROLLER_HEAP, nodes=nodes)
+                             controller_heap=CONTROLLER_HEAP, nodes=nodes, security=security)
         shutil.rmtree(directory / "nodes", ignore_errors=True)  # logs a previous `down` left behind
+        shutil.rmtree(cluster_security.security_dir(directory), ignore_errors=True)
         directory.mkdir(parents=True, exist_ok=True)
         cluster = cls(state, tie_to_parent)
+        secured = security == cluster_security.SASL_SSL
+        if secured:
+            cluster._secrets = cluster_security.new_secrets()
+            state.client_config = str(cluster_security.client_file(directory))
+            state.secrets_file = str(cluster_security.secrets_path(directory))
         with cluster._locked():
             state.save()
             try:
+                jobs = []
+                if secured:
+                    cluster_security.save_secrets(directory, cluster._secrets)
+                    brokers_ids = [n.node_id for n in state.brokers]
+                    jobs.append(lambda: cluster_security.create_certificates(directory, state.cluster_id, brokers_ids,
+                                                                     cluster._secrets))
+                jobs += [lambda n=n: cluster._format(n, dists[n.version]) for n in nodes]
                 with ThreadPoolExecutor(max_workers=2) as pool:
-                    list(pool.map(lambda n: cluster._format(n, dists[n.version]), nodes))
+                    list(pool.map(lambda job: job(), jobs))
                 for node in nodes:  # controllers first
                     cluster._start(node)
             except BaseException:
@@ -216,6 +241,19 @@ class LocalCluster:
     def bootstrap_servers(self) -> str:
         return self.state.bootstrap_servers
 
+    @property
+    def secured(self) -> bool:
+        return self.state.security != cluster_security.PLAINTEXT
+
+    def client_config(self, with_secret: bool = True) -> dict[str, str]:
+        """The librdkafka settings a client of this cluster needs ({} for a plaintext cluster); the password
+        (sasl.password) only `with_secret`. Raises ClusterError when the credentials file cannot be read."""
+        if not self.secured:
+            return {}
+        if self._secrets is None:
+            self._secrets = cluster_security.load_secrets(self.directory)
+        return cluster_security.client_settings(self.directory, self._secrets, with_secret)
+
     # ----- looking -----
 
     def status(self, timeout: float = 5.0) -> ClusterStatus:
@@ -237,13 +275,16 @@ class LocalCluster:
                                     node.pid if state not in ("down", "stopped") else None, node.port, state,
                                     dict(node.config), node.client_delay_ms,
                                     node.proxy_port if node.client_delay_ms > 0 else None, proxy))
-        return ClusterStatus(str(self.directory), self.state.cluster_id, self.bootstrap_servers, nodes, seen)
+        return ClusterStatus(str(self.directory), self.state.cluster_id, self.bootstrap_servers, nodes, seen,
+                             self.state.security, redacted(self.client_config(with_secret=False)),
+                             self.state.secrets_file)
 
     def health(self, timeout: float = 5.0) -> health.ClusterHealth:
         # A stopped broker counts: the cluster is degraded until it is back.
         brokers = [n.node_id for n in self.state.brokers]
         voters = [n.node_id for n in self.state.controllers]
-        return health.check(self.bootstrap_servers, brokers, timeout=timeout, expected_voters=voters)
+        return health.check(self.bootstrap_servers, brokers, timeout=timeout, expected_voters=voters,
+                            client_config=self.client_config())
 
     def wait_healthy(self, timeout: float = 120.0) -> health.ClusterHealth:
         """Waits until every broker is registered, no partition is offline or under-replicated and
@@ -366,6 +407,8 @@ class LocalCluster:
             self.state.nodes.append(node)
             shutil.rmtree(self.state.node_dir(node), ignore_errors=True)
             try:
+                if self.secured:
+                    cluster_security.add_broker_certificate(self.directory, node_id)
                 self._format(node, dist)
             except BaseException:
                 self.state.nodes.remove(node)
@@ -385,7 +428,7 @@ class LocalCluster:
         if len(self.state.brokers) == 1:
             raise ClusterError("cannot remove the last broker; use `kafka-canary cluster down`")
         if not force:
-            hosted = health.partitions_hosted_by(self.bootstrap_servers, node_id)
+            hosted = health.partitions_hosted_by(self.bootstrap_servers, node_id, client_config=self.client_config())
             if hosted:
                 raise ClusterError(f"broker {node_id} hosts replicas of {len(hosted)} partitions "
                                    f"({', '.join(hosted[:5])}…); reassign them first, or pass --force")
@@ -395,14 +438,19 @@ class LocalCluster:
             self.state.nodes.remove(node)
             self.state.save()
             tool = distribution.ensure(max((n.version for n in self.state.brokers), key=distribution.parse_version))
-            tool.run_tool("org.apache.kafka.tools.ClusterTool",
-                          ["unregister", "--bootstrap-server", self.bootstrap_servers, "--id", str(node_id)])
+            args = ["unregister", "--bootstrap-server", self.bootstrap_servers, "--id", str(node_id)]
+            with (cluster_security.java_client_config(self.directory) if self.secured
+                  else contextlib.nullcontext()) as tool_config:
+                tool.run_tool("org.apache.kafka.tools.ClusterTool",
+                              args + (["--config", str(tool_config)] if tool_config else []))
             shutil.rmtree(self.state.node_dir(node), ignore_errors=True)
+            for leftover in cluster_security.security_dir(self.directory).glob(f"broker-{node_id}.*"):
+                leftover.unlink()
 
     # ----- features -----
 
     def features(self) -> features.FeatureLevels:
-        return features.describe(self.bootstrap_servers)
+        return features.describe(self.bootstrap_servers, kafka_python_settings(self.client_config()))
 
     def finalize(self, release: str | None = None, levels: dict[str, int] | None = None,
                  dry_run: bool = False) -> dict[str, tuple[int, int]]:
@@ -415,7 +463,8 @@ class LocalCluster:
             release = release or distribution.release_of(oldest)
             mapped = features.release_levels(release, distribution.ensure(newest))
             wanted = {k: v for k, v in mapped.items() if k not in features.NOT_BY_DEFAULT and v > 0} | wanted
-        return features.finalize(self.bootstrap_servers, wanted, dry_run=dry_run)
+        return features.finalize(self.bootstrap_servers, wanted, dry_run=dry_run,
+                                 client_config=kafka_python_settings(self.client_config()))
 
     # ----- tearing down -----
 
@@ -428,6 +477,8 @@ class LocalCluster:
         self._kill_all()
         for node in self.state.nodes:
             shutil.rmtree(self.state.node_dir(node) / "data", ignore_errors=True)
+        # The CA's key and the password go with the data.
+        shutil.rmtree(cluster_security.security_dir(self.directory), ignore_errors=True)
         (self.directory / STATE_FILE).unlink(missing_ok=True)
 
     # ----- internals -----
@@ -451,13 +502,29 @@ class LocalCluster:
     def _properties_file(self, node: NodeState) -> Path:
         path = self.state.node_dir(node) / "server.properties"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(node_config.render(self.state, node))
+        extra = None
+        if self.secured and node.role == "broker":
+            self.client_config()  # loads the secrets
+            extra = cluster_security.broker_properties(self.directory, node.node_id, self._secrets)
+        # 0600: a secured broker's file holds the keystore password.
+        cluster_security.write_private(path, node_config.render(self.state, node, extra))
         return path
 
     def _format(self, node: NodeState, dist: KafkaDistribution) -> None:
         props = self._properties_file(node)
-        dist.run_tool("kafka.tools.StorageTool", ["format", "-t", self.state.cluster_id, "-c", str(props),
-                                                  "--release-version", self.state.format_release])
+        args = ["format", "-t", self.state.cluster_id, "-c", str(props), "--release-version", self.state.format_release]
+        if not (self.secured and node.role == "controller"):
+            dist.run_tool("kafka.tools.StorageTool", args)
+            return
+        # The SCRAM user goes into the bootstrap metadata the controllers start from; its password never reaches
+        # a command line.
+        self.client_config()
+        scram = ["--add-scram", cluster_security.scram_format_arg(self._secrets)]
+        try:
+            dist.run_tool("kafka.tools.StorageTool", args, secret_args=scram,
+                          private_dir=cluster_security.security_dir(self.directory))
+        except SetupError as exc:
+            raise SetupError(str(exc).replace(self._secrets.password, "*****")) from None
 
     def _proxy_marker(self, node: NodeState) -> str:
         return process.proxy_marker(self.directory, node.node_id)

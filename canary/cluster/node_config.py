@@ -14,6 +14,9 @@ MANAGED_KEYS = frozenset({
     "process.roles", "node.id", "broker.id", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
     "controller.listener.names", "listeners", "advertised.listeners", "listener.security.protocol.map",
     "inter.broker.listener.name", "log.dirs", "log.dir", "metadata.log.dir", "broker.rack",
+    # a secured cluster's TLS and SASL settings (canary.cluster.security)
+    "sasl.enabled.mechanisms", "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password",
+    "ssl.key.password", "ssl.client.auth",
 })
 
 _SMALL_MACHINE = {
@@ -31,12 +34,16 @@ def validate_overrides(config: dict[str, str]) -> None:
     for key in config:
         if not key or "=" in key or key.strip() != key:
             raise ClusterError(f"config key {key!r} is malformed; pass overrides as key=value")
-        if key in MANAGED_KEYS:
+        if key in MANAGED_KEYS or key.startswith("listener.name."):
             hint = " (use --rack)" if key == "broker.rack" else ""
             raise ClusterError(f"config key {key!r} is managed by the local cluster and cannot be overridden{hint}")
 
 
-def render(state: ClusterState, node: NodeState) -> str:
+def render(state: ClusterState, node: NodeState, security: dict[str, str] | None = None) -> str:
+    """The node's server.properties. `security`: a secured cluster's broker settings
+    (canary.cluster.security.broker_properties); its client listener is then CLIENT, on SASL_SSL."""
+    if state.security != "plaintext" and node.role == "broker" and not security:
+        raise ClusterError(f"broker {node.node_id} of a {state.security} cluster needs its security settings")
     data_dir = state.node_dir(node) / "data"
     props: dict[str, str] = {
         "process.roles": node.role,
@@ -54,14 +61,16 @@ def render(state: ClusterState, node: NodeState) -> str:
     else:
         replicas = min(3, len(state.brokers))
         if node.replication_port:
-            # Clients on PLAINTEXT (advertised through the delay proxy when there is one), followers
-            # and other brokers on REPLICATION, which is never proxied.
+            # Clients on PLAINTEXT, or on CLIENT with SASL_SSL (advertised through the delay proxy when there is one),
+            # followers and other brokers on REPLICATION, which is never proxied and stays on loopback.
+            client, protocol = ("CLIENT", "SASL_SSL") if security else ("PLAINTEXT", "PLAINTEXT")
             replication = f"REPLICATION://{LOOPBACK}:{node.replication_port}"
             listeners = {
-                "listeners": f"PLAINTEXT://{LOOPBACK}:{node.port},{replication}",
-                "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{node.advertised_port},{replication}",
-                "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT",
+                "listeners": f"{client}://{LOOPBACK}:{node.port},{replication}",
+                "advertised.listeners": f"{client}://{LOOPBACK}:{node.advertised_port},{replication}",
+                "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,{client}:{protocol},REPLICATION:PLAINTEXT",
                 "inter.broker.listener.name": "REPLICATION",
+                **(security or {}),
             }
         else:  # a cluster from a state file that predates the replication listener
             listeners = {

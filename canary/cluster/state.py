@@ -63,6 +63,11 @@ class ClusterState:
     controller_heap: str
     nodes: list[NodeState]
     schema: int = SCHEMA
+    # "plaintext", or "sasl_ssl": the client listener takes SASL_SSL with SCRAM-SHA-512 (canary.cluster.security).
+    # The client settings without the password are in `client_config`, the password in `secrets_file` (0600).
+    security: str = "plaintext"
+    client_config: str | None = None
+    secrets_file: str | None = None
 
     def node(self, node_id: int, role: Role | None = None) -> NodeState:
         for node in self.nodes:

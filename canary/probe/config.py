@@ -179,7 +179,7 @@ def _coerce(name: str, type_name: str, value: object) -> object:
 
 
 def kafka_python_settings(client: dict[str, str]) -> dict[str, object]:
-    """The librdkafka security settings translated for kafka-python (used for partition reassignment)."""
+    """The librdkafka security settings translated for kafka-python (features, reassignments, the quorum)."""
     mapping = {
         "security.protocol": "security_protocol", "sasl.mechanism": "sasl_mechanism",
         "sasl.mechanisms": "sasl_mechanism", "sasl.username": "sasl_plain_username",
@@ -188,6 +188,10 @@ def kafka_python_settings(client: dict[str, str]) -> dict[str, object]:
         "ssl.key.password": "ssl_password",
     }
     result: dict[str, object] = {mapping[k]: v for k, v in client.items() if k in mapping}
-    if client.get("enable.ssl.certificate.verification", "true").lower() == "false":
+    for key in ("security_protocol", "sasl_mechanism"):  # librdkafka takes sasl_ssl, kafka-python only SASL_SSL
+        if isinstance(result.get(key), str):
+            result[key] = result[key].upper()
+    if (client.get("enable.ssl.certificate.verification", "true").lower() == "false"
+            or client.get("ssl.endpoint.identification.algorithm", "https").lower() == "none"):
         result["ssl_check_hostname"] = False
     return result

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from canary.cluster import health
 from canary.cluster.health import QUIET_LOGGER, metadata_and_brokers
 from canary.errors import CanaryError
 from canary.lanes import broker_lane
@@ -114,8 +115,11 @@ class Probe:
         try:
             self._refresh_view()
         except (KafkaException, TimeoutError) as exc:
+            # One more look that names the connections' trouble (a refused login, TLS) when there was any.
+            cause = health.check(c.bootstrap_servers, [], timeout=5, client_config=c.client).error
             raise ClusterUnreachable(f"cannot reach the cluster at {c.bootstrap_servers}: {exc.args[0]}; check "
-                                     f"--bootstrap-servers and the security settings") from exc
+                                     f"--bootstrap-servers and the security settings"
+                                     + (f" ({cause})" if cause else "")) from exc
         self._reconcile()
         if self.observations_topic:
             ensure_observations_topic(self.admin.admin, self.observations_topic, len(self.view.lanes))

@@ -1,5 +1,6 @@
 """The audit log of one rollout: every action, when, and the state before and after, one JSON line each.
-Kept in the run directory beside the report; secrets never reach it (client settings are redacted)."""
+Kept in the run directory beside the report; secrets never reach it (client settings are redacted, and the known
+secret values are cut out of any text, such as an error message that quoted one)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,20 @@ def _scrub(value):
     return value
 
 
+def scrub_text(text: str, secrets: list[str] | tuple[str, ...]) -> str:
+    """`text` (JSON or plain) with every secret value, raw or JSON-escaped, replaced by ***."""
+    for secret in secrets:
+        for form in {secret, json.dumps(secret)[1:-1]}:
+            if form:
+                text = text.replace(form, "***")
+    return text
+
+
 class AuditLog:
-    def __init__(self, path: Path, run_id: str):
+    def __init__(self, path: Path, run_id: str, secrets: list[str] | tuple[str, ...] = ()):
         self.path = Path(path)
         self.run_id = run_id
+        self.secrets = tuple(secrets)
 
     def record(self, step: str, action: str, **details) -> dict:
         """Appends one entry (flushed and fsynced: a crash right after an action still leaves its trace)."""
@@ -30,7 +41,7 @@ class AuditLog:
                  **_scrub(details)}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a") as f:
-            f.write(json.dumps(entry, sort_keys=False, default=str) + "\n")
+            f.write(scrub_text(json.dumps(entry, sort_keys=False, default=str), self.secrets) + "\n")
             f.flush()
             os.fsync(f.fileno())
         return entry

@@ -1,5 +1,8 @@
 """`kafka-canary rollout …`: the whole gated broker rollout (`run`) or one step at a time, each idempotent.
 
+The cluster's client settings are the spec's `cluster.client`; `KAFKA_CANARY_CLIENT_<KEY>` environment variables add
+or override them (KAFKA_CANARY_CLIENT_SASL_PASSWORD for sasl.password), so no password need be in the spec file.
+
 Exit codes: `run` 0 promoted and verified, 1 rolled back and verified, 3 a person must decide (INCONCLUSIVE
 with --on-inconclusive stop), 2 error. `gate` 0/1/3 by verdict. Other steps 0 done, 2 error.
 """
@@ -9,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 
 from canary.rollout import steps
@@ -74,6 +78,11 @@ def _logging() -> None:
     logger.setLevel(logging.INFO)
 
 
+def _spec(args):
+    # Secrets may come from the environment rather than the spec file: KAFKA_CANARY_CLIENT_SASL_PASSWORD, …
+    return load_spec(args.spec, environ=dict(os.environ))
+
+
 def _print(args, result: dict) -> None:
     print(json.dumps(result, indent=2, default=str) if args.json else
           "\n".join(f"{k}: {v}" for k, v in result.items()))
@@ -81,7 +90,7 @@ def _print(args, result: dict) -> None:
 
 def cmd_run(args) -> int:
     _logging()
-    rollout = Rollout(load_spec(args.spec), args.run_dir)
+    rollout = Rollout(_spec(args), args.run_dir)
     result = run_rollout(rollout, approve=args.approve, on_inconclusive=args.on_inconclusive)
     _print(args, result)
     return EXIT[result["outcome"]]
@@ -89,7 +98,7 @@ def cmd_run(args) -> int:
 
 def cmd_step(args) -> int:
     _logging()
-    rollout = Rollout(load_spec(args.spec), args.run_dir)
+    rollout = Rollout(_spec(args), args.run_dir)
     fn = STEPS[args.step][0]
     try:
         result = fn(rollout, approve=args.approve) if args.step == "promote" else fn(rollout)
@@ -100,7 +109,7 @@ def cmd_step(args) -> int:
 
 
 def cmd_status(args) -> int:
-    rollout = Rollout(load_spec(args.spec), args.run_dir)
+    rollout = Rollout(_spec(args), args.run_dir)
     data = rollout.state.data
     result = {"run_id": data["run_id"], "status": data["status"], "canary_brokers": data["canary_brokers"],
               "verdict": data["verdict"], "steps": {k: v["status"] for k, v in data["steps"].items()},
@@ -110,7 +119,7 @@ def cmd_status(args) -> int:
 
 
 def cmd_unlock(args) -> int:
-    spec = load_spec(args.spec)
+    spec = _spec(args)
     from canary.rollout.deployer import open_deployer
 
     lock = ClusterLock(open_deployer(spec.deployer, spec.cluster_dir).bootstrap_servers, spec.client)

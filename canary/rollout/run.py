@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from canary.errors import CanaryError
+from canary.rollout.audit import scrub_text
 
 SCHEMA = 1
 RUN_FILE = "run.json"
@@ -28,13 +29,15 @@ def default_run_dir(run_id: str) -> Path:
 
 
 class RunState:
-    def __init__(self, run_dir: Path, data: dict):
+    def __init__(self, run_dir: Path, data: dict, secrets: list[str] | tuple[str, ...] = ()):
         self.run_dir = Path(run_dir)
         self.data = data
+        self.secrets = tuple(secrets)  # values cut out of run.json, should any text quote one
 
     @classmethod
-    def open(cls, run_dir: Path, run_id: str, spec: dict) -> RunState:
-        """The run in `run_dir`, created when new. Refuses a directory holding another run or another spec."""
+    def open(cls, run_dir: Path, run_id: str, spec: dict, secrets: list[str] | tuple[str, ...] = ()) -> RunState:
+        """The run in `run_dir`, created when new. Refuses a directory holding another run or another spec.
+        `secrets`: values that must never be written (the client's passwords)."""
         run_dir = Path(run_dir)
         path = run_dir / RUN_FILE
         spec = json.loads(json.dumps(spec, default=str))  # as stored: tuples become lists
@@ -47,11 +50,11 @@ class RunState:
             if data["spec"] != spec:
                 raise RunStateError(f"{run_dir} holds rollout {run_id} with a different spec; a changed rollout "
                                     f"needs a new run_id (or another --run-dir)")
-            return cls(run_dir, data)
+            return cls(run_dir, data, secrets)
         run_dir.mkdir(parents=True, exist_ok=True)
         state = cls(run_dir, {"schema": SCHEMA, "run_id": run_id, "created_ms": int(time.time() * 1000),
                               "spec": spec, "status": "new", "before": None, "canary_brokers": None,
-                              "steps": {}, "verdict": None, "interim": []})
+                              "steps": {}, "verdict": None, "interim": []}, secrets)
         state.save()
         return state
 
@@ -70,7 +73,7 @@ class RunState:
     def save(self) -> None:
         path = self.run_dir / RUN_FILE
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.data, indent=2, default=str) + "\n")
+        tmp.write_text(scrub_text(json.dumps(self.data, indent=2, default=str), self.secrets) + "\n")
         os.replace(tmp, path)
 
     def update(self, **fields) -> None:

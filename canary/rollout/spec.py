@@ -12,6 +12,11 @@
 `load_spec` reads YAML or JSON and checks every field before anything is touched; all problems are
 reported at once, each saying what to fix. Checks that need the cluster (broker ids exist, the canary
 leaves a baseline) happen in preflight, still before any change.
+
+Secrets (sasl.password, ssl.key.password, …) belong in `cluster.client` like any librdkafka setting, but need not
+be written into the file: given `environ` (the CLI passes its environment), `KAFKA_CANARY_CLIENT_<KEY>` variables
+add or override client settings, as for the probe (`KAFKA_CANARY_CLIENT_SASL_PASSWORD` → sasl.password). Secret
+values never leave the process: `to_dict()` (run.json, the report) shows them as ***.
 """
 
 from __future__ import annotations
@@ -91,6 +96,11 @@ class RolloutSpec:
         data["client"] = {k: ("***" if _is_secret(k) else v) for k, v in self.client.items()}
         return data
 
+    @property
+    def secret_values(self) -> list[str]:
+        """The values of the secret client settings: what no file of the run may contain."""
+        return [v for k, v in self.client.items() if _is_secret(k) and v]
+
 
 def judge_settings(source: str | dict | None):
     """The JudgeConfig of a spec: defaults, a judge.yaml path, or an inline mapping."""
@@ -109,8 +119,9 @@ def _is_secret(key: str) -> bool:
     return is_secret(key)
 
 
-def load_spec(source: str | Path | dict) -> RolloutSpec:
-    """A spec from a YAML/JSON file or a mapping; raises SpecError naming every bad field."""
+def load_spec(source: str | Path | dict, environ: dict[str, str] | None = None) -> RolloutSpec:
+    """A spec from a YAML/JSON file or a mapping; raises SpecError naming every bad field. With `environ`, its
+    KAFKA_CANARY_CLIENT_<KEY> variables add or override the cluster's client settings."""
     if isinstance(source, dict):
         raw = source
     elif not isinstance(source, str | Path):
@@ -125,12 +136,15 @@ def load_spec(source: str | Path | dict) -> RolloutSpec:
             raise SpecError([f"{path} is not valid YAML/JSON: {exc}"]) from exc
     if not isinstance(raw, dict):
         raise SpecError(["the spec must be a mapping with cluster, change, canary, … at the top level"])
-    return _Parser(raw).parse()
+    from canary.probe.config import client_settings_from_env
+
+    return _Parser(raw, client_settings_from_env(environ) if environ is not None else {}).parse()
 
 
 class _Parser:
-    def __init__(self, raw: dict):
+    def __init__(self, raw: dict, env_client: dict[str, str] | None = None):
         self.raw = raw
+        self.env_client = env_client or {}
         self.problems: list[str] = []
 
     def bad(self, text: str) -> None:
@@ -184,7 +198,7 @@ class _Parser:
         if not isinstance(client, dict) or not all(isinstance(k, str) for k in client):
             self.bad("cluster.client: must be a mapping of librdkafka settings, e.g. {security.protocol: SASL_SSL}")
             client = {}
-        client = {k: str(v) for k, v in client.items()}
+        client = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in client.items()} | self.env_client
 
         change = self.section("change")
         self.unknown("change.", change, {"version", "config"})

@@ -59,8 +59,8 @@ class Rollout:
         self.run_id = spec.effective_run_id
         self.run_dir = Path(run_dir) if run_dir else default_run_dir(self.run_id)
         self.deployer = deployer or open_deployer(spec.deployer, spec.cluster_dir)
-        self.state = RunState.open(self.run_dir, self.run_id, spec.to_dict())
-        self.audit = AuditLog(self.run_dir / "audit.jsonl", self.run_id)
+        self.state = RunState.open(self.run_dir, self.run_id, spec.to_dict(), spec.secret_values)
+        self.audit = AuditLog(self.run_dir / "audit.jsonl", self.run_id, spec.secret_values)
         self.lock = ClusterLock(self.bootstrap_servers, spec.client)
         self.step = "-"
 
@@ -546,7 +546,11 @@ def analysis_request(r: Rollout) -> dict:
     out = r.run_dir / f"analysis-{window['attempt']}"
     out.mkdir(parents=True, exist_ok=True)
     config_file = write_judge_config(judge_settings(r.spec.judge_config), out / "judge.yaml")
-    return {"observations": f"kafka://{r.bootstrap_servers}", "from_ms": window["start_ms"],
+    # A secured cluster's credentials are not handed to Spark (its arguments land in XCom and on command lines):
+    # the job reads the window's observations file instead, the same records the probe wrote to the topic.
+    secured = r.spec.client.get("security.protocol", "plaintext").lower() != "plaintext"
+    return {"observations": window["observations"] if secured else f"kafka://{r.bootstrap_servers}",
+            "from_ms": window["start_ms"],
             "to_ms": window["end_ms"] + 1, "run_id": window["probe_run_id"], "out": str(out),
             "config": str(config_file)}
 
