@@ -10,23 +10,36 @@ Every other rack, and no rack at all, is the baseline lane. A partition's lane i
 lane. Change the convention here (or set `KAFKA_CANARY_MARKER` for another marker value);
 nothing else in the code parses racks.
 
-A canary client carries the same marker in its `client.id` or `group.instance.id`
-(`client_lane`), as a `-`, `.`, `_` or `:` separated token.
+A **canary client** (a producer or consumer instance of a service) carries the client marker,
+`canary` by default (`KAFKA_CANARY_CLIENT_MARKER` changes it), in its `client.id` or
+`group.instance.id` as a `-`, `.`, `_` or `:` separated token: `orders-canary-1`,
+`billing.canary`. The KIP's own words: service owners "encode canary into the clientId or
+groupInstanceId". A marker of several tokens (`canary-broker`) must appear as consecutive tokens.
+`canary_client_id` marks an id, `config_lane` reads a client's settings.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 
 from canary.observations import Lane
 
 DEFAULT_MARKER = "canary-broker"
+DEFAULT_CLIENT_MARKER = "canary"
 RACK_SEPARATOR = ":"
+TOKEN_SEPARATORS = r"[-._:]"
+# The client settings that may carry the client marker, in the order they are read.
+CLIENT_ID_KEYS = ("client.id", "group.instance.id")
 
 
 def marker() -> str:
     return os.environ.get("KAFKA_CANARY_MARKER") or DEFAULT_MARKER
+
+
+def client_marker() -> str:
+    return os.environ.get("KAFKA_CANARY_CLIENT_MARKER") or DEFAULT_CLIENT_MARKER
 
 
 def broker_lane(rack: str | None, canary_marker: str | None = None) -> Lane:
@@ -58,11 +71,25 @@ def canary_rack(rack: str | None, canary_marker: str | None = None) -> str:
 
 
 def client_lane(client_id: str | None, canary_marker: str | None = None) -> Lane:
-    """'canary' when a client id (or group.instance.id) carries the marker as a token."""
-    mark = canary_marker or marker()
+    """'canary' when a client id (or group.instance.id) carries the client marker as a token."""
+    mark = canary_marker or client_marker()
     if not client_id:
         return "baseline"
-    tokens = re.split(r"[-._:]", client_id)
-    mark_tokens = re.split(r"[-._:]", mark)
+    tokens = re.split(TOKEN_SEPARATORS, client_id)
+    mark_tokens = re.split(TOKEN_SEPARATORS, mark)
     n = len(mark_tokens)
     return "canary" if any(tokens[i:i + n] == mark_tokens for i in range(len(tokens) - n + 1)) else "baseline"
+
+
+def config_lane(config: Mapping[str, object], canary_marker: str | None = None) -> Lane:
+    """A client's lane from its librdkafka settings: 'canary' when `client.id` or `group.instance.id`
+    carries the client marker."""
+    values = (config.get(key) for key in CLIENT_ID_KEYS)
+    return "canary" if any(isinstance(v, str) and client_lane(v, canary_marker) == "canary" for v in values) \
+        else "baseline"
+
+
+def canary_client_id(client_id: str, canary_marker: str | None = None) -> str:
+    """`client_id` marked as a canary client (`orders-1` -> `orders-1-canary`); unchanged when already marked."""
+    mark = canary_marker or client_marker()
+    return client_id if client_lane(client_id, mark) == "canary" else f"{client_id}-{mark}" if client_id else mark

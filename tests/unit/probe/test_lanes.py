@@ -1,6 +1,6 @@
 import pytest
 
-from canary.lanes import broker_lane, canary_rack, client_lane, real_rack
+from canary.lanes import broker_lane, canary_client_id, canary_rack, client_lane, config_lane, real_rack
 
 
 @pytest.mark.parametrize("rack,lane", [
@@ -25,8 +25,31 @@ def test_real_rack_and_canary_rack_round_trip():
 
 
 @pytest.mark.parametrize("client_id,lane", [
-    ("orders-canary-broker-1", "canary"), ("orders.canary-broker", "canary"), ("orders-1", "baseline"),
-    ("orders-canary-brokerx", "baseline"), (None, "baseline"),
+    ("orders-canary-1", "canary"), ("orders.canary", "canary"), ("canary", "canary"), ("billing:canary_2", "canary"),
+    ("orders-canary-broker-1", "canary"), ("orders-1", "baseline"), ("orders-canaryx", "baseline"),
+    ("canaries", "baseline"), ("", "baseline"), (None, "baseline"),
 ])
 def test_client_lane(client_id, lane):
     assert client_lane(client_id) == lane
+
+
+def test_client_marker_is_configurable_apart_from_the_broker_marker(monkeypatch):
+    monkeypatch.setenv("KAFKA_CANARY_CLIENT_MARKER", "blue-green")
+    assert client_lane("orders-blue-green-1") == "canary"
+    assert client_lane("orders-canary-1") == "baseline"
+    assert client_lane("orders-blue-1") == "baseline"  # every token of the marker, consecutively
+    assert broker_lane("canary-broker") == "canary"  # the broker marker is its own setting
+
+
+def test_config_lane_reads_client_id_then_group_instance_id():
+    assert config_lane({"client.id": "orders-canary"}) == "canary"
+    assert config_lane({"client.id": "orders", "group.instance.id": "orders-canary-0"}) == "canary"
+    assert config_lane({"client.id": "orders", "group.instance.id": "orders-0"}) == "baseline"
+    assert config_lane({}) == "baseline"
+
+
+def test_canary_client_id_marks_once():
+    assert canary_client_id("orders-1") == "orders-1-canary"
+    assert canary_client_id("orders-canary-1") == "orders-canary-1"
+    assert canary_client_id("") == "canary"
+    assert client_lane(canary_client_id("orders")) == "canary"
