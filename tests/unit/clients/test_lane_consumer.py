@@ -1,0 +1,112 @@
+import pytest
+from client_fakes import FakeConsumer, FakeRecord, FakeView, lanes_of
+from confluent_kafka import OFFSET_INVALID
+
+from canary.clients import LaneConsumer, lane_assignment
+from canary.observations import Observation
+from canary.probe.sink import ObservationSink
+
+CONFIG = {"group.id": "billing", "group.instance.id": "billing-canary-0"}
+
+
+def test_lane_assignment_takes_the_lanes_partitions_split_over_instances(six_partitions):
+    other = lanes_of("refunds", {0: 3, 1: 1})
+    assert lane_assignment([six_partitions, other], "canary") == {("orders", 2), ("orders", 5), ("refunds", 0)}
+    assert lane_assignment([six_partitions], "baseline") == {("orders", p) for p in (0, 1, 3, 4)}
+    halves = [lane_assignment([six_partitions], "baseline", i, 2) for i in range(2)]
+    assert halves == [{("orders", 0), ("orders", 3)}, {("orders", 1), ("orders", 4)}]
+
+
+def test_a_leaderless_partition_stays_with_its_holder_and_no_one_else_takes_it(six_partitions):
+    election = lanes_of("orders", {**six_partitions.leaders, 5: None})
+    held = {("orders", 2), ("orders", 5)}
+    assert lane_assignment([election], "canary", current=held) == held
+    assert ("orders", 5) not in lane_assignment([election], "baseline", current={("orders", 0)})
+
+
+def test_the_consumer_starts_its_lane_at_the_committed_offsets(six_partitions, metrics):
+    fake = FakeConsumer(committed={("orders", 2): 40})
+    consumer = LaneConsumer(CONFIG, "orders", view=FakeView(six_partitions), metrics=metrics, consumer=fake)
+    assert consumer.lane == "canary" and consumer.client_id == "billing-canary-0"
+    assert fake.assigned == {("orders", 2): 40, ("orders", 5): OFFSET_INVALID}
+    assert consumer.start_offsets == {("orders", 2): 40, ("orders", 5): OFFSET_INVALID}
+    assert metrics.registry.get_sample_value("kafka_canary_client_assigned_partitions", {
+        "client": "billing-canary-0", "topic": "orders", "lane": "canary"}) == 2
+
+
+def test_a_partition_leaving_the_lane_is_committed_then_released_and_its_stale_records_dropped(
+        six_partitions, metrics):
+    view = FakeView(six_partitions)
+    fake = FakeConsumer()
+    consumer = LaneConsumer(CONFIG, ["orders"], view=view, metrics=metrics, consumer=fake)
+    fake.queue = [FakeRecord("orders", 5, 7, b"a")]
+    msg = consumer.poll(0)
+    with consumer.processing(msg):
+        pass
+    assert fake.stored == {("orders", 5): 8}
+    view.set(lanes_of("orders", {**six_partitions.leaders, 5: 1}))  # broker 3 no longer leads 5
+    fake.queue = [FakeRecord("orders", 5, 8, b"stale"), FakeRecord("orders", 2, 0, b"ok")]
+    assert consumer.poll(0) is None  # fetched before the release: partition 5's new lane reads it
+    assert fake.calls[-2:] == [("commit", [("orders", 5, 8)]), ("unassign", [("orders", 5)])]
+    assert consumer.poll(0).partition() == 2
+    assert consumer.assignment == {("orders", 2)}
+    view.set(six_partitions)  # and back: taken at the committed offset
+    consumer.poll(0)
+    assert fake.calls[-1] == ("assign", [("orders", 5, 8)])
+
+
+def test_processing_records_latency_errors_lag_and_stores_offsets_either_way(six_partitions, metrics, tmp_path):
+    sink = ObservationSink(None, None, path=tmp_path / "obs.jsonl")
+    fake = FakeConsumer(high=10)
+    consumer = LaneConsumer(CONFIG, "orders", view=FakeView(six_partitions), metrics=metrics, consumer=fake,
+                            observations=sink, run_id="run-1")
+    fake.queue = [FakeRecord("orders", 2, 3, b"good", timestamp=1_000), FakeRecord("orders", 5, 4, b"bad")]
+    with consumer.processing(consumer.poll(0)):
+        pass
+    with pytest.raises(ValueError, match="malformed"), consumer.processing(consumer.poll(0)):
+        raise ValueError("malformed record")
+    consumer.close()
+    sink.close()
+    assert fake.stored == {("orders", 2): 4, ("orders", 5): 5}
+    assert fake.calls[-1] == ("commit", [("orders", 2, 4), ("orders", 5, 5)]) and fake.closed
+    good, bad = [Observation.from_json(line) for line in (tmp_path / "obs.jsonl").read_text().splitlines()]
+    assert (good.outcome, good.lane, good.kind, good.source, good.partition, good.leader, good.seq, good.lag) == (
+        "delivered", "canary", "client", "billing-canary-0", 2, 3, 3, 6)
+    assert good.send_ts == 1_000 and good.receive_ts > good.send_ts and good.processing_ms >= 0
+    assert good.message_id == "orders-2@3"
+    assert (bad.outcome, bad.error, bad.lag) == ("processing_error", "ValueError: malformed record", 5)
+    assert bad.send_ts == bad.receive_ts  # no record timestamp: the receipt stands in
+    labels = {"client": "billing-canary-0", "topic": "orders", "lane": "canary"}
+    assert metrics.registry.get_sample_value("kafka_canary_client_processing_error_total", labels) == 1
+    assert metrics.registry.get_sample_value("kafka_canary_client_processing_latency_ms_count", labels) == 2
+
+
+def test_messages_marks_the_previous_record_processed_and_process_goes_on_after_errors(six_partitions, metrics):
+    fake = FakeConsumer()
+    consumer = LaneConsumer(CONFIG, "orders", view=FakeView(six_partitions), metrics=metrics, consumer=fake)
+    fake.queue = [FakeRecord("orders", 2, i, b"x") for i in range(3)]
+    seen = []
+    for msg in consumer.messages(poll_timeout=0):
+        seen.append(msg.offset())
+        assert fake.stored.get(("orders", 2), 0) == msg.offset()  # the one before is stored, this one not yet
+        if len(seen) == 3:
+            break
+    fake.queue = [FakeRecord("orders", 5, i, b"x") for i in range(4)]
+
+    def handler(msg):
+        if msg.offset() % 2:
+            raise RuntimeError("boom")
+    assert consumer.process(handler, max_messages=4, poll_timeout=0) == 4
+    assert fake.stored[("orders", 5)] == 4
+    assert metrics.registry.get_sample_value("kafka_canary_client_processing_error_total", {
+        "client": "billing-canary-0", "topic": "orders", "lane": "canary"}) == 2
+
+
+def test_bad_arguments_are_refused(six_partitions, metrics):
+    view = FakeView(six_partitions)
+    with pytest.raises(ValueError, match="group.id"):
+        LaneConsumer({"client.id": "x"}, "orders", view=view, metrics=metrics, consumer=FakeConsumer())
+    with pytest.raises(ValueError, match="instance"):
+        LaneConsumer(CONFIG, "orders", instance=2, instances=2, view=view, metrics=metrics, consumer=FakeConsumer())
+    with pytest.raises(ValueError, match="topic"):
+        LaneConsumer(CONFIG, [], view=view, metrics=metrics, consumer=FakeConsumer())
