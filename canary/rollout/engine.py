@@ -1,10 +1,10 @@
 """The whole rollout: the steps in order, resumable. A step already done in this run is not repeated; the
-verdict decides promote or rollback; a failure after the first change rolls back (a failure during promote
-stops and says how to go on, since features may already be finalized)."""
+verdict decides promote or rollback; a failure after the first change rolls back, whatever raised it (a refused
+step or a bug in the judge alike); a failure during promote stops and says how to go on, since features may
+already be finalized."""
 
 from __future__ import annotations
 
-from canary.errors import CanaryError
 from canary.judge import INCONCLUSIVE, PROMOTE, ROLLBACK
 from canary.rollout import steps
 from canary.rollout.report import write_report
@@ -28,7 +28,7 @@ def run_rollout(r: Rollout, approve: bool = False, on_inconclusive: str = "rollb
                                                   .get("stopped_early")):
                 try:
                     step(r)
-                except CanaryError as exc:
+                except Exception as exc:  # a refusal or a bug alike: once something changed, the way back is safe
                     if name == "preflight" or not state.before:
                         raise  # nothing was changed
                     r.say("%s failed (%s); rolling back", name, exc)

@@ -596,15 +596,18 @@ def _spark_verdict(r: Rollout, request: dict) -> dict:
 
     out = Path(request["out"])
     verdict_file = out / "verdict.json"
-    code = None
+    code, failure = None, None
     if not verdict_file.exists():
-        with open(out / "spark.log", "w") as spark_log:
-            code = run_analysis(request["observations"], out, from_ms=request["from_ms"], to_ms=request["to_ms"],
-                                config=request["config"], run_id=request["run_id"], timeout=900, log=spark_log)
-    if code == 2 or not verdict_file.exists():
+        try:
+            with open(out / "spark.log", "w") as spark_log:
+                code = run_analysis(request["observations"], out, from_ms=request["from_ms"], to_ms=request["to_ms"],
+                                    config=request["config"], run_id=request["run_id"], timeout=900, log=spark_log)
+        except Exception as exc:  # it could not start (no spark-submit, the Kafka source not resolvable, …)
+            failure = f"{type(exc).__name__}: {exc}"
+    if failure or code == 2 or not verdict_file.exists():
         # A failed analysis never promotes: a person decides, or the rollout rolls back.
-        return {"verdict": INCONCLUSIVE, "reason": f"the Spark analysis failed (exit {code}); see {out / 'spark.log'}",
-                "engine": "spark"}
+        return {"verdict": INCONCLUSIVE, "reason": f"the Spark analysis failed ({failure or f'exit {code}'}); see "
+                                                   f"{out / 'spark.log'}", "engine": "spark"}
     verdict = json.loads(verdict_file.read_text())
     return {"verdict": verdict["verdict"], "reason": verdict["reason"], "engine": "spark"}
 

@@ -1,0 +1,259 @@
+"""The fault suite (issue 8): faults injected into real rollouts on real brokers, and the analysis failing at the
+engine boundary.
+
+Each scenario (tests/reliability/fault_scenarios.py, shared with bench/fault_bench.py) must end in a safe state —
+verified rolled back, verified promoted, or refused before any change — with no acknowledged message lost (the
+rollout's own probe observations and an independent produce-consume-validate stream), no broker restart the guard
+should have refused (seen from outside the rollout), and no broker restarted more often than the change needs.
+
+The scenarios share one cluster of 3 brokers and 3 controllers (each leaves it healthy; `healed` checks that
+before the next). A rollout takes minutes on a 2-core machine, so the real-broker scenarios are marked slow;
+`make test` runs them all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import RUN_ROOT
+
+from canary.cluster import process
+from canary.cluster.local import LocalCluster
+from canary.errors import CanaryError
+from canary.judge import INCONCLUSIVE, PROMOTE, ROLLBACK
+from canary.rollout import engine, steps
+from canary.rollout.audit import AuditLog
+from canary.rollout.run import RunState
+from canary.rollout.spec import load_spec
+
+from . import fault_scenarios as fs
+
+BROKERS = (1, 2, 3)
+
+
+@pytest.fixture(scope="module")
+def fault_cluster() -> Iterator[LocalCluster]:
+    """3 brokers and 3 controllers (a quorum whose leader can be restarted), shared by every scenario."""
+    cluster = LocalCluster.up(RUN_ROOT / "faults", brokers=3, controllers=3, tie_to_parent=True)
+    try:
+        yield cluster
+    finally:
+        try:
+            cluster.down()
+        finally:
+            process.kill_marked(str(cluster.directory) + "#")
+
+
+@pytest.fixture
+def healed(fault_cluster) -> LocalCluster:
+    fixed = fs.heal(fault_cluster)
+    assert not fixed, f"the scenario before left the cluster damaged: {fixed}"
+    return fault_cluster
+
+
+def assert_safe(result: fs.Result) -> None:
+    """The three promises of every scenario, and the broker starts the change needs."""
+    assert result.safe, f"not in a safe state: {result.status}; errors {result.errors}; see {result.run_dir}"
+    assert result.validated["acked"] > 0 and result.validated["lost"] == 0, result.validated
+    assert result.probe["acked"] > 0, result.probe
+    assert result.probe["lost"] == 0 and result.probe["unaccounted"] == 0, result.probe
+    assert result.guard_violations == [], result.guard_violations
+    starts = {b: result.starts.get(b, 0) for b in BROKERS}
+    assert starts == {b: result.expected_starts.get(b, 0) for b in BROKERS}, (starts, result.restarts)
+    if result.status == "verified rolled_back":
+        assert result.unchanged, "rolled back and verified, but the nodes differ from before the rollout"
+
+
+def audit(result: fs.Result) -> list[dict]:
+    return fs.audit_of(Path(result.run_dir))
+
+
+# ----- real brokers -----
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_baseline_broker_killed_in_the_probe_window(healed, tmp_path):
+    result = fs.probe_window_kill(healed, tmp_path)
+    assert result.fault_ms, result.errors
+    assert result.verdict in (ROLLBACK, INCONCLUSIVE), result.verdict
+    assert result.status == "verified rolled_back", (result.status, result.errors)
+    assert_safe(result)
+    # Nobody else restarted the killed broker: the rollback started it (first, since the guard waits for it).
+    rollback = [e["broker"] for e in audit(result) if e["step"] == "rollback" and e["action"] == "restart broker"]
+    assert rollback[0] == 1 and 3 in rollback, rollback
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_b_broker_killed_during_deploy_holds_the_next_canary(healed, tmp_path):
+    result = fs.deploy_kill(healed, tmp_path)
+    assert result.fault_ms, result.errors
+    assert result.status == "verified rolled_back", (result.status, result.errors)
+    assert_safe(result)
+    # The guard held the second canary while broker 1 was down; it was never restarted.
+    refused = [w for w in result.guard_waits if w["action"] == "guard refused"]
+    assert refused and refused[0]["broker"] == 3 and refused[0]["step"] == "deploy-canary", result.guard_waits
+    assert result.restarts.get(3, 0) == 0, result.restarts
+    assert result.verdict == ROLLBACK
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_c_broker_killed_during_promote_still_ends_promoted(healed, tmp_path):
+    result = fs.promote_kill(healed, tmp_path)
+    assert result.fault_ms, f"promote never reached broker 2: verdict {result.verdict}, errors {result.errors}"
+    assert result.status == "verified promoted", (result.status, result.errors)
+    assert_safe(result)
+    assert {n.config.get("num.io.threads") for n in healed.state.brokers} == {"7"}
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_d_each_step_killed_and_rerun_converges_without_repeating_a_change(healed, tmp_path):
+    result = fs.step_kills(healed, tmp_path)
+    assert result.status.startswith("verified"), (result.status, result.errors, result.kills)
+    assert_safe(result)
+    for kill in result.kills:
+        assert kill["killed"] and kill["attempts"] == 2, kill
+    mid = {k["step"]: k["mid_step"] for k in result.kills}
+    # The steps that change the cluster or run for long were killed inside the step, not after it.
+    for step in ("preflight", "deploy-canary", "probe-window", "verify"):
+        assert mid[step], result.kills
+    assert mid.get("promote", mid.get("rollback")), result.kills
+    retried = {e["step"] for e in audit(result) if e["action"] == "step started" and e["attempt"] == 2}
+    assert retried == {k["step"] for k in result.kills}
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_e_controller_quorum_leader_restarted_mid_rollout(healed, tmp_path):
+    result = fs.controller_restart(healed, tmp_path)
+    assert result.fault_ms, result.errors
+    assert result.status.startswith("verified"), (result.status, result.errors)
+    assert_safe(result)
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_f_analysis_timing_out_never_promotes(healed, tmp_path):
+    result = fs.analysis_timeout(healed, tmp_path)
+    assert result.fault_ms, "the analysis never ran"
+    assert result.verdict == INCONCLUSIVE, result.verdict
+    reason = json.loads((Path(result.run_dir) / "run.json").read_text())["verdict"]["reason"]
+    assert "Spark analysis failed" in reason, reason
+    assert result.status == "verified rolled_back", (result.status, result.errors)
+    assert_safe(result)
+
+
+# ----- the engine boundary, no cluster -----
+
+class Offline:
+    """A rollout whose cluster is never reached: the real spec, run state and audit log, for the steps that only
+    read the run directory (the judge) and for the engine with its cluster steps replaced."""
+
+    def __init__(self, tmp_path: Path, engine_name: str = "inline"):
+        self.spec = load_spec({"cluster": {"dir": str(tmp_path / "no-cluster")}, "change": {"config": {"a.b": "1"}},
+                               "canary": {"count": 1}, "judge": {"engine": engine_name}, "run_id": "offline"})
+        self.run_id = self.spec.effective_run_id
+        self.run_dir = tmp_path / "run"
+        self.state = RunState.open(self.run_dir, self.run_id, self.spec.to_dict())
+        self.audit = AuditLog(self.run_dir / "audit.jsonl", self.run_id)
+        self.bootstrap_servers = "127.0.0.1:9"
+        self.step = "-"
+        self.calls: list[str] = []
+
+    def say(self, text: str, *args) -> None:
+        pass
+
+    def window(self) -> None:
+        """A finished probe window whose observations the judge reads."""
+        observations = self.run_dir / "observations-window-1.jsonl"
+        observations.write_text("")
+        self.state.update(window={"attempt": 1, "probe_run_id": "offline-window-1", "start_ms": 1, "end_ms": 2,
+                                  "observations": str(observations), "stopped_early": None, "interim": [],
+                                  "probe": {}})
+
+
+def _fake_steps(monkeypatch, r: Offline) -> None:
+    """Every cluster step of the engine replaced by one that records its call; the canary counts as deployed."""
+    def fake(name: str, effect=None):
+        def step(rollout, **kwargs):
+            rollout.calls.append(name)
+            rollout.state.step_started(name)
+            if effect:
+                effect(rollout)
+            rollout.state.step_finished(name, {})
+            return {}
+        return step
+
+    monkeypatch.setattr(steps, "preflight", fake("preflight", lambda x: x.state.update(before={"brokers": {}})))
+    monkeypatch.setattr(steps, "deploy_canary", fake("deploy-canary"))
+    monkeypatch.setattr(steps, "warm_up", fake("warm-up"))
+    monkeypatch.setattr(steps, "lead", fake("lead"))
+    monkeypatch.setattr(steps, "probe_window", fake("probe-window", lambda x: x.window()))
+    monkeypatch.setattr(steps, "promote", fake("promote", lambda x: x.state.update(status="promoted")))
+    monkeypatch.setattr(steps, "rollback", fake("rollback", lambda x: x.state.update(status="rolled_back")))
+    monkeypatch.setattr(steps, "verify", fake("verify", lambda x: x.state.update(
+        status=f"verified {x.state.status}")))
+
+
+def test_a_crashing_judge_after_the_canary_was_deployed_rolls_back(monkeypatch, tmp_path):
+    r = Offline(tmp_path)
+    _fake_steps(monkeypatch, r)
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("float division by zero")  # a bug in the judge, not a CanaryError
+
+    monkeypatch.setattr(steps, "judge", broken)
+    result = engine.run_rollout(r)
+    assert r.calls[-2:] == ["rollback", "verify"], r.calls
+    assert result["outcome"] == ROLLBACK and result["verdict"] == ROLLBACK
+    assert "judge failed: float division by zero" in result["reason"]
+    assert r.state.data["steps"]["judge"]["status"] == "failed"
+
+
+@pytest.mark.parametrize("analysis", ["exit 2", "exit 1 without a verdict", "raises"])
+def test_a_failed_spark_analysis_is_inconclusive(monkeypatch, tmp_path, analysis):
+    from canary.judge import cli as judge_cli
+
+    r = Offline(tmp_path, engine_name="spark")
+    r.window()
+
+    def run_analysis(observations, out, **kwargs):
+        if analysis == "raises":
+            raise FileNotFoundError(2, "No such file or directory", "spark-submit")
+        return 2 if analysis == "exit 2" else 1
+
+    monkeypatch.setattr(judge_cli, "run_analysis", run_analysis)
+    verdict = steps.judge_window(r)
+    assert verdict["verdict"] == INCONCLUSIVE, verdict
+    assert "Spark analysis failed" in verdict["reason"]
+    assert r.state.status == f"judged {INCONCLUSIVE}"
+
+
+def test_a_failed_analysis_is_never_promoted_by_the_engine(monkeypatch, tmp_path):
+    """The whole engine with a failing analysis: the verdict is INCONCLUSIVE and, unapproved, rolled back."""
+    from canary.judge import cli as judge_cli
+
+    r = Offline(tmp_path, engine_name="spark")
+    _fake_steps(monkeypatch, r)
+    monkeypatch.setattr(judge_cli, "run_analysis", lambda *a, **k: 2)
+    result = engine.run_rollout(r)
+    assert "promote" not in r.calls and r.calls[-2:] == ["rollback", "verify"], r.calls
+    assert result["verdict"] == INCONCLUSIVE and result["outcome"] != PROMOTE
+
+
+def test_an_error_before_any_change_is_raised_and_nothing_is_rolled_back(monkeypatch, tmp_path):
+    r = Offline(tmp_path)
+    _fake_steps(monkeypatch, r)
+
+    def refused(rollout):
+        raise CanaryError("the cluster is not healthy")
+
+    monkeypatch.setattr(steps, "preflight", refused)
+    with pytest.raises(CanaryError, match="not healthy"):
+        engine.run_rollout(r)
+    assert r.calls == []
