@@ -33,7 +33,12 @@ WAITING_FOR_PERSON = ("deferred", "awaiting_input", "up_for_reschedule")
 
 
 class ReleaseError(CanaryError):
-    """Airflow could not be used as asked; the message says what to fix."""
+    """Airflow could not be used as asked; the message says what to fix. `transient`: Airflow did not answer
+    in time or answered 5xx — worth asking again while following a run."""
+
+    def __init__(self, message: str, transient: bool = False):
+        super().__init__(message)
+        self.transient = transient
 
 
 class AirflowClient:
@@ -57,7 +62,7 @@ class AirflowClient:
         try:
             response = self.session.request(method, self.url + path, timeout=self.timeout, **kwargs)
         except requests.RequestException as exc:
-            raise ReleaseError(f"cannot reach Airflow at {self.url}: {type(exc).__name__}") from exc
+            raise ReleaseError(f"cannot reach Airflow at {self.url}: {type(exc).__name__}", transient=True) from exc
         if response.status_code in (401, 403):
             raise ReleaseError(f"Airflow refused the credentials ({response.status_code}) for {method} {path}; "
                                f"check AIRFLOW_API_TOKEN or AIRFLOW_USERNAME/AIRFLOW_PASSWORD")
@@ -66,7 +71,8 @@ class AirflowClient:
         if response.status_code in (400, 422) and method == "POST":
             raise ReleaseError(f"Airflow refused the request {method} {path}: {_detail(response)}")
         if response.status_code >= 400:
-            raise ReleaseError(f"Airflow answered {response.status_code} to {method} {path}: {response.text[:300]}")
+            raise ReleaseError(f"Airflow answered {response.status_code} to {method} {path}: {response.text[:300]}",
+                               transient=response.status_code >= 500)
         return response.json()
 
     def _login(self) -> None:
@@ -153,30 +159,50 @@ def release(client: AirflowClient, conf: dict, *, dag_id: str = DAG_ID, run_id: 
 
 
 def follow(client: AirflowClient, run_id: str, *, dag_id: str = DAG_ID, poll: float = 5.0,
-           timeout: float = 4 * 3600, out: TextIO = sys.stdout) -> int:
-    """Streams a DAG run's task states until it ends (or waits for a person); returns the exit code."""
+           timeout: float = 4 * 3600, patience: int = 10, out: TextIO = sys.stdout) -> int:
+    """Streams a DAG run's task states until it ends (or waits for a person); returns the exit code. Up to
+    `patience` polls in a row may fail transiently (a busy API server, a restart): the run goes on in Airflow
+    meanwhile, and a deployment step should not fail on a hiccup of the thing watching it."""
     if not client.dag_run(dag_id, run_id):
         raise ReleaseError(f"Airflow has no run {run_id!r} of DAG {dag_id}")
     deadline = time.monotonic() + timeout
     seen: dict[str, str | None] = {}
+    failures = 0
     while time.monotonic() < deadline:
-        states = client.task_states(dag_id, run_id)
-        for task, state in states.items():
-            if state != seen.get(task) and state is not None:
-                print(f"  {task}: {state}", file=out, flush=True)
-        seen = states
-        if states.get(APPROVAL_TASK) in WAITING_FOR_PERSON:
-            print(f"INCONCLUSIVE: a person must decide in the Airflow UI ({client.url}, DAG {dag_id}, run {run_id}, "
-                  f"task {APPROVAL_TASK})", file=out, flush=True)
-            return 3
-        run_state = client.dag_run(dag_id, run_id).get("state")
-        if run_state in ("success", "failed"):
-            code, why = outcome(client, dag_id, run_id, run_state)
-            print(why, file=out, flush=True)
-            return code
+        try:
+            code = _poll(client, dag_id, run_id, seen, out)
+        except ReleaseError as exc:
+            failures += 1
+            if not exc.transient or failures > patience:
+                raise
+            print(f"  (Airflow did not answer: {exc}; asking again, {failures}/{patience})", file=out, flush=True)
+        else:
+            failures = 0
+            if code is not None:
+                return code
         time.sleep(poll)
     print(f"error: run {run_id} did not finish within {timeout:.0f}s; it goes on in Airflow", file=out, flush=True)
     return 2
+
+
+def _poll(client: AirflowClient, dag_id: str, run_id: str, seen: dict[str, str | None], out: TextIO) -> int | None:
+    """One look at the run: prints changed task states (updating `seen`); the exit code once there is one."""
+    states = client.task_states(dag_id, run_id)
+    for task, state in states.items():
+        if state != seen.get(task) and state is not None:
+            print(f"  {task}: {state}", file=out, flush=True)
+    seen.clear()
+    seen.update(states)
+    if states.get(APPROVAL_TASK) in WAITING_FOR_PERSON:
+        print(f"INCONCLUSIVE: a person must decide in the Airflow UI ({client.url}, DAG {dag_id}, run {run_id}, "
+              f"task {APPROVAL_TASK})", file=out, flush=True)
+        return 3
+    run_state = client.dag_run(dag_id, run_id).get("state")
+    if run_state in ("success", "failed"):
+        code, why = outcome(client, dag_id, run_id, run_state)
+        print(why, file=out, flush=True)
+        return code
+    return None
 
 
 def _conf(args: argparse.Namespace) -> dict:

@@ -164,6 +164,10 @@ def kafka_broker_canary():
         options_mapping={"Promote": "promote", "Roll back": "rollback"},
         defaults=["Roll back"],
         response_timeout=APPROVAL_TIMEOUT,
+        # Airflow 3.3 can fail a task parked for input when the answer lands before the scheduler saw it park
+        # (its executor event then contradicts the resumed state): asking again beats failing the rollout.
+        retries=2,
+        retry_delay=timedelta(seconds=5),
     )
     # Either way in: the verdict's own branch, or the person's choice.
     promote = PromoteOperator(task_id="promote", approved_by="ask_a_person",

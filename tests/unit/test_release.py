@@ -15,8 +15,10 @@ from canary.release import AirflowClient, ReleaseError, _conf, follow, release
 class FakeAirflow:
     """Serves /auth/token and the dagRuns endpoints; `script` is the list of task-state snapshots to walk."""
 
-    def __init__(self, script: list[dict], verify: dict | None, final: str = "success", password: str = "s3cret"):
+    def __init__(self, script: list[dict], verify: dict | None, final: str = "success", password: str = "s3cret",
+                 busy: int = 0):
         self.script, self.verify, self.final, self.password = script, verify, final, password
+        self.busy = busy  # this many task-state polls answer 503 first
         self.calls: list[tuple[str, str, dict | None, str | None]] = []
         self.step = 0
         fake = self
@@ -60,6 +62,9 @@ class FakeAirflow:
                 if self.path.startswith("/api/v2/connections/"):
                     known = self.path.endswith("/prod")
                     return self._send(200, {"connection_id": "prod"}) if known else self._send(404, {})
+                if self.path.endswith("/taskInstances?limit=100") and fake.busy > 0:
+                    fake.busy -= 1
+                    return self._send(503, {"detail": "busy"})
                 if self.path.endswith("/taskInstances?limit=100"):
                     states = fake.script[min(fake.step, len(fake.script) - 1)]
                     fake.step += 1
@@ -186,3 +191,11 @@ def test_params_pass_through_as_json_where_they_parse():
                            "config_overrides": {"num.io.threads": "6"}}
     with pytest.raises(ReleaseError, match="--param 'oops' is not KEY=VALUE"):
         _conf(argparse.Namespace(**{**vars(args), "param": ["oops"]}))
+
+
+def test_a_busy_airflow_is_asked_again_while_following_and_given_up_on_after_patience(airflow):
+    code, text = run(airflow(STEPS, {"status": "promoted"}, busy=3))
+    assert code == 0 and text.count("asking again") == 3 and "PROMOTE" in text
+    with pytest.raises(ReleaseError, match="answered 503"):
+        follow(AirflowClient(airflow(STEPS, None, busy=50).url, username="ci", password="s3cret", timeout=5), "r1",
+               poll=0.01, patience=2, out=io.StringIO())
