@@ -141,7 +141,7 @@ def _detail(response: requests.Response) -> str:
 
 def release(client: AirflowClient, conf: dict, *, dag_id: str = DAG_ID, run_id: str | None = None,
             wait: bool = True, poll: float = 5.0, timeout: float = 4 * 3600, check_cluster: bool = True,
-            out: TextIO = sys.stdout) -> int:
+            patience: int = 10, out: TextIO = sys.stdout) -> int:
     run_id = run_id or f"release__{time.strftime('%Y%m%dT%H%M%S')}_{uuid.uuid4().hex[:6]}"
     cluster = conf.get("cluster_conn_id")
     if check_cluster and cluster and client.has_connection(cluster) is False:
@@ -155,7 +155,7 @@ def release(client: AirflowClient, conf: dict, *, dag_id: str = DAG_ID, run_id: 
     print(f"triggered {dag_id} run {run_id}", file=out, flush=True)
     if not wait:
         return 0
-    return follow(client, run_id, dag_id=dag_id, poll=poll, timeout=timeout, out=out)
+    return follow(client, run_id, dag_id=dag_id, poll=poll, timeout=timeout, patience=patience, out=out)
 
 
 def follow(client: AirflowClient, run_id: str, *, dag_id: str = DAG_ID, poll: float = 5.0,
@@ -243,11 +243,11 @@ def cmd_release(args: argparse.Namespace) -> int:
     client = AirflowClient(args.airflow_url, token=os.environ.get("AIRFLOW_API_TOKEN"),
                            username=os.environ.get("AIRFLOW_USERNAME"), password=os.environ.get("AIRFLOW_PASSWORD"))
     if args.follow:
-        return follow(client, args.follow, poll=args.poll, timeout=timeout)
+        return follow(client, args.follow, poll=args.poll, timeout=timeout, patience=args.patience)
     if not args.cluster:
         raise ReleaseError("--cluster is required (the Airflow connection id of the cluster), unless --follow")
     return release(client, _conf(args), run_id=args.run_id, wait=args.wait, poll=args.poll, timeout=timeout,
-                   check_cluster=not args.skip_cluster_check)
+                   check_cluster=not args.skip_cluster_check, patience=args.patience)
 
 
 def register(sub) -> None:
@@ -271,6 +271,8 @@ def register(sub) -> None:
     p.add_argument("--wait", action="store_true", help="stream progress and exit with the outcome")
     p.add_argument("--timeout", default="4h", help="give up waiting after this long (default 4h)")
     p.add_argument("--poll", type=float, default=5.0, help="seconds between progress polls")
+    p.add_argument("--patience", type=int, default=10,
+                   help="polls in a row Airflow may fail to answer (timeout, 5xx) before giving up (default 10)")
     p.add_argument("--airflow-url", default=os.environ.get("AIRFLOW_URL", "http://localhost:8080"),
                    help="Airflow's API server (default $AIRFLOW_URL or http://localhost:8080)")
     p.set_defaults(func=cmd_release)
