@@ -96,7 +96,9 @@ class LaneConsumer:
             raise ValueError("a lane consumer needs at least one topic")
         self.lane: Lane = lane or config_lane(config)
         self.instance, self.instances = instance, instances
-        self.client_id = str(config.get("client.id") or config.get("group.instance.id") or "rdkafka")
+        # The instance's name in metrics and observations: a static member's id names one instance, while a
+        # client.id is often shared by all instances of a service.
+        self.client_id = str(config.get("group.instance.id") or config.get("client.id") or "rdkafka")
         self.metrics = metrics or ClientMetrics.default()
         self.commit_timeout = commit_timeout
         self._auto_commit = _truthy(config.get("enable.auto.commit"), True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
 
-from confluent_kafka import KafkaException, TopicCollection
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from canary.cluster.health import QUIET_LOGGER
@@ -43,8 +43,8 @@ def connection_settings(config: Mapping[str, object]) -> dict[str, object]:
 @dataclass(frozen=True)
 class TopicLanes:
     """One topic's partitions and their leaders and lanes at one moment. A partition without a leader (offline,
-    or an election in progress) has lane None and belongs to no lane. `exists` False: the cluster does not know the
-    topic (yet)."""
+    or an election in progress), or led by a broker whose rack is not known yet, has lane None and belongs to no
+    lane. `exists` False: the cluster does not know the topic (yet)."""
 
     topic: str
     leaders: Mapping[int, int | None] = field(default_factory=dict)
@@ -54,9 +54,11 @@ class TopicLanes:
     @classmethod
     def from_leaders(cls, topic: str, leaders: Mapping[int, int | None], racks: Mapping[int, str | None]
                      ) -> TopicLanes:
-        """From partition -> leader broker id (None or < 0: no leader) and broker id -> rack."""
+        """From partition -> leader broker id (None or < 0: no leader) and broker id -> rack (a broker missing
+        there: rack unknown)."""
         leaders = {p: (b if b is not None and b >= 0 else None) for p, b in leaders.items()}
-        return cls(topic, leaders, {p: None if b is None else broker_lane(racks.get(b)) for p, b in leaders.items()})
+        return cls(topic, leaders, {p: broker_lane(racks[b]) if b is not None and b in racks else None
+                                    for p, b in leaders.items()})
 
     @classmethod
     def missing(cls, topic: str) -> TopicLanes:
@@ -120,11 +122,12 @@ class LaneView:
         self.interval = interval
         self.timeout = timeout
         self.admin = admin or AdminClient({"logger": QUIET_LOGGER, "socket.timeout.ms": int(timeout * 1000),
-                                           **connection_settings(config)})
+                                           **connection_settings(config), "allow.auto.create.topics": False})
         self.version = 0
         self.errors = 0
         self.last_error: str | None = None
         self._topics: dict[str, TopicLanes] = {}
+        self._racks: dict[int, str | None] = {}  # broker id -> rack, as last read
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -158,36 +161,51 @@ class LaneView:
 
     def refresh(self, topics: Iterable[str] | None = None) -> bool:
         """Fetches the topics (default: every followed one) now; True when all were read. Never raises on a
-        cluster error: the last view stays."""
+        cluster error: the last view stays.
+
+        Leaders come from a Metadata request per topic, which any broker answers (the admin client sets
+        allow.auto.create.topics=false, so asking never creates a topic). Racks come from DescribeCluster, which
+        librdkafka sends to the broker it takes for the controller: when that broker is the one restarting, racks
+        cannot be read for a while, so leaders are published first with the racks last seen (a rack changes only
+        at a broker restart) and DescribeCluster failing never holds a leadership change back."""
         names = list(topics) if topics is not None else list(self._topics)
         if not names:
             return True
-        try:
-            futures = self.admin.describe_topics(TopicCollection(names), request_timeout=self.timeout)
-        except KafkaException as exc:
-            self._failed(f"describing topics {names}: {exc.args[0]}")
-            return False
-        fresh: dict[str, TopicLanes] = {}
+        leaders: dict[str, dict[int, int | None] | None] = {}
         ok = True
-        for topic, future in futures.items():
+        for topic in names:
             try:
-                described = future.result(timeout=self.timeout + 5)
+                meta = self.admin.list_topics(topic=topic, timeout=self.timeout).topics.get(topic)
             except KafkaException as exc:
-                if exc.args[0].name() == "UNKNOWN_TOPIC_OR_PART":
-                    fresh[topic] = TopicLanes.missing(topic)
-                else:
-                    ok = False
-                    self._failed(f"describing topic {topic}: {exc.args[0]}")
-                continue
-            except TimeoutError:
                 ok = False
-                self._failed(f"describing topic {topic}: no answer within {self.timeout + 5:.0f} s")
+                self._failed(f"metadata of topic {topic}: {exc.args[0]}")
                 continue
-            leaders = {p.id: (p.leader.id if p.leader is not None else None) for p in described.partitions}
-            racks = {p.leader.id: p.leader.rack for p in described.partitions if p.leader is not None}
-            fresh[topic] = TopicLanes.from_leaders(topic, leaders, racks)
+            if meta is None or (meta.error is not None and meta.error.name() == "UNKNOWN_TOPIC_OR_PART"):
+                leaders[topic] = None
+            else:  # per partition even when the topic reports an error (a partition without a leader)
+                leaders[topic] = {p.id: p.leader for p in meta.partitions.values()}
+        if self._racks:
+            self._publish(leaders)
+        ok = self._read_racks() and ok
+        self._publish(leaders)
         if ok:
             self.last_error = None
+        return ok
+
+    def _read_racks(self) -> bool:
+        timeout = min(self.timeout, 5.0)
+        try:
+            nodes = self.admin.describe_cluster(request_timeout=timeout).result(timeout=timeout + 5).nodes
+        except (KafkaException, TimeoutError) as exc:
+            self._failed(f"broker racks: {exc.args[0] if exc.args else 'no answer'}")
+            return False
+        # brokers that left the metadata keep their last rack: they come back with it unless restarted with another
+        self._racks = {**self._racks, **{n.id: n.rack for n in nodes}}
+        return True
+
+    def _publish(self, leaders: Mapping[str, Mapping[int, int | None] | None]) -> None:
+        fresh = {t: TopicLanes.missing(t) if ls is None else TopicLanes.from_leaders(t, ls, self._racks)
+                 for t, ls in leaders.items()}
         with self._lock:
             changed = [t for t, lanes in fresh.items() if not lanes.same_as(self._topics.get(t))]
             self._topics.update(fresh)
@@ -198,7 +216,6 @@ class LaneView:
             log.info("lane view of %s: canary partitions %s, baseline partitions %s%s", topic,
                      list(lanes.partitions("canary")), list(lanes.partitions("baseline")),
                      "" if lanes.exists else " (topic missing)")
-        return ok
 
     def _failed(self, text: str) -> None:
         self.errors += 1
