@@ -63,6 +63,10 @@ def stack_env(home: Path, runs: Path, cluster_dir: Path, port: int) -> dict[str,
         "AIRFLOW__API_AUTH__JWT_SECRET": secret_file.read_text(),
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
         "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "True",
+        # On a saturated 2-core machine the API server can take longer than the 5 s default to answer a task
+        # runner; a task that never started must not fail for that.
+        "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
+        "AIRFLOW__WORKERS__EXECUTION_API_RETRIES": "10",
     })
     return env
 
