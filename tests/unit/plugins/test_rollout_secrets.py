@@ -1,0 +1,96 @@
+"""The connection's password in an Airflow run of the rollout: it becomes sasl.password for the clients, Airflow's
+secrets masker hides it in the task's log lines, and no step operator's result (XCom) or run file holds it."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from airflow.sdk._shared.secrets_masker import _secrets_masker
+from airflow.sdk.log import mask_logs
+from kafka_canary_provider.operators.rollout import AnalysisRequestOperator, PreflightOperator
+
+from canary.cluster.state import ClusterState, NodeState
+from canary.rollout import steps
+
+SECRET = "s3cr3t-scram-pa55word"
+RUN_ID = "manual__2027-01-01T00:00:00+00:00"
+PARAMS = {"config_overrides": {"num.io.threads": "6"}, "canary_count": 1, "engine": "inline"}
+
+
+@pytest.fixture
+def secured_connection(monkeypatch, tmp_path):
+    """A connection to a SASL_SSL cluster (its state file only: no broker is started) and a private runs folder."""
+    cluster_dir = tmp_path / "cluster"
+    cluster_dir.mkdir()
+    nodes = [NodeState(3000, "controller", "3.9.2", 19000)]
+    nodes += [NodeState(i, "broker", "3.9.2", 19000 + i, replication_port=19100 + i) for i in (1, 2, 3)]
+    ClusterState("cid", str(cluster_dir), "3.9", "320m", "192m", nodes, security="sasl_ssl").save()
+    client = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "admin",
+              "ssl.ca.location": str(cluster_dir / "security" / "ca.pem")}
+    monkeypatch.setenv("AIRFLOW_CONN_SECURED", json.dumps({"conn_type": "kafka_canary", "password": SECRET,
+                                                           "extra": {"dir": str(cluster_dir), "client": client}}))
+    monkeypatch.setenv("KAFKA_CANARY_RUNS", str(tmp_path / "runs"))
+    return tmp_path / "runs"
+
+
+class _MaskedLines(logging.Handler):
+    """A task log as Airflow writes it: every event through the SDK's mask_logs processor (the secrets masker)."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(mask_logs(None, record.levelname.lower(), {"event": record.getMessage()})["event"])
+
+
+def test_the_password_is_masked_in_task_logs_and_absent_from_xcom_and_run_files(secured_connection, monkeypatch):
+    seen: dict = {}
+
+    def careless_preflight(r: steps.Rollout) -> dict:
+        # What a careless change could do: log the client settings, quote the password in a result.
+        seen["client"] = dict(r.spec.client)
+        steps.log.info("connecting with %s", r.spec.client)
+        return {"note": f"logged in with {r.spec.client['sasl.password']}", "client": dict(r.spec.client)}
+
+    monkeypatch.setattr(steps, "preflight", steps.run_step("preflight", careless_preflight))
+    masked = _MaskedLines()
+    logger = logging.getLogger("canary.rollout")
+    logger.addHandler(masked)
+    monkeypatch.setattr(logger, "level", logging.INFO)
+    try:
+        result = PreflightOperator(task_id="preflight", kafka_canary_conn_id="secured").execute(
+            {"run_id": RUN_ID, "params": PARAMS})
+    finally:
+        logger.removeHandler(masked)
+
+    assert seen["client"]["sasl.password"] == SECRET  # the clients get it
+    # Looking the connection up registered the password with Airflow's secrets masker: the log line is masked.
+    assert _secrets_masker().redact(f"x {SECRET} y") == "x *** y"
+    assert any("connecting with" in line and "***" in line for line in masked.lines), masked.lines
+    assert not any(SECRET in line for line in masked.lines)
+    # The result (XCom) and every file of the run: no password, even where a text quoted it.
+    assert SECRET not in json.dumps(result) and result["note"] == "logged in with ***"
+    assert result["client"]["sasl.password"] == "***"
+    run_dir = secured_connection / "manual__2027-01-01T00_00_00_00_00"
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert {p.name for p in files} >= {"run.json", "audit.jsonl", "report.html"}
+    assert [p.name for p in files if SECRET.encode() in p.read_bytes()] == []
+
+
+def test_the_spark_arguments_of_a_secured_run_hold_no_credentials(secured_connection):
+    """The analysis request becomes SparkSubmitOperator's arguments (XCom, a command line): on a secured cluster it
+    names the window's observations file, not the cluster, so Spark needs no credentials."""
+    run_dir = secured_connection / "manual__2027-01-01T00_00_00_00_00"
+    operator = AnalysisRequestOperator(task_id="analysis_request", kafka_canary_conn_id="secured")
+    rollout = operator.rollout({"run_id": RUN_ID, "params": PARAMS})
+    observations = run_dir / "observations-window-1.jsonl"
+    rollout.state.update(window={"attempt": 1, "probe_run_id": "p", "start_ms": 1, "end_ms": 2,
+                                 "observations": str(observations), "stopped_early": None, "interim": []})
+
+    request = operator.execute({"run_id": RUN_ID, "params": PARAMS})
+    assert request["observations"] == str(observations)
+    assert SECRET not in json.dumps(request)
+    assert SECRET.encode() not in (run_dir / "analysis-1" / "judge.yaml").read_bytes()
