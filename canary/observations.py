@@ -59,7 +59,7 @@ class Observation:
     topic: str
     partition: int
     leader: int | None     # leader broker at send time
-    lane: Lane             # the partition's lane at send time (its leader's lane)
+    lane: Lane             # probe: the partition's lane at send time (its leader's); client: the instance's lane
     producer_id: str
     message_id: str        # unique per producer
     seq: int               # per producer and partition, from 0
