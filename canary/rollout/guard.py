@@ -47,8 +47,11 @@ class GuardDecision:
         return {"broker": self.broker_id, "allowed": self.allowed, "reasons": self.reasons, "warnings": self.warnings}
 
 
-def decide(broker_id: int, partitions: list[PartitionView]) -> GuardDecision:
-    """Pure: may `broker_id` restart now, given every partition's replicas, ISR and min ISR."""
+def decide(broker_id: int, partitions: list[PartitionView], down: set[int] | frozenset[int] = frozenset()
+           ) -> GuardDecision:
+    """Pure: may `broker_id` restart now, given every partition's replicas, ISR and min ISR. `down`: brokers known
+    to be stopped (the deployer says so); they stay in the ISR the cluster reports until the controller fences them
+    (broker.session.timeout.ms after a crash), so they are taken out of it here."""
     decision = GuardDecision(broker_id, allowed=True)
     for p in partitions:
         if broker_id not in p.replicas:
@@ -57,12 +60,13 @@ def decide(broker_id: int, partitions: list[PartitionView]) -> GuardDecision:
             decision.warnings.append(f"{p.name}: min.insync.replicas {p.min_isr} ≥ replication factor "
                                      f"{len(p.replicas)}, unavailable for acks=all during any restart")
             continue
-        if len(p.isr) < p.min_isr:
-            decision.reasons.append(f"{p.name} is already below min.insync.replicas "
-                                    f"(ISR {list(p.isr)}, min {p.min_isr})")
-        elif broker_id in p.isr and len(p.isr) - 1 < p.min_isr:
-            decision.reasons.append(f"{p.name} would drop below min.insync.replicas "
-                                    f"(ISR {list(p.isr)}, min {p.min_isr})")
+        isr = [b for b in p.isr if b not in down]
+        gone = sorted(set(p.isr) - set(isr))
+        shown = f"ISR {isr}" + (f" without broker(s) {gone}, which are down" if gone else "")
+        if len(isr) < p.min_isr:
+            decision.reasons.append(f"{p.name} is already below min.insync.replicas ({shown}, min {p.min_isr})")
+        elif broker_id in isr and len(isr) - 1 < p.min_isr:
+            decision.reasons.append(f"{p.name} would drop below min.insync.replicas ({shown}, min {p.min_isr})")
     decision.allowed = not decision.reasons
     return decision
 

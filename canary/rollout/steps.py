@@ -179,19 +179,22 @@ def _registered(r: Rollout) -> dict[int, str | None]:
 
 def _wait_guard(r: Rollout, broker_id: int) -> None:
     """Blocks until the safe-roll guard allows `broker_id` to restart, or raises GuardRefused."""
-    decision: list[guard.GuardDecision] = []
+    down: set[int] = set()  # brokers the deployer says are stopped, at the last look
 
     def check() -> str | None:
-        d = guard.decide(broker_id, r.partitions())
-        decision[:] = [d]
+        down.clear()
+        down.update(b.broker_id for b in r.deployer.brokers() if not b.running and b.broker_id != broker_id)
+        d = guard.decide(broker_id, r.partitions(), down)
         return None if d.allowed else d.reason()
 
     try:
         waited = _wait(r, f"safe-roll guard for broker {broker_id}", r.spec.guard_timeout, check)
     except RolloutError as exc:
-        r.audit.record(r.step, "guard refused", broker=broker_id, reason=str(exc))
-        raise GuardRefused(f"{exc}. The broker was not restarted; bring the named partitions' replicas back "
-                           f"into the ISR (or raise timeouts.guard) and run the step again") from None
+        r.audit.record(r.step, "guard refused", broker=broker_id, reason=str(exc), down=sorted(down))
+        fix = (f"broker(s) {sorted(down)} are down: start them, or run promote or rollback, which start a broker "
+               f"that is down first" if down else "bring the named partitions' replicas back into the ISR")
+        raise GuardRefused(f"{exc}. The broker was not restarted; {fix} (or raise timeouts.guard) and run the step "
+                           f"again") from None
     if waited > POLL:
         r.audit.record(r.step, "guard allowed after waiting", broker=broker_id, waited_s=round(waited, 1))
 
@@ -213,9 +216,13 @@ def _roll(r: Rollout, broker_id: int, phase: str, warm: bool) -> dict | None:
     if _is(current, want) and current.running:
         r.say("broker %s already %s (%s), no restart", broker_id, phase, want["version"])
         return None  # a crash left it down after its change was recorded: start it below
-    _wait_guard(r, broker_id)
+    if current.running:
+        _wait_guard(r, broker_id)
+    # else: a broker that is down is in no live ISR, so starting it takes nothing away (and the guard may be waiting
+    # for it); the guard is not asked.
     r.say("rolling broker %s to %s %s", broker_id, phase, want["version"])
-    r.audit.record(r.step, "restart broker", broker=broker_id, phase=phase, before=current.to_dict(), after=want)
+    r.audit.record(r.step, "restart broker", broker=broker_id, phase=phase, was_running=current.running,
+                   before=current.to_dict(), after=want)
     started = time.monotonic()
     r.deployer.roll_broker(broker_id, **want)
 
@@ -233,6 +240,21 @@ def _roll(r: Rollout, broker_id: int, phase: str, warm: bool) -> dict | None:
         result["in_isr_s"] = round(time.monotonic() - started, 1)
     r.audit.record(r.step, "broker restarted", **result)
     return result
+
+
+def _roll_fleet(r: Rollout, order: list[int], phase: str, warm: bool) -> list[dict]:
+    """Converges the brokers of `order` to `phase` one at a time, a broker that is down always next (Strimzi's
+    roller takes unready pods first): starting it cannot lower availability, and while it is down the guard refuses
+    every broker that shares a partition with it. A broker that goes down after its turn is left to the next run
+    of the step (it may have crashed because of the change)."""
+    rolled, todo = [], list(order)
+    while todo:
+        down = {b.broker_id for b in r.deployer.brokers() if not b.running}
+        broker = next((b for b in todo if b in down), todo[0])
+        todo.remove(broker)
+        if (done := _roll(r, broker, phase, warm)) is not None:
+            rolled.append(done)
+    return rolled
 
 
 # ----- snapshots -----
@@ -445,7 +467,7 @@ def _deploy_canary(r: Rollout) -> dict:
     """Rolls each canary broker to the target with the canary marker, one at a time under the guard."""
     result: dict = {"canary_brokers": r.canary_ids()}
     with _watched(r, "deploy", result):
-        result["rolled"] = [x for b in r.canary_ids() if (x := _roll(r, b, "canary", warm=False))]
+        result["rolled"] = _roll_fleet(r, r.canary_ids(), "canary", warm=False)
     r.state.update(status="canary deployed")
     return result
 
@@ -490,9 +512,28 @@ def _interim_look(r: Rollout, observations: Path, config) -> dict:
     return {"verdict": verdict["verdict"], "reason": verdict["reason"], "observations": usable}
 
 
+def _disturbances(r: Rollout, full: bool) -> list[str]:
+    """What is wrong with the cluster right now beyond the canary being compared: brokers down (the deployer), and
+    with `full` also brokers not registered and offline partitions (the cluster's metadata)."""
+    brokers = r.deployer.brokers()
+    problems = [f"broker {b.broker_id} down" for b in brokers if not b.running]
+    if full:
+        seen = health.check(r.bootstrap_servers, [b.broker_id for b in brokers], client_config=r.spec.client)
+        if seen.error:
+            problems.append(seen.error)
+        missing = [b for b in seen.missing_brokers if f"broker {b} down" not in problems]
+        if missing:
+            problems.append(f"brokers {missing} not registered")
+        if seen.offline_partitions:
+            problems.append(f"{len(seen.offline_partitions)} offline partition(s)")
+    return problems
+
+
 def _probe_window(r: Rollout) -> dict:
     """Probe traffic for the window with interim looks every interval; a critical regression at a look stops
-    the window early (fail fast) and decides ROLLBACK at once."""
+    the window early (fail fast) and decides ROLLBACK at once. The cluster is watched meanwhile (brokers down every
+    second, registration and offline partitions at each look): a window in which it was disturbed cannot promote,
+    whatever the lanes' comparison says (see _judge_window)."""
     spec = r.spec
     config = judge_settings(spec.judge_config)
     attempt = r.state.data["steps"]["probe-window"]["attempts"]
@@ -505,10 +546,27 @@ def _probe_window(r: Rollout) -> dict:
     r.audit.record(r.step, "probe started", probe_run_id=cfg.run_id, window_s=spec.window)
     interim: list[dict] = []
     stopped_early = None
+    disturbed: list[str] = []  # each problem once, when first seen
+    seen: set[str] = set()
+
+    def watch(full: bool) -> None:
+        at_s = time.monotonic() - started
+        try:
+            now = _disturbances(r, full)
+        except Exception as exc:  # the cluster not answering is a disturbance too
+            now = [f"the cluster did not answer ({exc})"]
+        new = [p for p in now if p not in seen]
+        if new:
+            seen.update(new)
+            disturbed.extend(f"at {at_s:.0f}s: {p}" for p in new)
+            r.say("the cluster is disturbed during the window: %s", "; ".join(new))
+            r.audit.record(r.step, "cluster disturbed", at_s=round(at_s, 1), problems=new)
+
     try:
         next_look = started + spec.interim_interval
         while time.monotonic() - started < spec.window:
             time.sleep(min(POLL, max(0.0, started + spec.window - time.monotonic())))
+            watch(full=time.monotonic() >= next_look)
             if time.monotonic() >= next_look:
                 next_look += spec.interim_interval
                 look = _interim_look(r, observations, config)
@@ -523,6 +581,7 @@ def _probe_window(r: Rollout) -> dict:
         summary = probe.stop()
     window = {"attempt": attempt, "probe_run_id": cfg.run_id, "start_ms": start_ms, "end_ms": int(time.time() * 1000),
               "observations": str(observations), "stopped_early": stopped_early, "interim": interim,
+              "disturbed": disturbed[:20],
               "probe": {lane: {k: t[k] for k in ("sent", "acked", "lost", "produce_errors")}
                         for lane, t in summary.lanes.items()}}
     r.state.update(window=window, verdict=None)
@@ -530,7 +589,7 @@ def _probe_window(r: Rollout) -> dict:
         _record_verdict(r, {"verdict": ROLLBACK, "engine": "interim",
                             "reason": f"fail fast at the interim look after {stopped_early['at_s']}s: "
                                       f"{stopped_early['reason']}"})
-    return {k: window[k] for k in ("probe_run_id", "start_ms", "end_ms", "probe")} | {
+    return {k: window[k] for k in ("probe_run_id", "start_ms", "end_ms", "probe", "disturbed")} | {
         "stopped_early": bool(stopped_early), "interim_looks": len(interim)}
 
 
@@ -571,6 +630,13 @@ def _judge_window(r: Rollout) -> dict:
         verdict = _inline_verdict(Path(window["observations"]), out, judge_settings(r.spec.judge_config))
     else:
         verdict = _spark_verdict(r, request)
+    if verdict["verdict"] == PROMOTE and window.get("disturbed"):
+        # A broker that failed in the window hurt both lanes (every acks=all write waits for its replicas) and may
+        # have failed because of the canary; lanes that look alike then prove nothing. A person decides.
+        shown = "; ".join(window["disturbed"][:3]) + ("; …" if len(window["disturbed"]) > 3 else "")
+        verdict = verdict | {"verdict": INCONCLUSIVE, "reason": f"the cluster was disturbed during the window "
+                                                                 f"({shown}), so it cannot promote; the analysis "
+                                                                 f"said PROMOTE: {verdict['reason']}"}
     return _record_verdict(r, verdict | {"analysis": str(out)})
 
 
@@ -636,7 +702,7 @@ def _promote(r: Rollout, approve: bool = False) -> dict:
     target = r.spec.change.version
     result: dict = {}
     with _watched(r, "promote", result):
-        result["rolled"] = [x for b in order if (x := _roll(r, b, "promoted", warm=True))]
+        result["rolled"] = _roll_fleet(r, order, "promoted", warm=True)
         result["controllers"] = _roll_controllers(r, lambda c: target or c.version)
     result["finalized"] = _finalize(r, target) if target and r.spec.finalize else {}
     _restore_preferred(r)
@@ -697,7 +763,7 @@ def _rollback(r: Rollout) -> dict:
     before = r.state.before["controllers"]
     result: dict = {}
     with _watched(r, "rollback", result):
-        result["rolled"] = [x for b in order if (x := _roll(r, b, "baseline", warm=True))]
+        result["rolled"] = _roll_fleet(r, order, "baseline", warm=True)
         result["controllers"] = _roll_controllers(r, lambda c: before[str(c.node_id)]["version"])
     result["elected"] = _restore_preferred(r)
     r.state.update(status="rolled_back")
@@ -708,8 +774,8 @@ def _rollback(r: Rollout) -> dict:
 
 def _verify(r: Rollout) -> dict:
     """Checks the promised state: after a rollback the cluster equals the snapshot (versions, configs, racks,
-    finalized features, leaders); after a promotion every broker runs the change. Then a green probe; then the
-    lock is released."""
+    finalized features, leaders); after a promotion every broker runs the change; either way every broker and
+    controller runs and the quorum is caught up. Then a green probe; then the lock is released."""
     status = r.state.status
     if status not in ("promoted", "rolled_back"):
         raise RolloutError(f"nothing to verify yet: the rollout is at '{status}'; promote or roll back first")
@@ -732,7 +798,13 @@ def _verify(r: Rollout) -> dict:
         with contextlib.suppress(RolloutError):  # leaders settle a moment after the elections
             _wait(r, "leaders as before", 60, lambda: "; ".join(_leader_diff(before["leaders"], _leaders(r))) or None)
         differences += _leader_diff(before["leaders"], _leaders(r))
-    seen = health.check(r.bootstrap_servers, [b.broker_id for b in r.deployer.brokers()], client_config=r.spec.client)
+    # Every controller running and caught up with the quorum, as preflight found them (a controller that crashed
+    # during the rollout leaves the quorum one failure from unavailable, whatever the brokers look like).
+    differences += [f"controller {c.node_id} is not running" for c in r.deployer.controllers() if not c.running]
+    with contextlib.suppress(RolloutError):  # a controller started a moment ago catches up
+        _wait(r, "controllers caught up with the quorum", 60, lambda: _quorum(r))
+    seen = health.check(r.bootstrap_servers, [b.broker_id for b in r.deployer.brokers()], client_config=r.spec.client,
+                        expected_voters=[c.node_id for c in r.deployer.controllers()])
     if not seen.healthy:
         differences.append(f"cluster not healthy: {seen.reason()}")
     if differences:

@@ -37,6 +37,17 @@ def test_min_isr_not_below_replication_factor_warns_instead_of_blocking():
     assert d.allowed and len(d.warnings) == 2
 
 
+def test_a_broker_known_to_be_down_does_not_count_in_the_isr():
+    # A crashed broker stays in the reported ISR until the controller fences it; the deployer already knows.
+    parts = [part("t-0", [1, 2, 3], [1, 2, 3], 2)]
+    assert decide(2, parts).allowed
+    d = decide(2, parts, down={1})
+    assert not d.allowed
+    assert d.reasons == ["t-0 would drop below min.insync.replicas (ISR [2, 3] without broker(s) [1], which are down, "
+                         "min 2)"]
+    assert not decide(3, [part("t-0", [1, 2, 3], [1, 2], 2)], down={1}).allowed  # already below without it
+
+
 def test_reason_abbreviates_many_partitions():
     parts = [part(f"t-{i}", [1, 2, 3], [1, 2], 2) for i in range(9)]
     assert decide(1, parts).reason(limit=3).endswith("and 6 more")
