@@ -1,0 +1,172 @@
+"""The whole Airflow on loopback (`airflow standalone`: API server, scheduler, DAG processor, triggerer; LocalExecutor
+on SQLite) driving the broker rollout DAG on a real cluster, seen the way its users see it:
+
+- the release hook (`kafka-canary release`) against the real API server: wrong credentials, an unknown cluster and
+  refused trigger-form params are clear errors and start nothing;
+- a rollout whose verdict is INCONCLUSIVE waits for a person (release exits 3); the person approves through the
+  human-in-the-loop API; `release --follow` then exits 0 once the fleet is promoted and verified — real scheduler,
+  real Spark (SparkSubmitOperator), real brokers;
+- the report page, behind Airflow's login, opened in headless Chromium, shows the verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from canary.airflow_stack import AirflowStack
+from canary.demo import FAST_JUDGE
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+KAFKA_CANARY = str(Path(sys.executable).parent / "kafka-canary")
+DAG = "kafka_broker_canary"
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+# Everything inside the warm-up: no metric has data, so the verdict is INCONCLUSIVE and a person decides.
+UNDECIDABLE = FAST_JUDGE | {"warmup_s": 100000}
+
+
+def _release(stack: AirflowStack, *args: str, password: str | None = None, timeout: float = 900):
+    env = dict(os.environ, AIRFLOW_URL=stack.url, AIRFLOW_USERNAME=stack.username,
+               AIRFLOW_PASSWORD=password or stack.password)
+    env.pop("AIRFLOW_API_TOKEN", None)
+    return subprocess.run([KAFKA_CANARY, "release", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _api(stack: AirflowStack, method: str, path: str, headers: dict | None = None, **kwargs) -> requests.Response:
+    return requests.request(method, stack.url + path, timeout=30,
+                            headers={"Authorization": f"Bearer {stack.token()}", **(headers or {})}, **kwargs)
+
+
+def _cluster_state(cluster) -> dict:
+    cluster.reload()
+    return {n.node_id: (n.version, dict(n.config), n.rack) for n in cluster.state.nodes}
+
+
+def _diagnosis(stack: AirflowStack, run_id: str, runs: Path) -> str:
+    """What a failed run left: each step's status and error from run.json, and the promote task's last log lines."""
+    lines = []
+    state = runs / run_id / "run.json"
+    if state.exists():
+        data = json.loads(state.read_text())
+        lines += [f"run status {data.get('status')}"] + [
+            f"{name}: {step.get('status')} x{step.get('attempts')} {str(step.get('error'))[:500]}"
+            for name, step in data.get("steps", {}).items()]
+    for attempt in (1, 2, 3):
+        log = _api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/promote/logs/{attempt}",
+                   params={"full_content": "true"}, headers={"Accept": "text/plain"})
+        if log.status_code == 200:
+            lines += [f"--- promote try {attempt}", log.text[-3000:]]
+    return "\n".join(lines)
+
+
+def _browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    assert Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists(), \
+        "Chromium and ChromeDriver are missing: `make test` installs them (apt-get install chromium chromium-driver)"
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(arg)
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+def test_release_hook_person_in_the_loop_and_report_page_on_a_live_airflow(cluster_factory, tmp_path):
+    cluster = cluster_factory(brokers=3)
+    before = _cluster_state(cluster)
+    stack = AirflowStack.start(tmp_path / "airflow", tmp_path / "rollouts", cluster.directory)
+    try:
+        stack.wait_ready(timeout=600)
+
+        # Bad input through the real API: nothing is triggered, the cluster is untouched.
+        wrong = _release(stack, "--cluster", "kafka_canary_default", "--wait", password="wrong")
+        assert wrong.returncode == 2 and "refused the login of user 'admin'" in wrong.stderr, wrong.stderr
+        assert "wrong" not in wrong.stdout + wrong.stderr
+        unknown = _release(stack, "--cluster", "no_such_cluster", "--wait")
+        assert unknown.returncode == 2 and "no connection 'no_such_cluster'" in unknown.stderr, unknown.stderr
+        refused = _release(stack, "--cluster", "kafka_canary_default", "--param", "canary_count=0")
+        assert refused.returncode == 2 and "canary_count" in refused.stderr, refused.stderr
+        assert _api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns").json()["total_entries"] == 0
+        assert _cluster_state(cluster) == before
+
+        # A real rollout that cannot decide: the DAG asks a person, release says so and exits 3.
+        run_id = "release_live_1"
+        params = {"judge_config": UNDECIDABLE, "on_inconclusive": "ask", "probe_rate": 20,
+                  "preflight_probe": "3s", "interim_interval": "10s"}
+        asked = _release(stack, "--cluster", "kafka_canary_default", "--config", "num.io.threads=6",
+                         "--window", "30s", "--engine", "spark", "--run-id", run_id, "--wait", "--poll", "2",
+                         *[a for k, v in params.items() for a in ("--param", f"{k}={json.dumps(v)}")])
+        assert asked.returncode == 3, asked.stdout[-3000:] + asked.stderr[-3000:]
+        assert "a person must decide" in asked.stdout and "spark_analysis: success" in asked.stdout, asked.stdout
+        judged = _api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/judge/xcomEntries/"
+                                    "return_value", params={"deserialize": "true"}).json()["value"]
+        judged = json.loads(judged) if isinstance(judged, str) else judged
+        assert judged["verdict"] == "INCONCLUSIVE", judged
+
+        # The person approves in the human-in-the-loop API (what the UI's Required actions page calls) — a few
+        # seconds later, as a person would: an answer within a second of the task parking races the scheduler's
+        # bookkeeping in Airflow 3.3 (the DAG retries the question if it loses).
+        time.sleep(5)
+        answer = _api(stack, "PATCH", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/ask_a_person/-1/"
+                                      "hitlDetails", json={"chosen_options": ["Promote"]})
+        assert answer.status_code == 200, answer.text
+        followed = _release(stack, "--follow", run_id, "--poll", "2")
+        assert followed.returncode == 0, followed.stdout[-2000:] + _diagnosis(stack, run_id, tmp_path / "rollouts")
+        chosen = _api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/ask_a_person/xcomEntries/"
+                                    "skipmixin_key", params={"deserialize": "true"}).json()["value"]
+        assert "promote" in str(chosen) and "rollback" not in str(chosen)  # the person's branch, as Airflow kept it
+        assert "PROMOTE" in followed.stdout and "  promote: success" in followed.stdout
+        after = _cluster_state(cluster)
+        assert all(config.get("num.io.threads") == "6" for node, (_, config, _) in after.items() if node < 3000)
+        assert all(rack == before[node][2] for node, (_, _, rack) in after.items())  # canary marker gone
+
+        # The report: private without Airflow's login, shown in a browser with it.
+        report = f"/kafka-canary/runs/{run_id}/report.html"
+        assert requests.get(stack.url + report, timeout=30).status_code in (401, 403)
+        plugins = _api(stack, "GET", "/api/v2/plugins").json()["plugins"]
+        views = [v for p in plugins if p["name"] == "kafka_canary" for v in p["external_views"]]
+        assert views and views[0]["href"] == "/kafka-canary/"
+        _check_report_in_browser(stack, run_id)
+    finally:
+        stack.stop()
+        shutil.rmtree(tmp_path / "airflow" / "logs", ignore_errors=True)
+
+
+def _check_report_in_browser(stack: AirflowStack, run_id: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser = _browser()
+    try:
+        # Airflow's own login page sets the session cookie the plugin's pages accept.
+        browser.get(f"{stack.url}/auth/login/")
+        wait = WebDriverWait(browser, 60)
+        wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys(stack.username)
+        browser.find_element(By.NAME, "password").send_keys(stack.password)
+        browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait.until(lambda b: any(c["name"] == "_token" for c in b.get_cookies()))
+        # From the plugin's list of rollouts (the UI's "Canary rollouts" entry) to the run's report.
+        browser.get(f"{stack.url}/kafka-canary/")
+        wait.until(ec.element_to_be_clickable((By.LINK_TEXT, run_id))).click()
+        wait.until(ec.title_contains("Rollout"))
+        text = browser.find_element(By.TAG_NAME, "body").text
+        assert "INCONCLUSIVE" in text and "promoted" in text, text[:2000]
+        started = time.monotonic()
+        while "verified" not in text and time.monotonic() - started < 30:  # the report task may still be writing
+            time.sleep(2)
+            browser.refresh()
+            text = browser.find_element(By.TAG_NAME, "body").text
+        assert "verified" in text, text[:2000]
+    finally:
+        browser.quit()
