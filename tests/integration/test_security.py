@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
 from conftest import RUN_ROOT
 from waiting import wait_until
 
@@ -197,7 +196,7 @@ def test_restarts_the_delay_proxy_and_an_added_broker_keep_working_with_security
     ensure_topic(secured.bootstrap_servers, "on-the-new-broker", [added], client=client)
     assert all(r.ok and r.leader == added for r in round_trip(secured.bootstrap_servers, "on-the-new-broker",
                                                                client=client))
-    admin = AdminClient({"bootstrap.servers": secured.bootstrap_servers, **client})
+    admin = health.admin_client(secured.bootstrap_servers, client)
     for future in admin.delete_topics(["on-the-new-broker"], operation_timeout=30).values():
         future.result(timeout=30)
     wait_until(lambda: not health.partitions_hosted_by(secured.bootstrap_servers, added, client_config=client), 60,
