@@ -2,9 +2,9 @@
 settings that go with them.
 
 `kafka-canary cluster up --security sasl_ssl` gives every broker's client listener SASL_SSL with SCRAM-SHA-512.
-The replication (inter-broker) and controller listeners stay PLAINTEXT on loopback: they never leave the host,
-and securing them would cost CPU on every replicated byte for no protection a local user does not already lose
-to file access (see docs/security.md).
+The replication (inter-broker) and controller listeners stay PLAINTEXT on loopback: they never leave the host, no
+kafka-canary client uses them, and TLS there would cost CPU on every replicated byte. A local user can reach the
+cluster through them without a password; docs/security.md says so.
 
 Everything lives in `<dir>/security/` (mode 0700):
 
