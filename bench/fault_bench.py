@@ -38,6 +38,13 @@ def table(results: list[fs.Result]) -> str:
         safe = f"{r.safe_s:.0f} s" if r.safe_s is not None else "—"
         lines.append(f"| {r.scenario} | {r.fault} | {r.outcome} | {r.verdict or '—'} | {acked} | {r.lost} | {safe} | "
                      f"{len(r.guard_violations)} | {starts} ({expected}) |")
+    for r in results:
+        if r.kills and r.scenario == "d":
+            lines += ["", f"({r.scenario}) each step's process SIGKILLed, then the step re-run:", "",
+                      "| step | killed inside the step | attempts | kill → step done again | re-run exit |",
+                      "|---|---|---|---|---|"]
+            lines += [f"| {k['step']} | {'yes' if k['mid_step'] else 'no (it had finished)'} | {k.get('attempts')} | "
+                      f"{k.get('converged_s', '—')} s | {k.get('retry_exit')} |" for k in r.kills]
     return "\n".join(lines)
 
 
