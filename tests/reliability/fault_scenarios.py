@@ -10,8 +10,8 @@ moment, lets the rollout (or its retry) finish, and returns what happened as dat
   was acknowledged) and an independent produce-consume-validate stream (`Validator`: acks=all writes to a topic
   of its own for the whole scenario, every acknowledged offset read back at the end, as Kafka's own
   ProduceConsumeValidate system tests do) that also covers the traffic of a rollout process that was killed;
-- the safe-roll guard seen from outside (`Watch`): no broker restart while every partition it hosts could not
-  lose it, and no restart of a live broker while another broker was down;
+- the safe-roll guard seen from outside (`Watch`): no live broker restarted while another broker's process was
+  down, and no restart after the guard refused it (the audit log);
 - broker JVM starts per broker, counted from the outside (pids), against what the change needs;
 - the time from the fault to the safe state.
 
@@ -41,6 +41,7 @@ from canary.cluster import process
 from canary.cluster.health import QUIET_LOGGER, admin_client
 from canary.cluster.local import LocalCluster
 from canary.cluster.state import ClusterState
+from canary.judge.config import DEFAULT_METRICS
 from canary.probe.topic import TopicAdmin
 from canary.rollout import guard
 from canary.rollout.engine import run_rollout
@@ -58,6 +59,11 @@ JUDGE = {"warmup_s": 15, "bucket_s": 5, "min_buckets": 2, "metrics": {
                                          "out_of_order_rate", "availability", "throughput")},
     **{m: dict(_LATENCY) for m in ("e2e_latency_p50", "e2e_latency_p95", "produce_latency_p99")},
     "e2e_latency_p99": _LATENCY | {"slo": None}}}
+# For the scenarios about promote: the change is harmless and the scenario is about what happens after the gate, so
+# the gate looks only at lost messages (a busy machine's latency swings would otherwise decide the path).
+PROMOTING_JUDGE = {"warmup_s": 15, "bucket_s": 5, "min_buckets": 2, "metrics": {
+    **{m.name: {"enabled": False} for m in DEFAULT_METRICS if m.name != "loss_rate"},
+    "loss_rate": {"min_samples": 300}}}
 STEP_ORDER = ("preflight", "deploy-canary", "warm-up", "lead", "probe-window", "judge", "promote", "rollback",
               "verify")
 
@@ -98,6 +104,7 @@ class Result:
     unchanged: bool | None = None       # after a rollback: nodes equal the state before the rollout
     notes: list[str] = field(default_factory=list)
     kills: list[dict] = field(default_factory=list)           # (d) one record per killed step
+    runs: int = 1                       # rollout runs to reach the end (a run that raised is run again)
     run_dir: str = ""
 
     @property
@@ -276,38 +283,29 @@ class Watch:
         return {b for b, pid in before[-1][2].items() if pid is None} if before else set()
 
     def violations(self, audit: list[dict]) -> list[str]:
-        """Broker restarts the guard should have refused, judged from outside:
-        - a live broker restarted while another broker's process was down (with replication factor 3 on 3 brokers,
-          every partition it is in the ISR of would drop below min.insync.replicas 2);
-        - a restart with the guard (on the sampled ISR, brokers that are down taken out of it) saying no in the
-          sample before it and in the sample after it (a sample in between could have been a moment of yes)."""
+        """Broker restarts the guard should have refused:
+        - seen from outside: a live broker restarted while another broker's process was down (with replication
+          factor 3 on 3 brokers, every partition it is in the ISR of would drop below min.insync.replicas 2). The
+          processes are the ground truth here; the sampled ISR is not: a broker's metadata lags the controller's by
+          a moment, and a sample taken just before another broker rejoined the ISR reads as a refusal;
+        - in the audit log: a restart in the same attempt of a step after the guard refused that broker."""
         found = []
+        refused: set[tuple[str, int]] = set()
         for e in audit:
+            if e["action"] == "step started":
+                refused = {r for r in refused if r[0] != e["step"]}
+            elif e["action"] == "guard refused":
+                refused.add((e["step"], e["broker"]))
             if e["action"] != "restart broker":
                 continue
             broker, at = e["broker"], e["ts_ms"]
+            if (e["step"], broker) in refused:
+                found.append(f"{e['step']}: broker {broker} restarted at {at} after the guard refused it")
             down = self.down(at)
-            if broker in down:
-                continue  # starting a broker that is down cannot take anything away
-            if down:
+            if broker not in down and down:  # starting a broker that is down cannot take anything away
                 found.append(f"{e['step']}: broker {broker} restarted at {at} while broker(s) {sorted(down)} "
                              f"were down")
-                continue
-            before = [s for s in self.samples if s[0] <= at and s[1] is not None]
-            after = [s for s in self.samples if s[0] > at and s[1] is not None]
-            if before and after:
-                no = [_decide(broker, s) for s in (before[-1], after[0])]
-                if not no[0].allowed and not no[1].allowed:
-                    found.append(f"{e['step']}: broker {broker} restarted at {at} although {no[0].reason()}")
         return found
-
-
-def _decide(broker: int, sample) -> guard.GuardDecision:
-    _, partitions, pids = sample
-    dead = {b for b, pid in pids.items() if pid is None and b != broker}
-    live = [guard.PartitionView(p.topic, p.partition, p.replicas, tuple(i for i in p.isr if i not in dead), p.leader,
-                                p.min_isr) for p in partitions]
-    return guard.decide(broker, live)
 
 
 def probe_accounting(run_dir: Path, audit: list[dict]) -> dict:
@@ -476,19 +474,17 @@ def observed(result: Result, cluster: LocalCluster, run_dir: Path) -> Iterator[W
             result.unchanged = nodes(cluster) == before
 
 
-def _run(rollout_of: Callable[[], Rollout], result: Result, **kwargs) -> dict | None:
-    """run_rollout on a fresh Rollout (as a retried process would build it); an error is kept, not raised. A
-    rollout refused before any change (a preflight probe that is not green on a saturated machine) is tried again,
-    up to 3 times: the scenario is about its fault, not about the machine's load."""
-    for attempt in range(3):
-        rollout = rollout_of()
+def _run(rollout_of: Callable[[], Rollout], result: Result, runs: int = 3, **kwargs) -> dict | None:
+    """run_rollout on a fresh Rollout (as a retried process builds it), run again after an error up to `runs` times
+    in all, as the DAG retries its converging tasks twice; each error is kept in `result.errors`, not raised."""
+    for attempt in range(1, runs + 1):
         try:
-            return run_rollout(rollout, **kwargs)
+            out = run_rollout(rollout_of(), **kwargs)
+            result.runs = attempt
+            return out
         except Exception as exc:
-            result.errors.append(f"{type(exc).__name__}: {exc}")
-            if rollout.state.before is not None or attempt == 2:
-                return None
-            result.notes.append(f"refused before any change, tried again: {exc}")
+            result.errors.append(f"run {attempt}: {type(exc).__name__}: {exc}")
+            result.runs = attempt
             time.sleep(5)
     return None
 
@@ -539,13 +535,12 @@ def promote_kill(cluster: LocalCluster, work: Path) -> Result:
     needs."""
     result = Result("c", "promoted broker 1 SIGKILLed while promote restarts broker 2")
     run_dir = work / "c"
-    spec = load_spec(spec_raw(cluster, "fault-c", 7, timeouts={"guard": "30s", "warm_up": "180s"}))
+    spec = load_spec(spec_raw(cluster, "fault-c", 7, timeouts={"guard": "30s", "warm_up": "180s"},
+                              judge={"engine": "inline", "config": PROMOTING_JUDGE}))
     with observed(result, cluster, run_dir):
         kill = When(run_dir, seen("promote", "restart broker", broker=2), lambda: hard_kill(cluster, 1), delay=2)
         kill.start()
-        for _ in range(2):  # the first run, then one retry if it stopped
-            if _run(lambda: Rollout(spec, run_dir), result, approve=True) is not None:
-                break
+        _run(lambda: Rollout(spec, run_dir), result, approve=True)
         kill.cancel()
         result.fault_ms = kill.at_ms
         if kill.error:
@@ -587,12 +582,14 @@ def step_kills(cluster: LocalCluster, work: Path) -> Result:
     """(d) Every step run as `kafka-canary rollout <step> --spec F` in its own process, SIGKILLed (with its whole
     process group) in the middle of the step, then run again as an Airflow retry would. The rollout must converge,
     no broker may be restarted more often than the change needs, and run.json / the audit log show 2 attempts of
-    every step. After the judge: promote --approve unless the verdict is ROLLBACK, then rollback."""
+    every step. The gate looks only at lost messages, so the path is promote (--approve, were it INCONCLUSIVE), the
+    step that rolls every broker."""
     result = Result("d", "the process running each step SIGKILLed mid-step, then the step re-run")
     run_dir = work / "d"
     run_dir.mkdir(parents=True, exist_ok=True)
     spec_file = work / "d-spec.json"
-    spec_file.write_text(json.dumps(spec_raw(cluster, "fault-d", 8)))
+    spec_file.write_text(json.dumps(spec_raw(cluster, "fault-d", 8, judge={"engine": "inline",
+                                                                         "config": PROMOTING_JUDGE})))
     kills: list[dict] = []
     with observed(result, cluster, run_dir):
         for step in STEP_ORDER:
@@ -621,10 +618,10 @@ def step_kills(cluster: LocalCluster, work: Path) -> Result:
             proc.wait()
             if result.fault_ms is None and record["killed"]:
                 result.fault_ms = record["kill_ms"]
-            for _ in range(3):  # a preflight refused on a saturated machine is run again, like a first run
+            for _ in range(3):  # the DAG retries a converging task twice; an error here is run again as well
                 retry = _cli(step, spec_file, run_dir, log, approve=step == "promote")
                 record["retry_exit"] = retry.wait(900)
-                if not (step == "preflight" and record["retry_exit"] == 2):
+                if record["retry_exit"] != 2:
                     break
             record["attempts"] = json.loads((run_dir / "run.json").read_text())["steps"][step]["attempts"]
             finished = [e["ts_ms"] for e in audit_of(run_dir) if e["step"] == step and e["action"] == "step finished"]
@@ -636,7 +633,7 @@ def step_kills(cluster: LocalCluster, work: Path) -> Result:
                 break
     result.kills = kills
     promoted = result.status == "verified promoted"
-    result.expected_starts = {1: 1, 2: 1, 3: 2} if promoted else {3: 2}
+    result.expected_starts = {1: 1, 2: 1, 3: 2} if promoted or result.verdict == "PROMOTE" else {3: 2}
     return result
 
 
@@ -672,11 +669,12 @@ def controller_restart(cluster: LocalCluster, work: Path) -> Result:
 
 
 def analysis_timeout(cluster: LocalCluster, work: Path, seconds: float = 5.0) -> Result:
-    """(f) The Spark analysis of a good canary times out: the real job, its time limit cut to a few seconds at the
-    engine boundary (canary.judge.cli.run_analysis). The gate must not promote; the canary is rolled back."""
+    """(f) The Spark analysis of a canary the gate would promote (it looks only at lost messages, so no interim
+    look stops the window first) times out: the real job, its time limit cut to a few seconds at the engine
+    boundary (canary.judge.cli.run_analysis). The gate must not promote; the canary is rolled back."""
     result = Result("f", f"the Spark analysis timed out (limit cut to {seconds:g} s)")
     run_dir = work / "f"
-    spec = load_spec(spec_raw(cluster, "fault-f", 10, judge={"engine": "spark", "config": JUDGE}))
+    spec = load_spec(spec_raw(cluster, "fault-f", 10, judge={"engine": "spark", "config": PROMOTING_JUDGE}))
     from canary.judge import cli as judge_cli
 
     real = judge_cli.run_analysis
