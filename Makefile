@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test unit lint lock clean
+.PHONY: setup demo test faults unit lint lock clean
 
 $(STAMP): requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || \
@@ -31,8 +31,12 @@ $(CHROMEDRIVER):
 demo: setup
 	$(BIN)/kafka-canary demo $(if $(BAD),--bad) $(if $(UPGRADE),--upgrade)
 
+# The fault suite (pytest -m slow: real rollouts under faults, ~10 min) runs with `make faults`.
 test: setup lint $(CHROMEDRIVER)
-	$(BIN)/pytest
+	$(BIN)/pytest -m "not slow"
+
+faults: setup
+	$(BIN)/pytest -m slow tests/reliability
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit
