@@ -111,6 +111,7 @@ def test_c_broker_killed_during_promote_still_ends_promoted(healed, tmp_path):
     assert result.fault_ms, f"promote never reached broker 2: verdict {result.verdict}, errors {result.errors}"
     assert result.status == "verified promoted", (result.status, result.errors)
     assert_safe(result)
+    healed.reload()
     assert {n.config.get("num.io.threads") for n in healed.state.brokers} == {"7"}
 
 
