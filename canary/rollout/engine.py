@@ -31,8 +31,8 @@ def run_rollout(r: Rollout, approve: bool = False, on_inconclusive: str = "rollb
                 except Exception as exc:  # a refusal or a bug alike: once something changed, the way back is safe
                     if name == "preflight" or not state.before:
                         raise  # nothing was changed
-                    r.say("%s failed (%s); rolling back", name, exc)
-                    steps.failure_verdict(r, name, exc)
+                    r.say("%s failed (%s); rolling back", name, steps.describe(exc))
+                    steps.failure_verdict(r, name, steps.describe(exc))
                     break
         verdict = state.data["verdict"]["verdict"]
         if not state.status.startswith(("promoted", "rolled_back")):

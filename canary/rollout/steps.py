@@ -88,6 +88,12 @@ class Rollout:
         raise RolloutError(f"broker {broker_id} is no longer in the cluster")
 
 
+def describe(exc: BaseException) -> str:
+    """An exception as the audit log and a verdict's reason show it: its message, or its type when it has none
+    (a TimeoutError from a future says nothing)."""
+    return str(exc) or type(exc).__name__
+
+
 def run_step(name: str, fn: Callable[[Rollout], dict]) -> Callable[[Rollout], dict]:
     """Wraps a step: attempt counting in run.json, start/finish/failure in the audit log; the result has no secret
     value in it (a text that quoted one shows *** instead)."""
@@ -101,8 +107,8 @@ def run_step(name: str, fn: Callable[[Rollout], dict]) -> Callable[[Rollout], di
             if r.spec.secret_values:  # the result lands in XCom and on the CLI's output: never a password
                 result = json.loads(scrub_text(json.dumps(result, default=str), r.spec.secret_values))
         except BaseException as exc:
-            r.state.step_failed(name, str(exc))
-            r.audit.record(name, "step failed", attempt=attempt, error=str(exc))
+            r.state.step_failed(name, describe(exc))
+            r.audit.record(name, "step failed", attempt=attempt, error=describe(exc))
             raise
         r.state.step_finished(name, result)
         r.audit.record(name, "step finished", attempt=attempt, result=result)
@@ -157,8 +163,9 @@ def _wait(r: Rollout, what: str, timeout: float, check: Callable[[], str | None]
     while True:
         try:
             missing = check()
-        except (KafkaException, KafkaError, ClusterError) as exc:
-            missing = f"cluster not answering: {exc}"
+        except (KafkaException, KafkaError, ClusterError, TimeoutError) as exc:
+            # TimeoutError: an admin future not resolved in time (a broker just died); it says nothing itself
+            missing = f"cluster not answering: {describe(exc)}"
         if missing is None:
             return time.monotonic() - start
         now = time.monotonic()

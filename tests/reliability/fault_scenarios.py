@@ -308,13 +308,16 @@ class Watch:
         return found
 
 
-def probe_accounting(run_dir: Path, audit: list[dict]) -> dict:
+def probe_accounting(run_dir: Path, audit: list[dict], bootstrap_servers: str | None = None) -> dict:
     """The rollout's own probes, ProduceConsumeValidate style: in every observations file each acknowledged
-    message must have been received (outcome delivered or out_of_order; `lost` names the others), and a probe that
-    finished must account in its file for every message its summary counted as acknowledged (`unaccounted`: in
-    flight when it stopped, neither received nor declared lost)."""
+    message must have been received (outcome delivered or out_of_order), and a probe that finished must account in
+    its file for every message its summary counted as acknowledged (`unaccounted`: in flight when it stopped,
+    neither received nor declared lost). The probe declares lost what it did not receive within its 15 s
+    round-trip SLA; given `bootstrap_servers`, each of those is looked for in its partition's log: found, it is
+    `late` (the probe's consumer stalled, or stopped first); not found, it is `lost`."""
     acked = lost = 0
     examples: list[str] = []
+    candidates: dict[tuple[str, int], dict[str, str]] = {}
     per_file: dict[str, int] = {}
     for path in sorted(run_dir.glob("observations-*.jsonl")):
         n = 0
@@ -327,8 +330,8 @@ def probe_accounting(run_dir: Path, audit: list[dict]) -> dict:
             n += 1
             if o["outcome"] not in ("delivered", "out_of_order"):
                 lost += 1
-                if len(examples) < 5:
-                    examples.append(f"{path.name}: {o['message_id']} {o['outcome']} ({o.get('error')})")
+                candidates.setdefault((o["topic"], o["partition"]), {})[o["message_id"]] = (
+                    f"{path.name}: {o['message_id']} {o['outcome']} ({o.get('error')})")
         per_file[path.stem.removeprefix("observations-")] = n
         acked += n
     # A probe named <run id>-<name> writes observations-<name>.jsonl; a step run again writes it anew, so the last
@@ -343,8 +346,35 @@ def probe_accounting(run_dir: Path, audit: list[dict]) -> dict:
         summaries[window["probe_run_id"].removeprefix(run["run_id"] + "-")] = sum(
             lane["acked"] for lane in window["probe"].values())
     unaccounted = sum(max(0, count - per_file.get(name, 0)) for name, count in summaries.items())
-    return {"acked": acked, "lost": lost, "unaccounted": unaccounted, "lost_examples": examples,
-            "files": len(per_file)}
+    late: set[str] = set()
+    if bootstrap_servers and candidates:
+        late = in_log(bootstrap_servers, {tp: set(ids) for tp, ids in candidates.items()})
+    examples = [text for ids in candidates.values() for mid, text in ids.items() if mid not in late][:5]
+    return {"acked": acked, "lost": lost - len(late), "late": len(late), "unaccounted": unaccounted,
+            "lost_examples": examples, "files": len(per_file)}
+
+
+def in_log(bootstrap_servers: str, wanted: dict[tuple[str, int], set[str]]) -> set[str]:
+    """The probe message ids of `wanted` (per topic and partition) that are in the partition's log now."""
+    found: set[str] = set()
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"fault-suite-{uuid.uuid4().hex[:8]}",
+                         "enable.auto.commit": False, "logger": QUIET_LOGGER})
+    try:
+        for (topic, partition), ids in wanted.items():
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=15)
+            consumer.assign([TopicPartition(topic, partition, low)])
+            position, deadline = low, time.monotonic() + 90
+            while position < high and time.monotonic() < deadline:
+                msg = consumer.poll(1.0)
+                if msg is None or msg.error() is not None:
+                    continue
+                position = msg.offset() + 1
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    if (mid := json.loads(msg.value())["messageId"]) in ids:
+                        found.add(mid)
+    finally:
+        consumer.close()
+    return found
 
 
 # ----- faults -----
@@ -457,7 +487,7 @@ def observed(result: Result, cluster: LocalCluster, run_dir: Path) -> Iterator[W
         for e in entries:
             if e["action"] == "restart broker":
                 result.restarts[e["broker"]] = result.restarts.get(e["broker"], 0) + 1
-        result.probe = probe_accounting(run_dir, entries)
+        result.probe = probe_accounting(run_dir, entries, cluster.bootstrap_servers)
         run = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").exists() else {}
         if result.status == "?":
             result.status = run.get("status", "?")

@@ -230,6 +230,35 @@ def test_a_crashing_judge_after_the_canary_was_deployed_rolls_back(monkeypatch, 
     assert r.state.data["steps"]["judge"]["status"] == "failed"
 
 
+def test_an_admin_call_timing_out_while_waiting_is_waited_through(monkeypatch, tmp_path):
+    """Found on real brokers: describe_cluster's future timed out (TimeoutError, no message) right after a broker
+    was killed, and the deploy step failed with an empty error instead of waiting on."""
+    r = Offline(tmp_path)
+    calls = []
+
+    def check():
+        calls.append(1)
+        if len(calls) == 1:
+            raise TimeoutError()
+        return None
+
+    monkeypatch.setattr(steps, "POLL", 0.01)
+    assert steps._wait(r, "broker 2 registration", 5, check) >= 0 and len(calls) == 2
+
+
+def test_a_failure_without_a_message_is_named_by_its_type(monkeypatch, tmp_path):
+    r = Offline(tmp_path)
+    _fake_steps(monkeypatch, r)
+
+    def timed_out(*args, **kwargs):
+        raise TimeoutError()
+
+    monkeypatch.setattr(steps, "judge", timed_out)
+    result = engine.run_rollout(r)
+    assert result["reason"] == "judge failed: TimeoutError"
+    assert r.state.data["steps"]["judge"]["error"] == "TimeoutError"
+
+
 @pytest.mark.parametrize("analysis", ["exit 2", "exit 1 without a verdict", "raises"])
 def test_a_failed_spark_analysis_is_inconclusive(monkeypatch, tmp_path, analysis):
     from canary.judge import cli as judge_cli
@@ -278,7 +307,8 @@ def test_an_error_before_any_change_is_raised_and_nothing_is_rolled_back(monkeyp
 
 def test_probe_accounting_names_a_lost_and_an_unaccounted_message(tmp_path):
     def obs(message_id, outcome, ack_ts=10):
-        return json.dumps({"message_id": message_id, "outcome": outcome, "ack_ts": ack_ts, "error": None})
+        return json.dumps({"topic": "__kafka_canary", "partition": 0, "message_id": message_id, "outcome": outcome,
+                           "ack_ts": ack_ts, "error": None})
 
     (tmp_path / "observations-deploy.jsonl").write_text("\n".join([
         obs("m1", "delivered"), obs("m2", "lost"), obs("m2", "duplicate"), obs("m3", "produce_error", None)]))
