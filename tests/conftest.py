@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
@@ -21,36 +22,39 @@ def run_root() -> Path:
     return RUN_ROOT
 
 
+@contextmanager
+def running_cluster(name: str, **kwargs) -> Iterator[LocalCluster]:
+    """A cluster under the suite's root (`LocalCluster.up` arguments), always stopped afterwards; its JVMs are
+    killed even when stopping it fails."""
+    cluster = LocalCluster.up(RUN_ROOT / name, tie_to_parent=True, **kwargs)
+    try:
+        yield cluster
+    finally:
+        try:
+            cluster.down()
+        finally:
+            process.kill_marked(str(cluster.directory) + "#")
+
+
 @pytest.fixture(scope="session")
 def shared_cluster() -> Iterator[LocalCluster]:
     """One 3-broker baseline cluster for tests that only read or add topics. Tests that change
     brokers start their own with `cluster_factory`."""
-    cluster = LocalCluster.up(RUN_ROOT / "shared", brokers=3, tie_to_parent=True)
-    try:
+    with running_cluster("shared", brokers=3) as cluster:
         yield cluster
-    finally:
-        cluster.down()
 
 
 @pytest.fixture
 def cluster_factory(request) -> Iterator:
     """Starts clusters private to one test (`cluster_factory(brokers=4, ...)`) and always stops them."""
     started: list[LocalCluster] = []
+    with ExitStack() as stack:
+        def start(**kwargs) -> LocalCluster:
+            name = f"{request.node.name[:60]}-{len(started)}"
+            started.append(stack.enter_context(running_cluster(name, **kwargs)))
+            return started[-1]
 
-    def start(**kwargs) -> LocalCluster:
-        directory = RUN_ROOT / f"{request.node.name[:60]}-{len(started)}"
-        cluster = LocalCluster.up(directory, tie_to_parent=True, **kwargs)
-        started.append(cluster)
-        return cluster
-
-    try:
         yield start
-    finally:
-        for cluster in started:
-            try:
-                cluster.down()
-            finally:
-                process.kill_marked(str(cluster.directory) + "#")
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:

@@ -242,7 +242,8 @@ class Probe:
 
     def _reconcile(self) -> None:
         if self.config.reconcile:
-            result = reconcile(self.admin, self.spec, wait=10.0)
+            result = reconcile(self.admin, self.spec, wait=10.0,
+                               previous_owners=self.reconciled.owners if self.reconciled else None)
         else:  # read-only: produce to the partitions the rules say are owned, change nothing
             state = self.admin.observe(self.spec.name)
             if not state.exists:

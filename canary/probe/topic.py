@@ -160,8 +160,10 @@ def _followers(leader: int, order: list[int], rf: int, brokers: dict[int, str | 
     return chosen
 
 
-def plan(spec: TopicSpec, state: TopicState) -> ReconcilePlan:
-    """The changes that bring the topic to the rules; nothing when it already follows them."""
+def plan(spec: TopicSpec, state: TopicState, previous_owners: dict[int, int] | None = None) -> ReconcilePlan:
+    """The changes that bring the topic to the rules; nothing when it already follows them.
+    `previous_owners` (broker -> partition, from the last reconcile of a long-running probe) keeps ownership
+    sticky when a broker heads several partitions, as it does after an orphan's replicas moved onto it."""
     if not state.brokers:
         raise ClusterError("no live broker in the cluster metadata; is the cluster up?")
     brokers = state.brokers
@@ -181,11 +183,21 @@ def plan(spec: TopicSpec, state: TopicState) -> ReconcilePlan:
         return ReconcilePlan(rf, assignment, [], {}, [], wanted_configs, owners, [])
 
     parts = state.partitions
-    owners = {}
+    headed: dict[int, list[int]] = {}
     for p in sorted(parts):
         replicas = parts[p].replicas
-        if replicas and replicas[0] in brokers and replicas[0] not in owners:
-            owners[replicas[0]] = p
+        if replicas and replicas[0] in brokers:
+            headed.setdefault(replicas[0], []).append(p)
+    previous = previous_owners or {}
+
+    def claim(broker: int, p: int) -> tuple[bool, bool, int]:
+        # the partition it owned before; else one whose replica set is whole (an orphan moved onto this broker
+        # has lost a replica); else the lowest id
+        replicas = parts[p].replicas
+        whole = len(replicas) == rf and all(b in brokers for b in replicas)
+        return previous.get(broker) != p, not whole, p
+
+    owners = {b: min(ps, key=lambda p, b=b: claim(b, p)) for b, ps in sorted(headed.items())}
     free_brokers = [b for b in sorted(brokers) if b not in owners]
     unowned = [p for p in sorted(parts) if p not in owners.values()]
     for broker in free_brokers:
@@ -385,12 +397,13 @@ class TopicAdmin:
                 raise ClusterError(f"setting configs of {res.name} failed: {exc.args[0].str()}") from exc
 
 
-def reconcile(admin: TopicAdmin, spec: TopicSpec, wait: float = 30.0) -> ReconcileResult:
+def reconcile(admin: TopicAdmin, spec: TopicSpec, wait: float = 30.0,
+              previous_owners: dict[int, int] | None = None) -> ReconcileResult:
     """Observes the topic, applies the plan, returns what changed. With `wait` > 0, waits (up to
     `wait` seconds) for reassignments to finish and then elects their preferred leaders, so one
-    call converges; otherwise the next call finishes the job."""
+    call converges; otherwise the next call finishes the job. `previous_owners`: see `plan()`."""
     state = admin.observe(spec.name)
-    todo = plan(spec, state)
+    todo = plan(spec, state, previous_owners)
     result = ReconcileResult(topic=spec.name, changed=todo.changes_anything, created=False, partitions_added=[],
                              reassigned=todo.reassign, elected=[], configs_set={}, owners=todo.owners,
                              orphans=todo.orphans, replication_factor=todo.replication_factor)

@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from conftest import running_cluster
 from lane_clients import (
     BASELINE_PARTITIONS,
     CANARY_PARTITIONS,
@@ -28,7 +29,6 @@ from prometheus_client import CollectorRegistry
 from waiting import wait_until
 
 from canary.clients import ClientMetrics, LaneConsumer, LaneProducer, LaneView
-from canary.cluster import process
 from canary.cluster.health import QUIET_LOGGER
 from canary.cluster.local import LocalCluster
 from canary.judge.core import Aggregates
@@ -41,15 +41,9 @@ CANARY_BROKER = 3
 
 
 @pytest.fixture(scope="module")
-def lane_cluster(run_root):
-    cluster = LocalCluster.up(run_root / "clients", brokers=3, tie_to_parent=True)
-    try:
+def lane_cluster():
+    with running_cluster("clients", brokers=3) as cluster:
         yield cluster
-    finally:
-        try:
-            cluster.down()
-        finally:
-            process.kill_marked(str(cluster.directory) + "#")
 
 
 def _canary_broker(cluster: LocalCluster, on: bool) -> None:

@@ -144,7 +144,11 @@ def test_broker_down_shows_errors_and_recovers_and_canary_lane(cluster_factory, 
         cluster.start_node(2)
         acked_before = probe.ledger.by_partition()[1].counts["acked"]
         # the probe's own reconcile puts broker 2 back as leader of partition 1 (preferred leader election)
-        wait_until(lambda: probe.view.leaders.get(1) == 2, what="preferred leader back")
+        try:
+            wait_until(lambda: probe.view.leaders.get(1) == 2, what="preferred leader back")
+        except AssertionError as exc:  # say what the probe saw
+            raise AssertionError(f"{exc}: leaders {probe.view.leaders}, topic "
+                                 f"{probe.admin.observe(probe.spec.name)}, status {probe.status()}") from exc
         wait_until(lambda: probe.ledger.by_partition()[1].counts["acked"] > acked_before + 20, what="recovery")
     finally:
         summary = probe.stop()

@@ -11,10 +11,9 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from conftest import RUN_ROOT
+from conftest import running_cluster
 from waiting import wait_until
 
-from canary.cluster import process
 from canary.cluster.distribution import BASELINE_VERSION, TARGET_VERSION
 from canary.cluster.local import LocalCluster
 from canary.rollout import steps
@@ -55,14 +54,8 @@ def restarts(rollout: Rollout, step: str) -> list[int]:
 @pytest.fixture(scope="module")
 def baseline_cluster() -> Iterator[LocalCluster]:
     """A 3-broker cluster every test here leaves as it found it (each bad canary is rolled back)."""
-    cluster = LocalCluster.up(RUN_ROOT / "rollout-baseline", brokers=3, tie_to_parent=True)
-    try:
+    with running_cluster("rollout-baseline", brokers=3) as cluster:
         yield cluster
-    finally:
-        try:
-            cluster.down()
-        finally:
-            process.kill_marked(str(cluster.directory) + "#")
 
 
 def test_good_canary_promotes_the_fleet_and_finalizes(cluster_factory, tmp_path):

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import RUN_ROOT
+from conftest import running_cluster
 from waiting import wait_until
 
-from canary.cluster import health, process
+from canary.cluster import health
 from canary.cluster.distribution import TARGET_VERSION
 from canary.cluster.local import LocalCluster
 from canary.cluster.security import load_secrets
@@ -45,16 +45,10 @@ def _files_holding(root: Path, secret: str, skip: tuple[Path, ...] = ()) -> list
 def secured() -> Iterator[LocalCluster]:
     """1 controller + 3 brokers whose client listener is SASL_SSL."""
     started = time.monotonic()
-    cluster = LocalCluster.up(RUN_ROOT / "secured", brokers=3, security="sasl_ssl", tie_to_parent=True)
-    UP_SECONDS["sasl_ssl"] = round(time.monotonic() - started, 1)
-    print(f"\nsecured cluster (1 controller + 3 brokers) up and healthy in {UP_SECONDS['sasl_ssl']} s")
-    try:
+    with running_cluster("secured", brokers=3, security="sasl_ssl") as cluster:
+        UP_SECONDS["sasl_ssl"] = round(time.monotonic() - started, 1)
+        print(f"\nsecured cluster (1 controller + 3 brokers) up and healthy in {UP_SECONDS['sasl_ssl']} s")
         yield cluster
-    finally:
-        try:
-            cluster.down()
-        finally:
-            process.kill_marked(str(cluster.directory) + "#")
 
 
 def test_a_secured_cluster_keeps_its_secrets_private_and_shows_the_settings_without_them(secured):

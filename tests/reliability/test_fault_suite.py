@@ -19,9 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import RUN_ROOT
+from conftest import running_cluster
 
-from canary.cluster import process
 from canary.cluster.local import LocalCluster
 from canary.errors import CanaryError
 from canary.judge import INCONCLUSIVE, PROMOTE, ROLLBACK
@@ -38,14 +37,8 @@ BROKERS = (1, 2, 3)
 @pytest.fixture(scope="module")
 def fault_cluster() -> Iterator[LocalCluster]:
     """3 brokers and 3 controllers (a quorum whose leader can be restarted), shared by every scenario."""
-    cluster = LocalCluster.up(RUN_ROOT / "faults", brokers=3, controllers=3, tie_to_parent=True)
-    try:
+    with running_cluster("faults", brokers=3, controllers=3) as cluster:
         yield cluster
-    finally:
-        try:
-            cluster.down()
-        finally:
-            process.kill_marked(str(cluster.directory) + "#")
 
 
 @pytest.fixture

@@ -115,3 +115,21 @@ def test_a_restarting_broker_is_kept_within_the_grace_and_dropped_after_it(monke
     clock[0] += 31  # gone for longer than the grace: removed
     assert admin._with_recently_seen({1: "a", 2: "b"}) == {1: "a", 2: "b"}
     assert topic.TopicAdmin("127.0.0.1:1")._with_recently_seen({1: None}) == {1: None}  # no grace: live only
+
+
+def test_a_broker_heading_an_orphan_too_keeps_its_own_partition_and_the_returning_broker_gets_its_back():
+    # broker 2 killed: its partition 1 is an orphan, moved onto the live brokers with broker 3 first
+    brokers = {1: None, 2: None, 3: None}
+    created = plan(SPEC, TopicState(brokers=brokers, exists=False)).create
+    owners = plan(SPEC, _state_from(created, brokers)).owners
+    assert owners == {1: 0, 2: 1, 3: 2}
+    down = plan(SPEC, _state_from(created, {1: None, 3: None}), previous_owners=owners)
+    assert down.orphans == [1] and down.owners == {1: 0, 3: 2}
+    after = [down.reassign.get(p, r) for p, r in enumerate(created)]
+    assert after[1][0] == 3 and after[2][0] == 3  # broker 3 heads two partitions now
+    assert plan(SPEC, _state_from(after, brokers)).owners[3] == 1  # a new probe cannot tell them apart
+    again = plan(SPEC, _state_from(after, {1: None, 3: None}), previous_owners=down.owners)
+    assert again.owners == {1: 0, 3: 2} and not again.changes_anything
+    # broker 2 back: broker 3 keeps partition 2, broker 2 takes its partition 1 back
+    back = plan(SPEC, _state_from(after, brokers), previous_owners=again.owners)
+    assert back.owners == {1: 0, 2: 1, 3: 2} and back.reassign[1][0] == 2
