@@ -57,6 +57,20 @@ def cluster_factory(request) -> Iterator:
         yield start
 
 
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for every Spark test (lean: local[2], few shuffle partitions, no UI)."""
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("kafka-canary-tests")
+               .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
+               .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
 def pytest_sessionfinish(session, exitstatus) -> None:
     # Every fixture has been torn down by now. A JVM still alive is a teardown bug: kill it so none
     # outlives the suite, and fail the run so the bug is seen.

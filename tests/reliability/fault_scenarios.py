@@ -519,6 +519,18 @@ def _run(rollout_of: Callable[[], Rollout], result: Result, runs: int = 3, **kwa
     return None
 
 
+def _run_with_fault(result: Result, fault: When, rollout_of: Callable[[], Rollout], **kwargs) -> None:
+    """`_run` while `fault` waits for its moment; when the fault struck, and what it raised, go into the result."""
+    fault.start()
+    try:
+        _run(rollout_of, result, **kwargs)
+    finally:
+        fault.cancel()
+    result.fault_ms = fault.at_ms
+    if fault.error:
+        result.errors.append(f"fault: {fault.error}")
+
+
 # ----- the scenarios -----
 
 def probe_window_kill(cluster: LocalCluster, work: Path) -> Result:
@@ -528,12 +540,7 @@ def probe_window_kill(cluster: LocalCluster, work: Path) -> Result:
     spec = load_spec(spec_raw(cluster, "fault-a", 5))
     with observed(result, cluster, run_dir):
         kill = When(run_dir, seen("probe-window", "probe started"), lambda: hard_kill(cluster, 1), delay=10)
-        kill.start()
-        _run(lambda: Rollout(spec, run_dir), result)
-        kill.cancel()
-        result.fault_ms = kill.at_ms
-        if kill.error:
-            result.errors.append(f"fault: {kill.error}")
+        _run_with_fault(result, kill, lambda: Rollout(spec, run_dir))
     result.expected_starts = {1: 1, 3: 2}  # the killed broker once; the canary deployed and rolled back
     return result
 
@@ -549,12 +556,7 @@ def deploy_kill(cluster: LocalCluster, work: Path) -> Result:
     with observed(result, cluster, run_dir):
         kill = When(run_dir, seen("deploy-canary", "restart broker", broker=2), lambda: hard_kill(cluster, 1),
                     delay=2)
-        kill.start()
-        _run(lambda: Rollout(spec, run_dir), result)
-        kill.cancel()
-        result.fault_ms = kill.at_ms
-        if kill.error:
-            result.errors.append(f"fault: {kill.error}")
+        _run_with_fault(result, kill, lambda: Rollout(spec, run_dir))
     result.expected_starts = {1: 1, 2: 2, 3: 0}
     return result
 
@@ -569,12 +571,7 @@ def promote_kill(cluster: LocalCluster, work: Path) -> Result:
                               judge={"engine": "inline", "config": PROMOTING_JUDGE}))
     with observed(result, cluster, run_dir):
         kill = When(run_dir, seen("promote", "restart broker", broker=2), lambda: hard_kill(cluster, 1), delay=2)
-        kill.start()
-        _run(lambda: Rollout(spec, run_dir), result, approve=True)
-        kill.cancel()
-        result.fault_ms = kill.at_ms
-        if kill.error:
-            result.errors.append(f"fault: {kill.error}")
+        _run_with_fault(result, kill, lambda: Rollout(spec, run_dir), approve=True)
     # broker 1: promoted, then started again after the kill; 2: promoted; 3: canary, then promoted
     result.expected_starts = {1: 2, 2: 1, 3: 2}
     return result
@@ -685,12 +682,7 @@ def controller_restart(cluster: LocalCluster, work: Path) -> Result:
 
     with observed(result, cluster, run_dir):
         fault = When(run_dir, seen("deploy-canary", "restart broker"), restart_leader, delay=3)
-        fault.start()
-        _run(lambda: Rollout(spec, run_dir), result)
-        fault.cancel()
-        result.fault_ms = fault.at_ms
-        if fault.error:
-            result.errors.append(f"fault: {fault.error}")
+        _run_with_fault(result, fault, lambda: Rollout(spec, run_dir))
         with contextlib.suppress(Exception):
             result.notes.append(f"quorum leader afterwards {quorum_leader(cluster)}")
     promoted = result.status == "verified promoted"

@@ -169,19 +169,6 @@ def run_connection(case: Case, request, tmp_path, monkeypatch, cluster) -> None:
 
 # ----- observations -----
 
-@pytest.fixture(scope="module")
-def spark():
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("kafka-canary-bad-inputs")
-               .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
-               .config("spark.sql.session.timeZone", "UTC").getOrCreate())
-    try:
-        yield session
-    finally:
-        session.stop()
-
-
 def _record(lane: str, seq: int, send: int, rng: random.Random) -> dict:
     return {"run_id": "bad-inputs", "kind": "probe", "source": "probe-0", "topic": "__kafka_canary",
             "partition": 0 if lane == "canary" else 1, "leader": 3 if lane == "canary" else 1, "lane": lane,
