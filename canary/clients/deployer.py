@@ -1,0 +1,197 @@
+"""The service deployer: runs a service's producer and consumer instances as local processes, each on a version, in
+a lane. The client rollout steps only use `start`, `stop` and `instances`, so a Kubernetes deployer (a Deployment per
+lane and version) can take its place.
+
+    fleet = ServiceDeployer("/tmp/orders-fleet", bootstrap, topic="orders", group="orders-billing")
+    fleet.start(Instance("orders-consumer-0", "consumer", "baseline", "v1", 0, 2))   # idempotent
+    fleet.stop("orders-consumer-0")                                                  # SIGTERM, then SIGKILL
+
+Every instance runs `python -m <module> …` (default `examples.services.<role>`) with its instance id as client.id
+(and group.instance.id for consumers; canary instances carry the client marker, canary.lanes.canary_client_id),
+its version, its lane, and `KAFKA_CANARY_RUN_ID` so its observations carry the fleet's run id. The pid, start time
+and version of each instance are kept in `instances.json`; a process is only signalled when it is provably the one
+started (same pid and start time, the instance marker on its command line: canary.cluster.process), so a retried
+step finds a running instance on the right version and leaves it alone. Stopping is SIGTERM (the service closes its
+LaneConsumer, committing, or flushes its LaneProducer), then SIGKILL after `stop_timeout`.
+
+Files in the directory: `instances.json`, `<instance>.log` (the process's output), `<instance>.records.jsonl`
+(what the instance acknowledged or processed, for tests and audits), `client.json` (connection settings, 0600).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from canary.clients.observe import RUN_ID_ENV
+from canary.cluster import process
+from canary.errors import CanaryError
+from canary.observations import Lane
+
+STATE_FILE = "instances.json"
+ROLES = ("producer", "consumer")
+DEFAULT_MODULE = "examples.services.{role}"
+
+
+class DeployError(CanaryError):
+    """An instance could not be started or stopped; the message names it and its log."""
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One service instance as wanted: its id (client.id / group.instance.id), role, lane, version, and for
+    consumers its share of the lane (ordinal and count)."""
+    name: str
+    role: str
+    lane: Lane
+    version: str
+    instance: int = 0
+    instances: int = 1
+
+
+@dataclass(frozen=True)
+class InstanceStatus:
+    instance: Instance
+    running: bool
+    pid: int | None
+
+    def to_dict(self) -> dict:
+        return asdict(self.instance) | {"running": self.running, "pid": self.pid}
+
+
+class ServiceDeployer:
+    """Local service instances under `directory`. rate: records/s per producer; refresh_interval: the lane view's;
+    tie_to_parent: the instances die with this process (tests)."""
+
+    def __init__(self, directory: str | Path, bootstrap_servers: str, *, topic: str, group: str,
+                 client: dict[str, str] | None = None, rate: float = 20.0, run_id: str = "service",
+                 refresh_interval: float = 2.0, module: str = DEFAULT_MODULE, stop_timeout: float = 20.0,
+                 tie_to_parent: bool = False, cwd: str | Path | None = None):
+        self.directory = Path(directory).resolve()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.bootstrap_servers = bootstrap_servers
+        self.topic, self.group, self.rate, self.run_id = topic, group, rate, run_id
+        self.refresh_interval, self.module, self.stop_timeout = refresh_interval, module, stop_timeout
+        self.tie_to_parent = tie_to_parent
+        # The sample services live beside the library (examples/); a real module only needs to be importable.
+        self.cwd = Path(cwd) if cwd else Path(__file__).resolve().parents[2]
+        self.client_file = self.directory / "client.json"
+        settings = json.dumps(dict(client or {}), sort_keys=True)
+        if not self.client_file.exists() or self.client_file.read_text() != settings:
+            fd = os.open(self.client_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(settings)
+
+    # ----- state -----
+
+    def _state(self) -> dict[str, dict]:
+        path = self.directory / STATE_FILE
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def _save(self, state: dict[str, dict]) -> None:
+        path = self.directory / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2, sort_keys=True))
+        os.replace(tmp, path)
+
+    def marker(self, name: str) -> str:
+        return process.marker(self.directory, name)  # type: ignore[arg-type]  # an instance id, not a node id
+
+    def _running(self, record: dict) -> bool:
+        return process.is_ours(record.get("pid"), record.get("started"), self.marker(record["name"]))
+
+    def instances(self) -> list[InstanceStatus]:
+        """Every instance this deployer knows, running or not, sorted by name."""
+        result = []
+        for _, rec in sorted(self._state().items()):
+            wanted = Instance(**{k: rec[k] for k in ("name", "role", "lane", "version", "instance", "instances")})
+            running = self._running(rec)
+            result.append(InstanceStatus(wanted, running, rec["pid"] if running else None))
+        return result
+
+    def status(self, name: str) -> InstanceStatus | None:
+        return next((s for s in self.instances() if s.instance.name == name), None)
+
+    def records_file(self, name: str) -> Path:
+        return self.directory / f"{name}.records.jsonl"
+
+    # ----- actions -----
+
+    def start(self, wanted: Instance) -> bool:
+        """Converges one instance to `wanted`: left alone when it already runs exactly so (False); else stopped if
+        running, then started (True). Raises DeployError when the process exits at once (its log says why)."""
+        if wanted.role not in ROLES:
+            raise DeployError(f"instance {wanted.name}: role {wanted.role!r} must be one of {ROLES}")
+        current = self.status(wanted.name)
+        if current is not None and current.running and current.instance == wanted:
+            return False
+        if current is not None and current.running:
+            self.stop(wanted.name)
+        log_file = self.directory / f"{wanted.name}.log"
+        cmd = [sys.executable, "-m", self.module.format(role=wanted.role), "--bootstrap", self.bootstrap_servers,
+               "--topic", self.topic, "--id", wanted.name, "--lane", wanted.lane, "--version", wanted.version,
+               "--client-config", str(self.client_file), "--records", str(self.records_file(wanted.name)),
+               "--refresh-interval", str(self.refresh_interval)]
+        if wanted.role == "producer":
+            cmd += ["--rate", str(self.rate)]
+        else:
+            cmd += ["--group", self.group, "--instance", str(wanted.instance), "--instances", str(wanted.instances)]
+        cmd += ["--", self.marker(wanted.name)]  # ignored by the service; proves the process is ours
+        env = dict(os.environ) | {RUN_ID_ENV: self.run_id, "PYTHONUNBUFFERED": "1",
+                                  "PYTHONPATH": os.pathsep.join(filter(None, [str(self.cwd),
+                                                                              os.environ.get("PYTHONPATH")]))}
+        try:
+            pid, started = process.start(cmd, self.cwd, log_file, tie_to_parent=self.tie_to_parent, env=env)
+        except RuntimeError as exc:
+            raise DeployError(f"instance {wanted.name} did not start: {exc}") from exc
+        state = self._state()
+        state[wanted.name] = asdict(wanted) | {"pid": pid, "started": started, "started_ms": int(time.time() * 1000)}
+        self._save(state)
+        # An instance that cannot connect or refuses its arguments exits within a moment.
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            if not process.is_ours(pid, started, self.marker(wanted.name)):
+                raise DeployError(f"instance {wanted.name} ({wanted.role} {wanted.version}) exited at once; see "
+                                  f"{log_file}: {_tail(log_file)}")
+            time.sleep(0.1)
+        return True
+
+    def stop(self, name: str) -> bool:
+        """SIGTERM, SIGKILL after stop_timeout; False when it was not running. The instance stays known."""
+        state = self._state()
+        record = state.get(name)
+        if record is None or not self._running(record):
+            return False
+        process.stop(record["pid"], record["started"], self.marker(name), timeout=self.stop_timeout)
+        if self._running(record):
+            raise DeployError(f"instance {name} (pid {record['pid']}) did not stop")
+        return True
+
+    def forget(self, name: str) -> None:
+        """Stops an instance and removes it from the state (a canary instance after the rollout)."""
+        self.stop(name)
+        state = self._state()
+        if state.pop(name, None) is not None:
+            self._save(state)
+
+    def stop_all(self) -> list[str]:
+        """Stops every instance, then SIGKILLs any process still carrying this directory's marker."""
+        stopped = []
+        for status in self.instances():
+            with contextlib.suppress(DeployError):
+                if self.stop(status.instance.name):
+                    stopped.append(status.instance.name)
+        process.kill_marked(f"{self.directory}#")
+        return stopped
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return "(no log)"

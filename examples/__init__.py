@@ -1,0 +1,1 @@
+"""Sample applications built on the kafka-canary library."""
