@@ -47,7 +47,10 @@ CLIENT_JUDGE: dict = {
     "metrics": {
         "e2e_latency_p50": {"enabled": False},
         "e2e_latency_p95": {"enabled": False},
-        "e2e_latency_p99": {"min_samples": 100, "rel_floor": 1.0, "abs_floor": 200.0, "slo": 5000.0},
+        # No absolute guard and no fail fast on e2e: on a starved host both lanes' consumers stall for seconds
+        # (measured: p99 7 s canary, 16 s baseline at load 15 on 2 cores), which says nothing about the version.
+        "e2e_latency_p99": {"min_samples": 100, "rel_floor": 1.0, "abs_floor": 500.0, "slo": None,
+                            "critical": False},
         "produce_latency_p99": {"min_samples": 100, "rel_floor": 0.5, "abs_floor": 50.0},
         "produce_error_rate": {"min_samples": 200},
         "consume_error_rate": {"min_samples": 200},

@@ -1,0 +1,169 @@
+"""The client rollout end to end on real brokers and real service processes (issue 6): a good v2 is promoted to every
+instance, a bad v2 is rolled back with its malformed records confined to the canary partitions, and the hand-off is
+measured: every record acknowledged during the test is processed at least once across the lanes.
+
+One 3-broker cluster for the module; broker 3 is the standing canary broker (its rack carries the marker) but is never
+the preferred leader of the service topic, so canary partitions exist only while a rollout has the lane open. Each
+test has its own topic and its own fleet (examples/services, started by the ServiceDeployer)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import running_cluster
+from waiting import wait_until
+
+from canary.cluster.local import LocalCluster
+from canary.errors import CanaryError
+from canary.lanes import canary_rack
+from canary.probe.topic import TopicAdmin
+from canary.rollout.client_spec import load_client_spec
+from canary.rollout.client_steps import ClientRollout, _converge, fleet, run_client_rollout
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 6
+# Broker 3 (the canary broker) hosts a replica of every partition but is never first.
+ASSIGNMENT = [[1, 2, 3], [2, 1, 3], [1, 3, 2], [2, 3, 1], [1, 2, 3], [2, 1, 3]]
+
+
+@pytest.fixture(scope="module")
+def canary_cluster():
+    with running_cluster("client-rollout", brokers=3, racks=["a", "b", canary_rack(None)]) as cluster:
+        yield cluster
+
+
+def _spec(cluster: LocalCluster, fleet_dir: Path, topic: str, to: str) -> dict:
+    return {"cluster": {"dir": str(cluster.directory)},
+            "service": {"name": topic, "topic": topic, "group": f"{topic}-billing", "dir": str(fleet_dir),
+                        "producers": 1, "consumers": 2, "rate": 20},
+            "change": {"from": "v1", "to": to}, "lane": {"partitions": 2},
+            "window": {"duration": "30s", "interim_interval": "10s"}, "judge": {"engine": "inline"},
+            "timeouts": {"stop": "15s", "drain": "45s"}, "run_id": f"{topic}-{to}"}
+
+
+def _create_topic(cluster: LocalCluster, topic: str) -> None:
+    admin = TopicAdmin(cluster.bootstrap_servers)
+    assert admin.create_topic(topic, ASSIGNMENT, {"min.insync.replicas": "2"})
+
+    def preferred() -> bool:
+        if all(p.leader == p.replicas[0] for p in admin.observe(topic).partitions.values()):
+            return True
+        admin.elect(topic, list(range(PARTITIONS)))
+        return False
+    wait_until(preferred, what=f"{topic} on its preferred leaders")
+
+
+def _records(fleet_dir: Path) -> tuple[dict[str, dict], dict[str, list[dict]]]:
+    """What the producers acknowledged (id -> entry) and what each consumer instance processed."""
+    acked, processed = {}, {}
+    for path in sorted(fleet_dir.glob("*.records.jsonl")):
+        name = path.name.removesuffix(".records.jsonl")
+        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        if "-producer-" in name:
+            acked.update({e["id"]: e for e in lines})
+        else:
+            processed[name] = lines
+    return acked, processed
+
+
+def _finish(r: ClientRollout) -> tuple[dict[str, dict], dict[str, list[dict]]]:
+    """Stops the producers, lets the consumers catch up with every acknowledged record, stops the fleet."""
+    try:
+        for s in r.services.instances():
+            if s.instance.role == "producer":
+                r.services.stop(s.instance.name)
+
+        def caught_up() -> bool:
+            acked, processed = _records(r.services.directory)
+            return set(acked) <= {e["id"] for lines in processed.values() for e in lines}
+        wait_until(caught_up, timeout=60, what="every acknowledged record processed")
+    finally:
+        r.services.stop_all()
+    return _records(r.services.directory)
+
+
+def _handoff(label: str, acked: dict, processed: dict) -> dict:
+    seen = Counter(e["id"] for lines in processed.values() for e in lines)
+    figures = {"acked": len(acked), "consumed": len(set(acked) & set(seen)), "missing": len(set(acked) - set(seen)),
+               "duplicates": sum(c - 1 for i, c in seen.items() if i in acked and c > 1)}
+    print(f"\n{label} hand-off: {figures['acked']} acknowledged, {figures['consumed']} consumed at least once, "
+          f"missing {figures['missing']}, duplicates {figures['duplicates']}; processed per instance "
+          f"{ {name: len(lines) for name, lines in processed.items()} }")
+    return figures
+
+
+def _run(cluster: LocalCluster, run_root: Path, tmp_path: Path, topic: str, to: str):
+    _create_topic(cluster, topic)
+    spec = load_client_spec(_spec(cluster, run_root / f"fleet-{topic}", topic, to))
+    r = ClientRollout(spec, tmp_path / "run", tie_to_parent=True)
+    try:
+        r.step = "test"
+        _converge(r, fleet(spec, "v1"))  # the service as it runs before the rollout
+        time.sleep(5)
+        started = time.monotonic()
+        result = run_client_rollout(r)
+        print(f"\n{topic}: {result['outcome']} in {time.monotonic() - started:.0f}s ({result['reason']})")
+        instances = {s.instance.name: (s.instance.version, s.running) for s in r.services.instances()}
+        time.sleep(5)  # the baseline reads on after the rollout
+    finally:
+        acked, processed = _finish(r)
+    return r, result, instances, acked, processed
+
+
+def test_good_v2_is_promoted_to_every_instance_and_nothing_is_lost(canary_cluster, run_root, tmp_path):
+    r, result, instances, acked, processed = _run(canary_cluster, run_root, tmp_path, "orders-good", "v2")
+    assert result["outcome"] == "PROMOTE", result
+    assert result["status"] == "verified promoted"
+    assert instances == {f"orders-good-{n}": ("v2", True)
+                         for n in ("producer-0", "consumer-0", "consumer-1")}  # canary instances gone
+    before = r.state.before
+    observed = TopicAdmin(canary_cluster.bootstrap_servers).observe("orders-good").partitions
+    assert {str(p): list(s.replicas) for p, s in observed.items()} == before["replicas"]
+    assert all(s.leader != 3 for s in observed.values())
+    # the canary consumer read the canary partitions while the lane was open
+    assert processed["orders-good-consumer-0-canary"]
+    assert {e["partition"] for e in processed["orders-good-consumer-0-canary"]} <= {int(p) for p in before["lane"]}
+    figures = _handoff("promote", acked, processed)
+    assert figures["acked"] > 1000 and figures["missing"] == 0
+
+
+def test_bad_v2_is_rolled_back_and_its_malformed_records_never_reach_the_baseline(canary_cluster, run_root,
+                                                                                 tmp_path):
+    r, result, instances, acked, processed = _run(canary_cluster, run_root, tmp_path, "orders-bad", "v2-bad")
+    assert result["outcome"] == "ROLLBACK", result
+    assert result["status"] == "verified rolled_back"
+    assert instances == {f"orders-bad-{n}": ("v1", True) for n in ("producer-0", "consumer-0", "consumer-1")}
+    lane = {int(p) for p in r.state.before["lane"]}
+    malformed = {i: e for i, e in acked.items() if e["malformed"]}
+    baseline_got = [e for name, lines in processed.items() if "canary" not in name for e in lines
+                    if e["id"] in malformed or e.get("malformed")]
+    partitions = {e["partition"] for e in malformed.values()}
+    print(f"\nisolation at rollback: {len(malformed)} malformed records acknowledged, all in partitions "
+          f"{sorted(partitions)} (canary partitions {sorted(lane)}); {len(baseline_got)} delivered to baseline "
+          f"consumers; verdict: {result['reason']}")
+    assert malformed and partitions <= lane
+    assert baseline_got == []
+    figures = _handoff("rollback", acked, processed)
+    assert figures["missing"] == 0
+    observed = TopicAdmin(canary_cluster.bootstrap_servers).observe("orders-bad").partitions
+    assert {str(p): list(s.replicas) for p, s in observed.items()} == r.state.before["replicas"]
+
+
+def test_without_a_canary_broker_preflight_refuses_and_changes_nothing(canary_cluster, run_root, tmp_path,
+                                                                      monkeypatch):
+    topic = "orders-nolane"
+    _create_topic(canary_cluster, topic)
+    monkeypatch.setenv("KAFKA_CANARY_MARKER", "no-such-marker")  # broker 3's rack no longer marks it canary
+    spec = load_client_spec(_spec(canary_cluster, run_root / f"fleet-{topic}", topic, "v2"))
+    r = ClientRollout(spec, tmp_path / "run", tie_to_parent=True)
+    before = TopicAdmin(canary_cluster.bootstrap_servers).observe(topic).partitions
+    with pytest.raises(CanaryError, match="no canary broker; mark one with `kafka-canary cluster restart-broker"):
+        run_client_rollout(r)
+    assert r.state.before is None and r.lock.holder() is None
+    assert r.services.instances() == []
+    assert TopicAdmin(canary_cluster.bootstrap_servers).observe(topic).partitions == before
