@@ -200,16 +200,27 @@ def topic_partitions(admin: AdminClient, topic: str, timeout: float) -> list[int
     return sorted(meta.partitions)
 
 
+_COORDINATOR_MOVING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                       KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
+
+
 def describe_group(admin: AdminClient, group: str, timeout: float) -> dict:
     """The group as the coordinator sees it: state, type (classic/consumer), members with their assignments.
     `protocol` per member is read from its member id: the classic coordinator names a member
     `<client.id>-<uuid>`, a KIP-848 member names itself with a bare uuid."""
-    try:
-        found = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result(timeout=timeout + 5)
-    except KafkaException as exc:
-        if exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
-            return {"state": "DEAD", "type": "UNKNOWN", "members": []}
-        raise MigrationError(f"describing group {group!r} failed: {exc.args[0].str()}") from exc
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            found = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result(timeout=timeout + 5)
+            break
+        except KafkaException as exc:
+            code = exc.args[0].code()
+            if code == KafkaError.GROUP_ID_NOT_FOUND:
+                return {"state": "DEAD", "type": "UNKNOWN", "members": []}
+            # a new cluster creates __consumer_offsets on first use; a moving coordinator answers the same way
+            if code not in _COORDINATOR_MOVING or time.monotonic() >= deadline:
+                raise MigrationError(f"describing group {group!r} failed: {exc.args[0].str()}") from exc
+            time.sleep(0.5)
     members = []
     for m in found.members:
         target = m.target_assignment
