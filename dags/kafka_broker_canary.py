@@ -8,10 +8,9 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-from airflow.providers.standard.operators.empty import EmptyOperator
-from airflow.providers.standard.operators.hitl import HITLBranchOperator
-from airflow.sdk import Param, chain, dag, task
+from airflow.sdk import Param, chain, dag
 from kafka_canary_provider.operators.analysis import CanaryAnalysisSubmitOperator
+from kafka_canary_provider.operators.gate import verdict_gate
 from kafka_canary_provider.operators.rollout import (
     AnalysisRequestOperator,
     DeployCanaryOperator,
@@ -32,7 +31,6 @@ ANALYSIS_JOB = str(REPO / "spark_jobs" / "canary_analysis.py")
 # One pool per cluster keeps rollouts on the same cluster apart across DAGs; the pool is fixed when the DAG is
 # parsed, so this DAG uses the default cluster's (create it with one slot: `airflow pools set ...`).
 CLUSTER_POOL = os.environ.get("KAFKA_CANARY_POOL", "kafka_canary_default")
-APPROVAL_TIMEOUT = timedelta(hours=4)
 CONN = "{{ params.cluster_conn_id }}"
 
 
@@ -144,29 +142,11 @@ def kafka_broker_canary():
     # INCONCLUSIVE — a failed analysis never promotes.
     judge = JudgeOperator(task_id="judge", trigger_rule="all_done", **steps)
 
-    @task.branch(task_id="route_verdict")
-    def route_verdict(verdict: dict, params: dict | None = None) -> str:
-        if verdict["verdict"] == "PROMOTE":
-            return "verdict_promote"
-        if verdict["verdict"] == "INCONCLUSIVE" and (params or {}).get("on_inconclusive") == "ask":
-            return "ask_a_person"
-        return "verdict_rollback"
-
-    verdict_promote = EmptyOperator(task_id="verdict_promote")
-    verdict_rollback = EmptyOperator(task_id="verdict_rollback")
-    ask = HITLBranchOperator(
-        task_id="ask_a_person",
+    to_promote, to_rollback = verdict_gate(
+        judge,
         subject="Kafka canary INCONCLUSIVE on {{ params.cluster_conn_id }}: promote or roll back?",
         body="{{ ti.xcom_pull(task_ids='judge')['reason'] }}\n\n"
              "Report: /kafka-canary/runs/{{ rollout_run_id(run_id) }}/report.html",
-        options=["Promote", "Roll back"],
-        options_mapping={"Promote": "promote", "Roll back": "rollback"},
-        defaults=["Roll back"],
-        response_timeout=APPROVAL_TIMEOUT,
-        # Airflow 3.3 can fail a task parked for input when the answer lands before the scheduler saw it park
-        # (its executor event then contradicts the resumed state): asking again beats failing the rollout.
-        retries=2,
-        retry_delay=timedelta(seconds=5),
     )
     # Either way in: the verdict's own branch, or the person's choice.
     promote = PromoteOperator(task_id="promote", approved_by="ask_a_person",
@@ -176,12 +156,9 @@ def kafka_broker_canary():
     # The report fails the DAG run on purpose when the rollout did not end verified: once is enough.
     report = RolloutReportOperator(task_id="report", trigger_rule="all_done", kafka_canary_conn_id=CONN, retries=0)
 
-    routed = route_verdict(judge.output)
-    chain(preflight, deploy, warm_up, lead, probe, request, analysis, judge, routed,
-          [verdict_promote, verdict_rollback, ask])
-    verdict_promote >> promote
-    verdict_rollback >> rollback
-    ask >> [promote, rollback]
+    chain(preflight, deploy, warm_up, lead, probe, request, analysis, judge)
+    to_promote >> promote
+    to_rollback >> rollback
     [promote, rollback] >> verify >> report
 
 

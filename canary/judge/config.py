@@ -159,7 +159,7 @@ class JudgeConfig:
     def to_dict(self) -> dict:
         return {"alpha": self.alpha, "warmup_s": self.warmup_s, "bucket_s": self.bucket_s,
                 "min_buckets": self.min_buckets, "max_excluded_share": self.max_excluded_share,
-                "metrics": {m.name: _metric_dict(m) for m in self.active}}
+                "metrics": {m.name: _metric_dict(m) for m in self.metrics}}
 
 
 def _metric_dict(m: MetricSpec) -> dict:

@@ -72,3 +72,35 @@ def spec_from_params(params: dict, cluster: dict, run_id: str) -> dict:
     if timeouts:
         spec["timeouts"] = timeouts
     return spec
+
+
+# The client rollout DAG's trigger-form params (kafka_client_canary).
+CLIENT_PARAMS = frozenset({
+    "cluster_conn_id", "service_name", "topic", "group", "fleet_dir", "producers", "consumers", "rate",
+    "observation_id", "from_version", "to_version", "canary_partitions", "window", "interim_interval",
+    "judge_config", "engine", "on_inconclusive", "stop_timeout", "drain_timeout", "lane_timeout"})
+
+
+def client_spec_from_params(params: dict, cluster: dict, run_id: str) -> dict:
+    """The client rollout spec (canary.rollout.client_spec format) for the client DAG's params; as
+    `spec_from_params`, empty values are "not set" and an unknown param is refused."""
+    unknown = sorted(set(params) - CLIENT_PARAMS)
+    if unknown:
+        raise ValueError(f"unknown trigger params {unknown} in the run's conf; nothing was changed. Known params: "
+                         f"{', '.join(sorted(CLIENT_PARAMS))}")
+
+    def given(*pairs: tuple[str, str]) -> dict:
+        return {key: params[param] for key, param in pairs if params.get(param) not in (None, "")}
+
+    judge = given(("engine", "engine"))
+    if params.get("judge_config"):
+        judge["config"] = dict(params["judge_config"])
+    return {"cluster": cluster, "run_id": run_id,
+            "service": given(("name", "service_name"), ("topic", "topic"), ("group", "group"), ("dir", "fleet_dir"),
+                             ("producers", "producers"), ("consumers", "consumers"), ("rate", "rate"),
+                             ("observation_id", "observation_id")),
+            "change": given(("from", "from_version"), ("to", "to_version")),
+            "lane": given(("partitions", "canary_partitions")),
+            "window": given(("duration", "window"), ("interim_interval", "interim_interval")),
+            "judge": judge,
+            "timeouts": given(("stop", "stop_timeout"), ("drain", "drain_timeout"), ("lane", "lane_timeout"))}

@@ -5,8 +5,10 @@ JSON result (XCom). Steps converge, so a retried task does only what is still mi
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
@@ -42,6 +44,12 @@ class RolloutStepOperator(BaseOperator):
         self.kafka_canary_conn_id = kafka_canary_conn_id
         self.rollout_params = rollout_params
 
+    steps_module = "canary.rollout.steps"  # where the steps live (the client rollout's operators use theirs)
+    step: str = ""  # the function of steps_module this operator runs, unless run_step is overridden
+
+    def steps(self) -> ModuleType:
+        return importlib.import_module(self.steps_module)
+
     def rollout(self, context: Context) -> Rollout:
         from canary.rollout.spec import load_spec
         from canary.rollout.steps import Rollout
@@ -51,12 +59,8 @@ class RolloutStepOperator(BaseOperator):
         spec = load_spec(spec_from_params(dict(self.rollout_params or context["params"]), cluster, run_id))
         return Rollout(spec, run_dir(run_id))
 
-    step: str = ""  # the canary.rollout.steps function this operator runs, unless run_step is overridden
-
     def run_step(self, rollout: Rollout, context: Context) -> dict:
-        from canary.rollout import steps
-
-        return getattr(steps, self.step)(rollout)
+        return getattr(self.steps(), self.step)(rollout)
 
     def execute(self, context: Context) -> dict:
         from canary.rollout.report import write_report
@@ -123,8 +127,7 @@ class JudgeOperator(RolloutStepOperator):
     CHANGING_STEPS = ("deploy-canary", "warm-up", "lead", "probe-window")
 
     def run_step(self, rollout: Rollout, context: Context) -> dict:
-        from canary.rollout import steps
-
+        steps = self.steps()
         state = rollout.state
         failed = [(name, record.get("error")) for name, record in state.data["steps"].items()
                   if name in self.CHANGING_STEPS and record["status"] == "failed"]
@@ -159,14 +162,12 @@ class PromoteOperator(RolloutStepOperator):
         self.approved_by = approved_by
 
     def run_step(self, rollout: Rollout, context: Context) -> dict:
-        from canary.rollout import steps
-
         approve = False
         if self.approved_by:
             approve = self.task_id in followed_branches(context["ti"], self.approved_by)
             if approve:
                 self.log.info("a person approved promoting through %s", self.approved_by)
-        return steps.promote(rollout, approve=approve)
+        return self.steps().promote(rollout, approve=approve)
 
 
 class RollbackOperator(RolloutStepOperator):

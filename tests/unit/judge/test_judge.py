@@ -303,3 +303,18 @@ def test_too_much_bad_data_is_not_promoted_but_a_little_is_named():
     assert judge(bad_canary)["verdict"] == "ROLLBACK"
     with pytest.raises(ConfigError, match="max_excluded_share"):
         judge(few, config_from_dict({"max_excluded_share": 2}))
+
+
+def test_a_written_config_read_back_keeps_disabled_metrics_disabled(tmp_path):
+    # The rollouts write the judge config for the Spark job, which reads it merged over the defaults: a metric the
+    # config turned off must stay off (it came back on, and a client rollout was judged on e2e p50 it had disabled).
+    import yaml
+
+    from canary.judge.config import load_config
+
+    config = config_from_dict({"metrics": {"e2e_latency_p50": {"enabled": False}, "lag_p99": {"min_samples": 7}}})
+    path = tmp_path / "judge.yaml"
+    path.write_text(yaml.safe_dump(config.to_dict()))
+    again = load_config(path)
+    assert "e2e_latency_p50" not in {m.name for m in again.active}
+    assert again.to_dict() == config.to_dict()

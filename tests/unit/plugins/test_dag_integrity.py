@@ -148,3 +148,58 @@ def test_health_sweep_form_refuses_bad_values(dagbag, name, value):
     params = ParamsDict(dict(dagbag.dags["kafka_health_sweep"].params.items()))
     with pytest.raises(ParamValidationError, match=name):
         params[name] = value
+
+
+# ----- the client rollout DAG -----
+
+CLIENT_TASKS = {"preflight", "open_lane", "deploy_canary", "window", "judge", "route_verdict", "verdict_promote",
+                "verdict_rollback", "ask_a_person", "promote", "rollback", "verify", "report"}
+
+
+def test_client_dag_graph(dagbag):
+    from kafka_canary_provider.operators.client_rollout import ClientStep
+
+    dag = dagbag.dags["kafka_client_canary"]
+    assert set(dag.task_dict) == CLIENT_TASKS and dag.max_active_runs == 1
+    down = {t: set(dag.task_dict[t].downstream_task_ids) for t in dag.task_dict}
+    chain = ["preflight", "open_lane", "deploy_canary", "window", "judge", "route_verdict"]
+    for a, b in zip(chain, chain[1:], strict=False):
+        assert down[a] == {b}, a
+    assert down["route_verdict"] == {"verdict_promote", "verdict_rollback", "ask_a_person"}
+    assert down["ask_a_person"] == {"promote", "rollback"}
+    assert down["promote"] == down["rollback"] == {"verify"} and down["verify"] == {"report"}
+    steps = [t for t in dag.task_dict.values() if isinstance(t, ClientStep)]
+    assert {t.task_id for t in steps} == {"preflight", "open_lane", "deploy_canary", "window", "judge", "promote",
+                                          "rollback", "verify", "report"}
+    assert {t.steps_module for t in steps} == {"canary.rollout.client_steps"}
+    assert dag.task_dict["judge"].trigger_rule.value == "all_done"
+
+
+def test_client_dag_params_make_a_valid_client_spec(dagbag):
+    from airflow.sdk.definitions.param import ParamsDict
+    from kafka_canary_provider.runs import client_spec_from_params
+
+    from canary.rollout.client_spec import load_client_spec
+
+    params = ParamsDict(dict(dagbag.dags["kafka_client_canary"].params.items()))
+    params["fleet_dir"] = "/tmp/orders-fleet"
+    params["window"] = "30s"
+    values = params.validate()
+    spec = load_client_spec(client_spec_from_params(values, {"deployer": "local", "dir": "/tmp/c"}, "client-run"))
+    assert (spec.from_version, spec.to_version, spec.window, spec.engine) == ("v1", "v2", 30.0, "spark")
+    assert (spec.service.topic, spec.service.consumers, spec.service.dir) == ("orders", 2, "/tmp/orders-fleet")
+    assert spec.run_id == "client-run"
+    with pytest.raises(ValueError, match="unknown trigger params \\['windw'\\]"):
+        client_spec_from_params({**values, "windw": "1m"}, {"deployer": "local", "dir": "/tmp/c"}, "client-run")
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("fleet_dir", ""), ("canary_partitions", 0), ("window", "soon"), ("to_version", "v 2"), ("engine", "pandas"),
+])
+def test_client_trigger_form_refuses_bad_values(dagbag, name, value):
+    from airflow.sdk.definitions.param import ParamsDict
+    from airflow.sdk.exceptions import ParamValidationError
+
+    params = ParamsDict(dict(dagbag.dags["kafka_client_canary"].params.items()))
+    with pytest.raises(ParamValidationError, match=name):
+        params[name] = value
