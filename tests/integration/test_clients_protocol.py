@@ -65,7 +65,9 @@ def test_lane_consumers_with_group_protocol_consumer_stay_in_their_lane_and_resu
         first.close()  # commits what it processed
     assert handled == n // 2
     second = Reading(consumer("svc-canary-1"))
-    assert sum(second.consumer.start_offsets.values()) == n // 2  # the first instance's commits
+    # The first instance's commits; a partition it read nothing from has none (OFFSET_INVALID) and starts at
+    # auto.offset.reset (seen in CI: all 200 records came from partition 2).
+    assert sum(o for o in second.consumer.start_offsets.values() if o >= 0) == n // 2
     second.start()
     try:
         wait_until(lambda: len(second.of("canary")) >= n - n // 2 and baseline_reader.of("baseline") >= set(
