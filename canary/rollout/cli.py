@@ -14,6 +14,9 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from canary.rollout import steps
 from canary.rollout.engine import EXIT, run_rollout
@@ -36,29 +39,55 @@ STEPS = {
 }
 
 
-def register(sub) -> None:
-    p = sub.add_parser("rollout", help="gated broker rollout: canary brokers, probe, gate, promote or rollback",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    rsub = p.add_subparsers(dest="rollout_command", required=True)
+@dataclass(frozen=True)
+class Commands:
+    """One kind of rollout on the command line: its steps (name -> (function, help)), how the rollout is built from
+    the arguments, how all its steps run, and which steps exit by their verdict. The broker and the client rollout
+    CLIs share the commands built from it (`run`, one per step)."""
+    steps: dict[str, tuple[Callable, str]]
+    open: Callable[[argparse.Namespace], Any]
+    run_all: Callable[..., dict]
+    exit: dict[str, int]
+    verdict_steps: tuple[str, ...]
+    spec_help: str
+
+
+def add_commands(rsub, commands: Commands) -> Callable[[argparse.ArgumentParser], None]:
+    """`run` and one subcommand per step; returns the function that adds --spec/--run-dir/--json to a parser."""
 
     def common(q) -> None:
-        q.add_argument("--spec", required=True, help="the rollout spec (YAML or JSON)")
+        q.add_argument("--spec", required=True, help=commands.spec_help)
         q.add_argument("--run-dir", help="state, audit log and report of this run (default rollouts/<run_id>, "
                                          "or $KAFKA_CANARY_RUNS/<run_id>)")
         q.add_argument("--json", action="store_true", help="print the result as JSON")
 
-    run = rsub.add_parser("run", help="all steps, printing progress")
+    run = rsub.add_parser("run", help="all steps, printing progress (a second run resumes where the first stopped)")
     common(run)
     run.add_argument("--approve", action="store_true", help="promote on an INCONCLUSIVE verdict")
     run.add_argument("--on-inconclusive", choices=("rollback", "stop"), default="rollback",
                      help="INCONCLUSIVE without --approve: roll back (default) or stop for a person (exit 3)")
-    run.set_defaults(func=cmd_run)
-    for name, (_, text) in STEPS.items():
+    run.set_defaults(func=cmd_run, commands=commands)
+    for name, (_, text) in commands.steps.items():
         q = rsub.add_parser(name, help=text)
         common(q)
         if name == "promote":
             q.add_argument("--approve", action="store_true", help="promote on an INCONCLUSIVE verdict")
-        q.set_defaults(func=cmd_step, step=name)
+        q.set_defaults(func=cmd_step, step=name, commands=commands)
+    return common
+
+
+def _broker_rollout(args) -> Rollout:
+    return Rollout(_spec(args), args.run_dir)
+
+
+BROKER = Commands(STEPS, _broker_rollout, run_rollout, EXIT, ("gate", "judge"), "the rollout spec (YAML or JSON)")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("rollout", help="gated broker rollout: canary brokers, probe, gate, promote or rollback",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    rsub = p.add_subparsers(dest="rollout_command", required=True)
+    common = add_commands(rsub, BROKER)
     status = rsub.add_parser("status", help="the run's state: steps, verdict, lock holder")
     common(status)
     status.set_defaults(func=cmd_status)
@@ -83,29 +112,30 @@ def _spec(args):
     return load_spec(args.spec, environ=dict(os.environ))
 
 
-def _print(args, result: dict) -> None:
+def print_result(args, result: dict) -> None:
     print(json.dumps(result, indent=2, default=str) if args.json else
           "\n".join(f"{k}: {v}" for k, v in result.items()))
 
 
 def cmd_run(args) -> int:
     _logging()
-    rollout = Rollout(_spec(args), args.run_dir)
-    result = run_rollout(rollout, approve=args.approve, on_inconclusive=args.on_inconclusive)
-    _print(args, result)
-    return EXIT[result["outcome"]]
+    c: Commands = args.commands
+    result = c.run_all(c.open(args), approve=args.approve, on_inconclusive=args.on_inconclusive)
+    print_result(args, result)
+    return c.exit[result["outcome"]]
 
 
 def cmd_step(args) -> int:
     _logging()
-    rollout = Rollout(_spec(args), args.run_dir)
-    fn = STEPS[args.step][0]
+    c: Commands = args.commands
+    rollout = c.open(args)
+    fn = c.steps[args.step][0]
     try:
         result = fn(rollout, approve=args.approve) if args.step == "promote" else fn(rollout)
     finally:
         write_report(rollout.state, rollout.audit)
-    _print(args, result)
-    return EXIT.get(result["verdict"], 2) if args.step in ("gate", "judge") else 0
+    print_result(args, result)
+    return c.exit.get(result["verdict"], 2) if args.step in c.verdict_steps else 0
 
 
 def cmd_status(args) -> int:
@@ -114,7 +144,7 @@ def cmd_status(args) -> int:
     result = {"run_id": data["run_id"], "status": data["status"], "canary_brokers": data["canary_brokers"],
               "verdict": data["verdict"], "steps": {k: v["status"] for k, v in data["steps"].items()},
               "lock_holder": rollout.lock.holder()}
-    _print(args, result)
+    print_result(args, result)
     return 0
 
 
@@ -129,5 +159,5 @@ def cmd_unlock(args) -> int:
               if holder is not None else "the cluster is not locked", file=sys.stderr)
         return 2 if holder is not None else 0
     removed = lock.force_release()
-    _print(args, {"removed": removed})
+    print_result(args, {"removed": removed})
     return 0
