@@ -25,15 +25,22 @@ preflight's, still before any change. `KAFKA_CANARY_CLIENT_<KEY>` variables add 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from canary.rollout.spec import _RUN_ID, _TOPIC, DEPLOYERS, ENGINES, SpecError, _is_secret, _Parser, judge_settings
+from canary.rollout.spec import (
+    _RUN_ID,
+    _TOPIC,
+    DEPLOYERS,
+    ENGINES,
+    SpecError,
+    SpecIdentity,
+    _Parser,
+    judge_settings,
+)
 
 _VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -85,7 +92,9 @@ class ServiceSpec:
 
 
 @dataclass(frozen=True)
-class ClientRolloutSpec:
+class ClientRolloutSpec(SpecIdentity):
+    RUN_ID_PREFIX = "client-rollout"
+
     cluster_dir: str
     service: ServiceSpec
     from_version: str
@@ -101,22 +110,6 @@ class ClientRolloutSpec:
     drain_timeout: float = 60.0                 # rollback: canary consumers finish the canary partitions
     lane_timeout: float = 60.0                  # opening/closing the lane: reassignment and elections
     run_id: str | None = None
-
-    @property
-    def effective_run_id(self) -> str:
-        if self.run_id:
-            return self.run_id
-        digest = hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
-        return f"client-rollout-{digest}"
-
-    def to_dict(self) -> dict:
-        data = asdict(self)
-        data["client"] = {k: ("***" if _is_secret(k) else v) for k, v in self.client.items()}
-        return data
-
-    @property
-    def secret_values(self) -> list[str]:
-        return [v for k, v in self.client.items() if _is_secret(k) and v]
 
     def judge(self):
         """The JudgeConfig of this rollout: the spec's, else CLIENT_JUDGE."""

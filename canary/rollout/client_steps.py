@@ -43,16 +43,14 @@ from canary.judge import INCONCLUSIVE, PROMOTE, ROLLBACK, judge
 from canary.observations import OBSERVATIONS_TOPIC
 from canary.probe.topic import TopicAdmin, TopicState
 from canary.rollout import lane as lane_plan
-from canary.rollout.audit import AuditLog
-from canary.rollout.deployer import Deployer, open_deployer
+from canary.rollout.deployer import Deployer
 from canary.rollout.engine import EXIT, _result
 from canary.rollout.guard import PartitionView
-from canary.rollout.lock import ClusterLock
 from canary.rollout.report import write_report
-from canary.rollout.run import RunState, default_run_dir
 from canary.rollout.steps import (
     POLL,
     RolloutError,
+    RolloutRun,
     _aggregates,
     _elect_until_led,
     _inline_verdict,
@@ -68,35 +66,23 @@ log = logging.getLogger("canary.rollout")
 __all__ = ["EXIT", "ClientRollout", "run_client_rollout"]
 
 
-class ClientRollout:
-    """One client rollout: its spec, the broker deployer (to reach the cluster), the service deployer, the run
-    directory (state, audit log) and the cluster lock."""
+class ClientRollout(RolloutRun):
+    """One client rollout: a rollout run (spec, broker deployer to reach the cluster, run directory, lock) with the
+    service deployer of its fleet."""
+
+    LOG_PREFIX = "client "
 
     def __init__(self, spec, run_dir: str | Path | None = None, deployer: Deployer | None = None,
                  services: ServiceDeployer | None = None, tie_to_parent: bool = False):
-        self.spec = spec
-        self.run_id = spec.effective_run_id
-        self.run_dir = Path(run_dir) if run_dir else default_run_dir(self.run_id)
-        self.deployer = deployer or open_deployer(spec.deployer, spec.cluster_dir)
+        super().__init__(spec, run_dir, deployer)
         svc = spec.service
         self.services = services or ServiceDeployer(
             svc.dir, self.bootstrap_servers, topic=svc.topic, group=svc.group, client=spec.client, rate=svc.rate,
             run_id=svc.observations_run_id, stop_timeout=spec.stop_timeout, tie_to_parent=tie_to_parent)
-        self.state = RunState.open(self.run_dir, self.run_id, spec.to_dict(), spec.secret_values)
-        self.audit = AuditLog(self.run_dir / "audit.jsonl", self.run_id, spec.secret_values)
-        self.lock = ClusterLock(self.bootstrap_servers, spec.client)
-        self.step = "-"
-
-    @property
-    def bootstrap_servers(self) -> str:
-        return self.deployer.bootstrap_servers
 
     @property
     def topic(self) -> str:
         return self.spec.service.topic
-
-    def say(self, text: str, *args) -> None:
-        log.info("[client %s] " + text, self.step, *args)
 
     def observe(self) -> TopicState:
         return TopicAdmin(self.bootstrap_servers, self.spec.client).observe(self.topic)

@@ -62,8 +62,33 @@ class FaultSpec:
     client_delay_ms: float = 0.0                # a delaying TCP proxy in front of each canary broker
 
 
+class SpecIdentity:
+    """Mixed into a rollout spec dataclass with `client` and `run_id` fields: its run id, its JSON form without
+    secrets, and the secret values no file of the run may contain."""
+
+    RUN_ID_PREFIX = "rollout"
+
+    @property
+    def effective_run_id(self) -> str:
+        """The given run id, else one derived from the spec (a retried rollout finds its own run)."""
+        if self.run_id:
+            return self.run_id
+        digest = hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
+        return f"{self.RUN_ID_PREFIX}-{digest}"
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["client"] = {k: ("***" if _is_secret(k) else v) for k, v in self.client.items()}
+        return data
+
+    @property
+    def secret_values(self) -> list[str]:
+        """The values of the secret client settings: what no file of the run may contain."""
+        return [v for k, v in self.client.items() if _is_secret(k) and v]
+
+
 @dataclass(frozen=True)
-class RolloutSpec:
+class RolloutSpec(SpecIdentity):
     cluster_dir: str
     change: ChangeSpec
     canary_count: int | None = None             # exactly one of count / brokers
@@ -83,23 +108,6 @@ class RolloutSpec:
     guard_timeout: float = 300.0                # seconds to wait for the safe-roll guard to allow a restart
     run_id: str | None = None
 
-    @property
-    def effective_run_id(self) -> str:
-        """The given run id, else one derived from the spec (a retried rollout finds its own run)."""
-        if self.run_id:
-            return self.run_id
-        digest = hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
-        return f"rollout-{digest}"
-
-    def to_dict(self) -> dict:
-        data = asdict(self)
-        data["client"] = {k: ("***" if _is_secret(k) else v) for k, v in self.client.items()}
-        return data
-
-    @property
-    def secret_values(self) -> list[str]:
-        """The values of the secret client settings: what no file of the run may contain."""
-        return [v for k, v in self.client.items() if _is_secret(k) and v]
 
 
 def judge_settings(source: str | dict | None):

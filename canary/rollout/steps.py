@@ -51,10 +51,13 @@ class GuardRefused(RolloutError):
     """The safe-roll guard did not allow a restart within the guard timeout."""
 
 
-class Rollout:
-    """One rollout: its spec, the deployer, the run directory (state and audit log) and a lock on the cluster."""
+class RolloutRun:
+    """What every kind of rollout has: its spec, the deployer of its cluster, the run directory (state and audit log)
+    and a lock on the cluster."""
 
-    def __init__(self, spec: RolloutSpec, run_dir: str | Path | None = None, deployer: Deployer | None = None):
+    LOG_PREFIX = ""  # before the step's name in progress lines
+
+    def __init__(self, spec, run_dir: str | Path | None = None, deployer: Deployer | None = None):
         self.spec = spec
         self.run_id = spec.effective_run_id
         self.run_dir = Path(run_dir) if run_dir else default_run_dir(self.run_id)
@@ -69,7 +72,13 @@ class Rollout:
         return self.deployer.bootstrap_servers
 
     def say(self, text: str, *args) -> None:
-        log.info("[%s] " + text, self.step, *args)
+        log.info(f"[{self.LOG_PREFIX}%s] " + text, self.step, *args)
+
+
+class Rollout(RolloutRun):
+    """One broker rollout."""
+
+    spec: RolloutSpec
 
     def partitions(self) -> list[guard.PartitionView]:
         return guard.observe(self.bootstrap_servers, self.spec.client)
