@@ -21,6 +21,7 @@ from confluent_kafka import Producer
 
 from canary.cluster.distribution import BASELINE_VERSION, TARGET_VERSION, ensure
 from canary.cluster.local import LocalCluster
+from canary.producer_defaults import PRODUCER_DEFAULTS
 from canary.roundtrip import ensure_topic
 
 
@@ -32,7 +33,8 @@ def rss_bytes(pid: int) -> int:
 
 
 def traffic(bootstrap: str, topic: str, count: int, client: dict[str, str]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, **client})
+    producer = Producer({**PRODUCER_DEFAULTS, "bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                         **client})
     for i in range(count):
         producer.produce(topic, value=b"x" * 512, partition=i % 4)
         if i % 10000 == 0:

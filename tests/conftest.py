@@ -3,6 +3,7 @@ no Kafka JVM behind, even when a test fails or the run is interrupted."""
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -12,6 +13,10 @@ import pytest
 
 from canary.cluster import process
 from canary.cluster.local import LocalCluster
+
+# kafka-python logs every connection at INFO (Airflow's import raises the root level to INFO): thousands of lines
+# that bury a failure's assertion in the report.
+logging.getLogger("kafka").setLevel(logging.WARNING)
 
 # Every cluster the suite starts lives under this root, so the final sweep can find its JVMs.
 RUN_ROOT = Path(tempfile.mkdtemp(prefix="kafka-canary-tests-"))

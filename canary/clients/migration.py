@@ -50,6 +50,7 @@ from canary.lanes import canary_client_id, client_lane
 from canary.observations import Lane, read_file_counted
 from canary.probe.config import kafka_python_settings
 from canary.probe.sink import ObservationSink
+from canary.producer_defaults import PRODUCER_DEFAULTS
 
 log = logging.getLogger(__name__)
 
@@ -452,7 +453,8 @@ class Traffic:
 
     def __init__(self, spec: MigrationSpec, partitions: list[int], ledger: Ledger):
         self.spec, self.partitions, self.ledger = spec, partitions, ledger
-        self.producer = Producer({**spec.connection(), "acks": "all", "linger.ms": 5, "logger": QUIET_LOGGER})
+        self.producer = Producer({**PRODUCER_DEFAULTS, **spec.connection(), "acks": "all", "linger.ms": 5,
+                                  "logger": QUIET_LOGGER})
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="migration-traffic", daemon=True)
 

@@ -30,6 +30,7 @@ from canary.clients.view import LaneSource, LaneView
 from canary.lanes import config_lane
 from canary.observations import LANES, Lane
 from canary.probe.sink import ObservationSink
+from canary.producer_defaults import PRODUCER_DEFAULTS
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class LaneProducer:
                                                        self.view if isinstance(self.view, LaneView) else None)
                 self._observer = ClientObserver(self._sink, run, self.client_id, self.lane)
             if self._producer is None:
-                self._producer = Producer(dict(config))
+                self._producer = Producer({**PRODUCER_DEFAULTS, **config})
         except BaseException:
             self._close_helpers()
             raise

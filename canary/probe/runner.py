@@ -32,6 +32,7 @@ from canary.probe.sink import ObservationSink, ensure_observations_topic
 from canary.probe.stats import Ledger
 from canary.probe.topic import ReconcileResult, TopicAdmin, TopicSpec, plan, reconcile
 from canary.probe.tracker import Tracker, TrackerIdentity
+from canary.producer_defaults import PRODUCER_DEFAULTS
 
 
 class ClusterUnreachable(CanaryError):
@@ -126,7 +127,8 @@ class Probe:
         base = {"bootstrap.servers": c.bootstrap_servers, "logger": QUIET_LOGGER}
         # Not idempotent by default: an idempotent producer's epoch bump after one partition's timeout
         # fails the in-flight messages of every partition, which would blur the per-broker picture.
-        self._producer = Producer({**base, "acks": "all", "enable.idempotence": False, "linger.ms": 0,
+        self._producer = Producer({**base, **PRODUCER_DEFAULTS, "acks": "all", "enable.idempotence": False,
+                                   "linger.ms": 0,
                                    "message.timeout.ms": int(c.message_timeout * 1000),
                                    "queue.buffering.max.messages": 1_000_000,
                                    "client.id": f"kafka-canary-probe-{c.producer_id}", **c.client})

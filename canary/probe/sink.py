@@ -14,6 +14,7 @@ from confluent_kafka.admin import NewTopic
 from canary.cluster.health import QUIET_LOGGER
 from canary.errors import ClusterError
 from canary.observations import Observation
+from canary.producer_defaults import PRODUCER_DEFAULTS
 
 OBSERVATIONS_RETENTION_MS = 7 * 24 * 3600 * 1000
 
@@ -44,7 +45,7 @@ class ObservationSink:
         self._producer = None
         if topic and bootstrap_servers:
             self._producer = Producer({
-                "bootstrap.servers": bootstrap_servers, "acks": "all", "linger.ms": 100,
+                **PRODUCER_DEFAULTS, "bootstrap.servers": bootstrap_servers, "acks": "all", "linger.ms": 100,
                 "compression.type": "lz4", "logger": QUIET_LOGGER, "queue.buffering.max.messages": 500_000,
                 **(client or {})})
         self._file = open(path, "a", buffering=1 << 16) if path else None  # noqa: SIM115 - closed in close()

@@ -397,6 +397,17 @@ class TopicAdmin:
                 raise ClusterError(f"setting configs of {res.name} failed: {exc.args[0].str()}") from exc
 
 
+def _await_partitions(admin: TopicAdmin, topic: str, count: int, wait: float) -> None:
+    """Brokers learn of new partitions a moment after the controller accepts them, and callers go on to
+    use (and observe) them: wait until the metadata shows `count` partitions, each with a leader."""
+    deadline = time.monotonic() + max(wait, 5.0)
+    while time.monotonic() < deadline:
+        seen = admin.observe(topic)
+        if len(seen.partitions) >= count and all(p.leader >= 0 for p in seen.partitions.values()):
+            return
+        time.sleep(0.2)
+
+
 def reconcile(admin: TopicAdmin, spec: TopicSpec, wait: float = 30.0,
               previous_owners: dict[int, int] | None = None) -> ReconcileResult:
     """Observes the topic, applies the plan, returns what changed. With `wait` > 0, waits (up to
@@ -409,13 +420,7 @@ def reconcile(admin: TopicAdmin, spec: TopicSpec, wait: float = 30.0,
                              orphans=todo.orphans, replication_factor=todo.replication_factor)
     if todo.create is not None:
         result.created = admin.create_topic(spec.name, todo.create, todo.configs)
-        # Brokers learn of a new topic a moment later; callers go on to use its partitions.
-        deadline = time.monotonic() + max(wait, 5.0)
-        while time.monotonic() < deadline:
-            seen = admin.observe(spec.name)
-            if len(seen.partitions) == len(todo.create) and all(p.leader >= 0 for p in seen.partitions.values()):
-                break
-            time.sleep(0.2)
+        _await_partitions(admin, spec.name, len(todo.create), wait)
         return result
     if todo.configs:
         admin.set_configs(spec.name, todo.configs)
@@ -424,6 +429,7 @@ def reconcile(admin: TopicAdmin, spec: TopicSpec, wait: float = 30.0,
         total = len(state.partitions) + len(todo.add_partitions)
         admin.add_partitions(spec.name, total, todo.add_partitions)
         result.partitions_added = list(range(len(state.partitions), total))
+        _await_partitions(admin, spec.name, total, wait)
     if todo.reassign:
         admin.reassign(spec.name, todo.reassign)
     elect = list(todo.elect)

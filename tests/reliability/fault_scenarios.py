@@ -43,6 +43,7 @@ from canary.cluster.local import LocalCluster
 from canary.cluster.state import ClusterState
 from canary.judge.config import DEFAULT_METRICS
 from canary.probe.topic import TopicAdmin
+from canary.producer_defaults import PRODUCER_DEFAULTS
 from canary.rollout import guard
 from canary.rollout.engine import run_rollout
 from canary.rollout.lock import ClusterLock
@@ -169,7 +170,7 @@ class Validator:
                 self._start[p] = consumer.get_watermark_offsets(TopicPartition(VALIDATE_TOPIC, p), timeout=15)[1]
         finally:
             consumer.close()
-        self._producer = Producer({"bootstrap.servers": self.bootstrap_servers, "acks": "all",
+        self._producer = Producer({**PRODUCER_DEFAULTS, "bootstrap.servers": self.bootstrap_servers, "acks": "all",
                                    "message.timeout.ms": 30000, "linger.ms": 5, "logger": QUIET_LOGGER})
         self._thread = threading.Thread(target=self._produce, name="validator", daemon=True)
         self._thread.start()
