@@ -211,7 +211,7 @@ def replay(args: tuple) -> tuple:
 
 def _by_comparison(m: dict) -> bool:
     """A failed metric whose lane comparison (or canary tolerance) decided, not only an absolute SLO guard."""
-    return m["decision"] == "FAIL" and ((m["test"]["e_value"] or 0) >= m["test"]["threshold"]
+    return m["decision"] == "FAIL" and (bool(m["test"].get("significant"))
                                         or bool((m.get("tolerance") or {}).get("exceeded")))
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.special import ndtri
 
 from canary.judge import histogram as H
 from canary.judge.config import JudgeConfig, MetricSpec
@@ -23,6 +24,7 @@ from canary.judge.stats import (
     dkw_radius,
     one_sample_log_e,
     tail_log_e,
+    tail_log_rank_z,
 )
 from canary.observations import LANES
 
@@ -39,6 +41,9 @@ MIN_ALPHA_WEIGHT = 0.25
 SLO_SHARE = 0.1
 # The canary tolerance guard (loss) decides only from this many events on.
 TOLERANCE_MIN_EVENTS = 2
+# A quantile's test share: this part to the tail e-process (every look), the rest to the fixed-horizon
+# log-rank z at the final look (group-sequential: a little interim power buys much final power).
+TAIL_E_SHARE = 0.5
 
 
 @dataclass
@@ -119,8 +124,8 @@ def _finite(x: float | None) -> float | None:
 class _Run:
     """Per-run quantities every metric needs: buckets in and after the warm-up, trials, partitions."""
 
-    def __init__(self, agg: Aggregates, config: JudgeConfig):
-        self.agg, self.config = agg, config
+    def __init__(self, agg: Aggregates, config: JudgeConfig, final: bool = True):
+        self.agg, self.config, self.final = agg, config, final
         self.all_buckets = agg.buckets()
         start = self.all_buckets[0] if self.all_buckets else 0
         self.warmup_end = start + int(config.warmup_s * 1000)
@@ -140,7 +145,7 @@ def judge(agg: Aggregates, config: JudgeConfig | None = None, final: bool = True
     """The verdict for one run. final=False is an interim look: only a critical metric's regression
     decides (ROLLBACK, fail fast); otherwise the verdict is INCONCLUSIVE and the rollout continues."""
     config = (config or JudgeConfig()).validate()
-    run = _Run(agg, config)
+    run = _Run(agg, config, final)
     # Bonferroni: alpha is split over the metrics that have data at all (whether a run carries client fields
     # is fixed by its kind, not by the comparison) in proportion to their weight, so the metrics that
     # matter most get the most power; a metric with an SLO guard gives a tenth of its share to the guard,
@@ -242,15 +247,19 @@ def _sufficiency(r: dict, n_c: float, n_b: float, m: MetricSpec, unit: str) -> b
 
 
 def _conclude(r: dict, log_e: np.ndarray, alpha: float, material: bool, effect_text: str, floor_text: str,
-              what: str = "") -> None:
-    """what: names the tested claim when it differs from the effect itself (quantiles: the tail)."""
+              what: str = "", fixed: str = "") -> None:
+    """what: names the tested claim when it differs from the effect itself (quantiles: the tail).
+    fixed: the evidence of a significant fixed-horizon test at the final look (quantiles), else empty."""
     e_max = float(np.exp(min(log_e.max(), 700))) if log_e.size else 1.0
     r["test"]["e_value"] = e_max
-    significant = log_e.size > 0 and log_e.max() >= math.log(1 / alpha)
+    by_e = log_e.size > 0 and log_e.max() >= math.log(1 / alpha)
+    significant = by_e or bool(fixed)
+    r["test"]["significant"] = significant
     claim = f"{what}, " if what else ""
+    evidence = f"e-value {e_max:.3g} >= {1 / alpha:.3g}" if by_e else fixed
     if significant and material:
         r["decision"] = FAIL
-        r["reason"] = f"{effect_text}; beyond {floor_text} ({claim}e-value {e_max:.3g} >= {1 / alpha:.3g})"
+        r["reason"] = f"{effect_text}; beyond {floor_text} ({claim}{evidence})"
     elif significant:
         r["decision"], r["reason"] = PASS, f"{effect_text}; {claim}significant but within {floor_text}"
     else:
@@ -423,8 +432,27 @@ def _q_from_tail(tail: np.ndarray, q: float) -> float:
     return H.representative(int(np.argmax(below >= q * total)))
 
 
+def _tail_z(r: dict, final: bool, alpha: float, risk: dict, surv: dict) -> str:
+    """The fixed-horizon log-rank test at the final look (stats.tail_log_rank_z), with alpha split like the
+    e-process: 3/4 to the steps inside the tail, 1/4 to all steps. Recorded in r["test"]["fixed_horizon"]
+    (None at an interim look); returns the evidence text when significant, else ""."""
+    if not final:
+        r["test"]["fixed_horizon"] = None
+        return ""
+    z_inside, z_all = tail_log_rank_z(risk["canary"], surv["canary"], risk["baseline"], surv["baseline"])
+    crit_inside, crit_all = float(-ndtri(0.75 * alpha)), float(-ndtri(0.25 * alpha))
+    hit = [f"log-rank z {z:.2f} >= {c:.2f}{where} at the final look"
+           for z, c, where in ((z_inside, crit_inside, " inside the tail"), (z_all, crit_all, ""))
+           if z is not None and z >= c]
+    r["test"]["fixed_horizon"] = {"method": "stratified log-rank z", "alpha": alpha, "z_inside": z_inside,
+                                  "critical_inside": crit_inside, "z_all": z_all, "critical_all": crit_all,
+                                  "significant": bool(hit)}
+    return hit[0] if hit else ""
+
+
 def _quantile(run: _Run, m: MetricSpec, alphas: _Alphas, r: dict) -> None:
-    alpha = alphas.test
+    alpha = alphas.test * TAIL_E_SHARE  # the e-process's part; the rest is the final look's z test
+    r["test"].update(alpha=alpha, threshold=1 / alpha)
     agg, q = run.agg, m.quantile
     per = {lane: [agg.hist(lane, m.source, b) for b in run.buckets] for lane in LANES}
     warm = [agg.hist("baseline", m.source, b) for b in run.warmup]
@@ -473,6 +501,7 @@ def _quantile(run: _Run, m: MetricSpec, alphas: _Alphas, r: dict) -> None:
         risk[lane] = np.hstack([np.where(ready, t[:, 0], 0)[:, None], np.where(in_tail, t[:, :-1], 0)])
         surv[lane] = np.hstack([np.where(ready[:, None], entry, 0), np.where(in_tail, t[:, 1:], 0)])
     log_e = tail_log_e(risk["canary"], surv["canary"], risk["baseline"], surv["baseline"])
+    fixed = _tail_z(r, run.final, alphas.test * (1 - TAIL_E_SHARE), risk, surv)
     exceed = {lane: np.where(ready, np.take_along_axis(tail[lane], j_q[:, None], axis=1)[:, 0], 0) for lane in LANES}
     r["test"]["method"] = "tail log-rank"
     r["test"]["tail_from_quantile"] = q_from
@@ -482,7 +511,7 @@ def _quantile(run: _Run, m: MetricSpec, alphas: _Alphas, r: dict) -> None:
     material = qc > qb * (1 + m.rel_floor) and qc - qb >= m.abs_floor
     unit = r["canary"]["unit"]
     _conclude(r, log_e, alpha, material, f"canary p{100 * q:g} {_fmt(qc)} {unit} vs baseline {_fmt(qb)} {unit}",
-              f"+{_fmt(m.rel_floor, True)} and +{_fmt(m.abs_floor)} {unit}", what="tail heavier")
+              f"+{_fmt(m.rel_floor, True)} and +{_fmt(m.abs_floor)} {unit}", what="tail heavier", fixed=fixed)
     if m.slo is not None:
         j_s = min(H.first_bin_at_least(m.slo * (1 + 1e-9)), width - 1)
         _slo(r, {lane: (tail[lane][:, j_s], total[lane]) for lane in LANES}, 1 - q, alphas.slo_lane,

@@ -318,3 +318,41 @@ def test_a_written_config_read_back_keeps_disabled_metrics_disabled(tmp_path):
     again = load_config(path)
     assert "e2e_latency_p50" not in {m.name for m in again.active}
     assert again.to_dict() == config.to_dict()
+
+
+def lognormal_rows(seed, stretch=1.6, buckets=30):
+    """Random e2e latencies, lognormal (median 5 ms, sigma 0.5), 100 canary and 200 baseline per bucket; the
+    canary's excess over 9.48 ms (the p90) is multiplied by `stretch` (1.6: p99 +25 %, p50 unchanged)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for lane, n in (("canary", 100), ("baseline", 200)):
+        for b in range(buckets):
+            t = b * BUCKET
+            lat = rng.lognormal(np.log(5.0), 0.5, n)
+            if lane == "canary":
+                lat = np.where(lat > 9.48, 9.48 + (lat - 9.48) * stretch, lat)
+            rows += [(lane, t, "outcome.delivered", 0, n), (lane, t, "partition", 0, n),
+                     (lane, t, "produce_latency_ms", H.bin_of(2.0), n)]
+            bins, counts = np.unique([H.bin_of(x) for x in lat], return_counts=True)
+            rows += [(lane, t, "e2e_latency_ms", int(k), int(c)) for k, c in zip(bins, counts, strict=True)]
+    return Aggregates.from_rows(rows, BUCKET)
+
+
+def test_final_look_adds_a_fixed_horizon_log_rank_that_catches_what_the_e_process_misses():
+    agg = lognormal_rows(seed=0)
+    interim = metric(judge(agg, final=False), "e2e_latency_p99")
+    final = metric(judge(agg, final=True), "e2e_latency_p99")
+    # The e-process (half the test's alpha, valid at every look) stays below its threshold ...
+    assert interim["test"]["e_value"] < interim["test"]["threshold"]
+    assert interim["decision"] == "PASS" and interim["test"]["fixed_horizon"] is None
+    assert interim["test"]["alpha"] == pytest.approx(final["test"]["fixed_horizon"]["alpha"])
+    # ... while the one-time log-rank z at the end of the window, with the other half, shows the heavier tail.
+    fixed = final["test"]["fixed_horizon"]
+    assert fixed["significant"] and fixed["z_inside"] >= fixed["critical_inside"]
+    assert final["decision"] == "FAIL" and "log-rank z" in final["reason"] and "final look" in final["reason"]
+
+
+def test_fixed_horizon_log_rank_stays_quiet_on_identical_lanes():
+    for seed in range(5):
+        p99 = metric(judge(lognormal_rows(seed=100 + seed, stretch=1.0)), "e2e_latency_p99")
+        assert not p99["test"]["fixed_horizon"]["significant"] and p99["decision"] == "PASS"

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from canary.judge.stats import RARE_GRID, one_sample_log_e, tail_log_e
+from canary.judge.stats import RARE_GRID, one_sample_log_e, tail_log_e, tail_log_rank_z
 
 
 def tail_tables(rng, looks, n_c, n_b, hazard_c, hazard_b):
@@ -52,6 +52,25 @@ def test_tail_log_e_sees_an_entry_only_change_through_the_entry_step():
     rc, sc, rb, sb = tail_tables(rng, 27, 100, 200, [0.8] + [0.2] * 10, [0.9] + [0.2] * 10)
     assert tail_log_e(rc, sc, rb, sb)[-1] >= math.log(1000)
     assert tail_log_e(rc, sc, rb, sb, entry_weight=1e-300)[-1] < math.log(1000)
+
+
+def test_tail_log_rank_z_is_standard_normal_under_the_null():
+    rng = np.random.default_rng(14)
+    hazard = [0.9] + [0.15] * 12
+    z = np.array([tail_log_rank_z(*tail_tables(rng, 27, 100, 200, hazard, hazard)) for _ in range(400)])
+    for col in z.T:
+        assert abs(col.mean()) < 0.15 and 0.85 < col.std() < 1.15
+        assert (col >= 2.326).mean() <= 0.03  # nominal 1 %
+
+
+def test_tail_log_rank_z_is_large_for_a_heavier_canary_tail_and_none_without_information():
+    rng = np.random.default_rng(15)
+    z_inside, z_all = tail_log_rank_z(*tail_tables(rng, 27, 100, 200, [0.9] + [0.1] * 12, [0.9] + [0.2] * 12))
+    assert z_inside >= 5 and z_all >= 4
+    rc, sc, rb, sb = tail_tables(rng, 27, 100, 200, [0.9] + [0.2] * 12, [0.9] + [0.1] * 12)
+    assert tail_log_rank_z(rc, sc, rb, sb)[0] <= -3  # a lighter canary tail is negative evidence
+    assert tail_log_rank_z(rc[:1, :3], sc[:1, :3], rb[:1, :3], sb[:1, :3]) == (None, None)
+    assert tail_log_rank_z(np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))) == (None, None)
 
 
 def test_rare_event_guard_needs_two_events_at_a_tiny_tolerance():
