@@ -164,7 +164,7 @@ def preflight(spec: MigrationSpec, timeout: float = 30.0) -> dict:
         raise MigrationRefused(f"topic {spec.topic!r} has {len(partitions)} partition(s) for {instances} instances: "
                                f"an instance without a partition shows no disruption; use fewer instances or more "
                                f"partitions. Nothing was changed.")
-    group = describe_group(admin, spec.group, timeout)
+    group = describe_group(admin, spec.group, 2 * timeout)  # the first group lookup of a new cluster is slow
     if group["members"]:
         raise MigrationRefused(f"group {spec.group!r} has {len(group['members'])} member(s) not started by this run "
                                f"({', '.join(sorted({m['client_id'] for m in group['members']}))}); stop them, wait "
@@ -201,36 +201,43 @@ def topic_partitions(admin: AdminClient, topic: str, timeout: float) -> list[int
     return sorted(meta.partitions)
 
 
-_COORDINATOR_MOVING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
-                       KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
+_RETRY_DESCRIBE = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                       KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError._TIMED_OUT)
 
 
 def describe_group(admin: AdminClient, group: str, timeout: float) -> dict:
     """The group as the coordinator sees it: state, type (classic/consumer), members with their assignments.
-    `protocol` per member is read from its member id: the classic coordinator names a member
-    `<client.id>-<uuid>`, a KIP-848 member names itself with a bare uuid."""
+    `protocol` per member: in a CLASSIC group every member is classic (a classic group cannot hold a KIP-848
+    member). In a CONSUMER group it is read from the member id: the classic coordinator names a member
+    `<client.id>-<uuid>`, a KIP-848 member names itself with a bare uuid -- but a classic member that joined while
+    the group was already a consumer group also gets a bare uuid from the coordinator (measured: the baseline
+    instance restarted mid-window), so there "consumer" means "consumer, or classic joined mid-migration"; the
+    admin API of confluent-kafka 2.16 has no per-member protocol (KIP-1099's `upgraded`)."""
     deadline = time.monotonic() + timeout
     while True:
+        # short attempts: on a new cluster the first coordinator lookup waits for __consumer_offsets to be created
+        attempt = max(1.0, min(10.0, deadline - time.monotonic()))
         try:
-            found = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result(timeout=timeout + 5)
+            found = admin.describe_consumer_groups([group], request_timeout=attempt)[group].result(timeout=attempt + 5)
             break
         except KafkaException as exc:
             code = exc.args[0].code()
             if code == KafkaError.GROUP_ID_NOT_FOUND:
                 return {"state": "DEAD", "type": "UNKNOWN", "members": []}
             # a new cluster creates __consumer_offsets on first use; a moving coordinator answers the same way
-            if code not in _COORDINATOR_MOVING or time.monotonic() >= deadline:
+            if code not in _RETRY_DESCRIBE or time.monotonic() >= deadline:
                 raise MigrationError(f"describing group {group!r} failed: {exc.args[0].str()}") from exc
             time.sleep(0.5)
+    kind = getattr(found.type, "name", str(found.type))
     members = []
     for m in found.members:
         target = m.target_assignment
+        classic = kind == "CLASSIC" or m.member_id.startswith(f"{m.client_id}-")
         members.append({"client_id": m.client_id, "member_id": m.member_id,
-                        "protocol": "classic" if m.member_id.startswith(f"{m.client_id}-") else "consumer",
+                        "protocol": "classic" if classic else "consumer",
                         "assignment": sorted(tp.partition for tp in m.assignment.topic_partitions),
                         "target": None if target is None else sorted(tp.partition for tp in target.topic_partitions)})
-    return {"state": getattr(found.state, "name", str(found.state)), "type": getattr(found.type, "name",
-                                                                                       str(found.type)),
+    return {"state": getattr(found.state, "name", str(found.state)), "type": kind,
             "assignor": found.partition_assignor, "members": members}
 
 

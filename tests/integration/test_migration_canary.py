@@ -1,6 +1,7 @@
 """The KIP-848 migration canary on real brokers: on Kafka 4.1.2 (group.version >= 1) three classic instances and one
 `group.protocol=consumer` canary share one group while a producer writes and a baseline instance restarts; the
-verdict comes with its evidence, and promote leaves every instance on `consumer` with nothing unconsumed. On Kafka
+verdict comes with its evidence, and promote leaves every instance on `consumer` with nothing unconsumed; a rollback
+returns the canary to `classic` and the coordinator converts the group back. On Kafka
 3.9 (no group.version) the canary is refused with the reason, and nothing is started."""
 
 from __future__ import annotations
@@ -66,6 +67,35 @@ def test_migration_canary_on_4_1_promotes_every_instance_to_the_consumer_protoco
     assert written["verdict"] == result["verdict"] and (tmp_path / "run" / "verdict.json").exists()
     # every instance closed at the end: the group is empty again (a retry starts from its commits)
     assert describe_group(AdminClient({"bootstrap.servers": bootstrap}), "billing", 15)["members"] == []
+
+
+def test_migration_canary_rolled_back_returns_every_instance_to_classic_with_nothing_lost(cluster_factory, tmp_path):
+    # A person decided (action: rollback): the canary instance leaves `consumer` for `classic` while traffic goes on.
+    cluster = cluster_factory(brokers=3, version="4.1.2")
+    if cluster.features().finalized.get("group.version", 0) < 1:
+        cluster.finalize(levels={"group.version": 1})
+    bootstrap = cluster.bootstrap_servers
+    _topic(bootstrap, "payments")
+    spec = MigrationSpec(bootstrap_servers=bootstrap, topic="payments", group="ledger", out_dir=tmp_path / "run",
+                         rate=30, window_s=25, disturb_at_s=8, action="rollback")
+
+    result = run_migration(spec)
+
+    records = result["verify"]["records"]
+    print(f"\nmigration canary rolled back on 4.1.2: verdict {result['verdict']}; switched "
+          f"{result['action']['switched']} in {result['action']['settled_s']}; "
+          f"group {result['verify']['group']['type']}; records {records}")
+    assert result["verdict"] in ("PROMOTE", "ROLLBACK", "INCONCLUSIVE")  # judged, then overruled by the person
+    assert result["action"]["name"] == "rollback" and result["action"]["protocol"] == "classic"
+    assert result["action"]["switched"] == ["ledger-3-canary"]
+    verified = result["verify"]
+    assert verified["ok"], verified["problems"]
+    assert set(verified["protocols"].values()) == {"classic"}
+    assert {m["protocol"] for m in verified["group"]["members"]} == {"classic"}
+    # the last consumer-protocol member left: the coordinator converted the group back (migration policy)
+    assert verified["group"]["type"] == "CLASSIC"
+    assert records["produced"] > 0 and records["unconsumed"] == 0
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["action"]["name"] == "rollback"
 
 
 def test_migration_canary_on_3_9_is_refused_and_changes_nothing(cluster_factory, tmp_path, capsys):
