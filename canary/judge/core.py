@@ -252,7 +252,7 @@ def _conclude(r: dict, log_e: np.ndarray, alpha: float, material: bool, effect_t
     fixed: the evidence of a significant fixed-horizon test at the final look (quantiles), else empty."""
     e_max = float(np.exp(min(log_e.max(), 700))) if log_e.size else 1.0
     r["test"]["e_value"] = e_max
-    by_e = log_e.size > 0 and log_e.max() >= math.log(1 / alpha)
+    by_e = bool(log_e.size > 0 and log_e.max() >= math.log(1 / alpha))  # a numpy bool is not JSON
     significant = by_e or bool(fixed)
     r["test"]["significant"] = significant
     claim = f"{what}, " if what else ""

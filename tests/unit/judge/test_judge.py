@@ -350,6 +350,8 @@ def test_final_look_adds_a_fixed_horizon_log_rank_that_catches_what_the_e_proces
     fixed = final["test"]["fixed_horizon"]
     assert fixed["significant"] and fixed["z_inside"] >= fixed["critical_inside"]
     assert final["decision"] == "FAIL" and "log-rank z" in final["reason"] and "final look" in final["reason"]
+    for look in (False, True):  # the verdict is written as JSON: plain Python types only
+        json.loads(json.dumps(judge(agg, final=look)))
 
 
 def test_fixed_horizon_log_rank_stays_quiet_on_identical_lanes():
