@@ -25,12 +25,17 @@ def _topic(bootstrap: str, name: str) -> None:
         future.result(timeout=60)
 
 
-def test_migration_canary_on_4_1_promotes_every_instance_to_the_consumer_protocol(cluster_factory, tmp_path):
+def _kip848_cluster(cluster_factory, topic: str) -> str:
+    """A 4.1.2 cluster with group.version >= 1 and `topic`; returns its bootstrap servers."""
     cluster = cluster_factory(brokers=3, version="4.1.2")
     if cluster.features().finalized.get("group.version", 0) < 1:
         cluster.finalize(levels={"group.version": 1})
-    bootstrap = cluster.bootstrap_servers
-    _topic(bootstrap, "orders")
+    _topic(cluster.bootstrap_servers, topic)
+    return cluster.bootstrap_servers
+
+
+def test_migration_canary_on_4_1_promotes_every_instance_to_the_consumer_protocol(cluster_factory, tmp_path):
+    bootstrap = _kip848_cluster(cluster_factory, "orders")
     spec = MigrationSpec(bootstrap_servers=bootstrap, topic="orders", group="billing", out_dir=tmp_path / "run",
                          rate=30, window_s=40, disturb_at_s=12)
     with pytest.raises(MigrationRefused, match="topic 'nope' does not exist"):
@@ -71,11 +76,7 @@ def test_migration_canary_on_4_1_promotes_every_instance_to_the_consumer_protoco
 
 def test_migration_canary_rolled_back_returns_every_instance_to_classic_with_nothing_lost(cluster_factory, tmp_path):
     # A person decided (action: rollback): the canary instance leaves `consumer` for `classic` while traffic goes on.
-    cluster = cluster_factory(brokers=3, version="4.1.2")
-    if cluster.features().finalized.get("group.version", 0) < 1:
-        cluster.finalize(levels={"group.version": 1})
-    bootstrap = cluster.bootstrap_servers
-    _topic(bootstrap, "payments")
+    bootstrap = _kip848_cluster(cluster_factory, "payments")
     spec = MigrationSpec(bootstrap_servers=bootstrap, topic="payments", group="ledger", out_dir=tmp_path / "run",
                          rate=30, window_s=25, disturb_at_s=8, action="rollback")
 
