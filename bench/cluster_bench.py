@@ -21,7 +21,7 @@ from confluent_kafka import Producer
 
 from canary.cluster.distribution import BASELINE_VERSION, TARGET_VERSION, ensure
 from canary.cluster.local import LocalCluster
-from canary.producer_defaults import PRODUCER_DEFAULTS
+from canary.kafka.clients import PRODUCER_DEFAULTS
 from canary.roundtrip import ensure_topic
 
 

@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from canary.cluster.health import QUIET_LOGGER, admin_client
 from canary.errors import ClusterError
-from canary.probe.topic import TopicAdmin
+from canary.kafka.admin import TopicAdmin
+from canary.kafka.clients import QUIET_LOGGER, admin_client
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from canary.cluster import process
+from canary import process
 from canary.cluster.local import LocalCluster
 
 # kafka-python logs every connection at INFO (Airflow's import raises the root level to INFO): thousands of lines

@@ -10,7 +10,7 @@ Every instance runs `python -m <module> …` (default `examples.services.<role>`
 (and group.instance.id for consumers; canary instances carry the client marker, canary.lanes.canary_client_id),
 its version, its lane, and `KAFKA_CANARY_RUN_ID` so its observations carry the fleet's run id. The pid, start time
 and version of each instance are kept in `instances.json`; a process is only signalled when it is provably the one
-started (same pid and start time, the instance marker on its command line: canary.cluster.process), so a retried
+started (same pid and start time, the instance marker on its command line: canary.process), so a retried
 step finds a running instance on the right version and leaves it alone. Stopping is SIGTERM (the service closes its
 LaneConsumer, committing, or flushes its LaneProducer), then SIGKILL after `stop_timeout`.
 
@@ -28,8 +28,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from canary import process
 from canary.clients.observe import RUN_ID_ENV
-from canary.cluster import process
 from canary.errors import CanaryError
 from canary.observations import Lane
 

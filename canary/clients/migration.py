@@ -41,16 +41,16 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from canary.clients.observe import ClientObserver
 from canary.clients.rebalance import EventKind, RebalanceEvent, account, combine, compare
 from canary.clients.view import connection_settings
-from canary.cluster import features
-from canary.cluster.health import QUIET_LOGGER
 from canary.errors import CanaryError
 from canary.judge import INCONCLUSIVE, PROMOTE, ROLLBACK, Aggregates, judge
 from canary.judge.config import DEFAULT_METRICS, JudgeConfig, config_from_dict
+from canary.kafka import features
+from canary.kafka.clients import PRODUCER_DEFAULTS, QUIET_LOGGER
+from canary.kafka.secrets import redacted
+from canary.kafka.settings import kafka_python_settings
 from canary.lanes import canary_client_id, client_lane
 from canary.observations import Lane, read_file_counted
-from canary.probe.config import kafka_python_settings
 from canary.probe.sink import ObservationSink
-from canary.producer_defaults import PRODUCER_DEFAULTS
 
 log = logging.getLogger(__name__)
 
@@ -659,7 +659,7 @@ def run_migration(spec: MigrationSpec) -> dict:
 def _spec_dict(spec: MigrationSpec) -> dict:
     d = asdict(spec)
     d["out_dir"] = str(spec.out_dir)
-    d["client"] = {k: "***" if "password" in k else v for k, v in spec.client.items()}
+    d["client"] = redacted(spec.client)  # the one secret rule: every secret-named setting masked
     return d
 
 

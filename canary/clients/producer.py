@@ -27,10 +27,10 @@ from canary.clients.metrics import ClientMetrics
 from canary.clients.observe import ClientObserver, open_sink, run_id_for
 from canary.clients.partitioner import UNASSIGNED, LanePartitioner, PartitionChoice, candidates
 from canary.clients.view import LaneSource, LaneView
+from canary.kafka.clients import PRODUCER_DEFAULTS
 from canary.lanes import config_lane
 from canary.observations import LANES, Lane
 from canary.probe.sink import ObservationSink
-from canary.producer_defaults import PRODUCER_DEFAULTS
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from typing import Protocol
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from canary.cluster.health import QUIET_LOGGER
+from canary.kafka.clients import QUIET_LOGGER
 from canary.lanes import broker_lane
 from canary.observations import Lane
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from canary.errors import SetupError
+from canary.errors import FeatureError, SetupError
+from canary.kafka.secrets import scrub_text
 
 BASELINE_VERSION = "3.9.2"  # latest 3.9.x: the last release line that still has ZooKeeper mode
 TARGET_VERSION = "4.1.2"  # a 4.x release with a higher metadata.version (4.1-IV1)
@@ -116,8 +117,7 @@ class KafkaDistribution:
                 argfile.unlink(missing_ok=True)
         if done.returncode != 0:
             detail = (done.stderr.strip() or done.stdout.strip())[-2000:]
-            for secret in secret_args or []:
-                detail = detail.replace(secret, "*****")
+            detail = scrub_text(detail, secret_args or [])
             raise SetupError(f"Kafka {self.version} tool {main_class} {args[:1]} failed: {detail}")
         return done.stdout
 
@@ -228,3 +228,18 @@ def _maven_fetch(mvn: str, version: str, libs: Path) -> None:
     tail = "\n".join(output.strip().splitlines()[-15:])
     raise SetupError(f"Maven could not fetch Kafka {version} (exit {done.returncode}); "
                      f"check access to Maven Central:\n{tail}")
+
+
+def release_levels(release: str, tool: KafkaDistribution) -> dict[str, int]:
+    """Every feature level release `release` (e.g. '4.1') maps to, per `tool`'s feature command."""
+    if not re.fullmatch(r"\d+\.\d+(-IV\d+)?", release):
+        raise FeatureError(f"release {release!r} is not a feature release; use MAJOR.MINOR such as 4.1")
+    if parse_version(tool.version)[0] < 4:
+        raise FeatureError(f"Kafka {tool.version} cannot map a release to feature levels (needs 4.0 or newer); "
+                           f"name the levels with --feature name=level instead")
+    out = tool.run_tool("org.apache.kafka.tools.FeatureCommand",
+                        ["--bootstrap-server", "127.0.0.1:1", "version-mapping", "--release-version", release])
+    levels = {m[1]: int(m[2]) for m in re.finditer(r"^([a-z.]+)=(\d+)", out, re.M)}
+    if "metadata.version" not in levels:
+        raise FeatureError(f"Kafka {tool.version} gave no feature mapping for release {release}: {out.strip()}")
+    return levels

@@ -31,13 +31,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from canary.cluster import distribution, features, health, node_config, process
+from canary import process
+from canary.cluster import distribution, node_config
 from canary.cluster import security as cluster_security
 from canary.cluster.distribution import BASELINE_VERSION, KafkaDistribution
 from canary.cluster.state import LOOPBACK, STATE_FILE, ClusterState, NodeState, Role
 from canary.errors import ClusterError, ClusterStateError, HealthTimeout, SetupError
 from canary.faults import proxy as delay_proxy
-from canary.probe.config import kafka_python_settings, redacted
+from canary.kafka import features, health
+from canary.kafka.secrets import redacted, scrub_text
+from canary.kafka.settings import kafka_python_settings
 
 CONTROLLER_ID_BASE = 3000  # broker ids are 1..N; controller ids stay clear of them
 BROKER_HEAP = "320m"
@@ -465,7 +468,7 @@ class LocalCluster:
             newest = max((n.version for n in self.state.nodes), key=distribution.parse_version)
             oldest = min((n.version for n in self.state.nodes), key=distribution.parse_version)
             release = release or distribution.release_of(oldest)
-            mapped = features.release_levels(release, distribution.ensure(newest))
+            mapped = distribution.release_levels(release, distribution.ensure(newest))
             wanted = {k: v for k, v in mapped.items() if k not in features.NOT_BY_DEFAULT and v > 0} | wanted
         return features.finalize(self.bootstrap_servers, wanted, dry_run=dry_run,
                                  client_config=kafka_python_settings(self.client_config()))
@@ -528,7 +531,7 @@ class LocalCluster:
             dist.run_tool("kafka.tools.StorageTool", args, secret_args=scram,
                           private_dir=cluster_security.security_dir(self.directory))
         except SetupError as exc:
-            raise SetupError(str(exc).replace(self._secrets.password, "*****")) from None
+            raise SetupError(scrub_text(str(exc), [self._secrets.password])) from None
 
     def _proxy_marker(self, node: NodeState) -> str:
         return process.proxy_marker(self.directory, node.node_id)

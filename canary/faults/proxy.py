@@ -31,7 +31,7 @@ import signal
 import sys
 from pathlib import Path
 
-from canary.cluster import process
+from canary import process
 
 log = logging.getLogger("canary.faults.proxy")
 

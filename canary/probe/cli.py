@@ -9,6 +9,7 @@ import json
 import signal
 import sys
 
+from canary.kafka.secrets import redacted
 from canary.probe import config as probe_config
 from canary.probe.runner import Probe, ProbeSummary
 
@@ -45,7 +46,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: probe._stop_producing.set())
     print(f"probe {cfg.producer_id} run {cfg.run_id} on {cfg.bootstrap_servers}, topic {cfg.topic}, "
           f"{cfg.rate:g} msg/s per partition"
-          + (f", client settings {json.dumps(probe_config.redacted(cfg.client))}" if cfg.client else ""),
+          + (f", client settings {json.dumps(redacted(cfg.client))}" if cfg.client else ""),
           file=sys.stderr)
     try:
         summary = probe.run()

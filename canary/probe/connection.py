@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from canary.cluster.health import QUIET_LOGGER
+from canary.kafka.clients import QUIET_LOGGER
 
 
 @dataclass(frozen=True)

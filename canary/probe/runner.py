@@ -19,9 +19,11 @@ from dataclasses import asdict, dataclass, field
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from canary.cluster import health
-from canary.cluster.health import QUIET_LOGGER, metadata_and_brokers
 from canary.errors import CanaryError
+from canary.kafka import health
+from canary.kafka.admin import TopicAdmin
+from canary.kafka.clients import PRODUCER_DEFAULTS, QUIET_LOGGER
+from canary.kafka.health import metadata_and_brokers
 from canary.lanes import broker_lane
 from canary.observations import OBSERVATIONS_TOPIC
 from canary.probe.config import ProbeConfig
@@ -30,9 +32,8 @@ from canary.probe.http import StatusServer
 from canary.probe.metrics import ProbeMetrics
 from canary.probe.sink import ObservationSink, ensure_observations_topic
 from canary.probe.stats import Ledger
-from canary.probe.topic import ReconcileResult, TopicAdmin, TopicSpec, plan, reconcile
+from canary.probe.topic import ReconcileResult, TopicSpec, plan, reconcile
 from canary.probe.tracker import Tracker, TrackerIdentity
-from canary.producer_defaults import PRODUCER_DEFAULTS
 
 
 class ClusterUnreachable(CanaryError):

@@ -11,10 +11,9 @@ from pathlib import Path
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import NewTopic
 
-from canary.cluster.health import QUIET_LOGGER
 from canary.errors import ClusterError
+from canary.kafka.clients import PRODUCER_DEFAULTS, QUIET_LOGGER
 from canary.observations import Observation
-from canary.producer_defaults import PRODUCER_DEFAULTS
 
 OBSERVATIONS_RETENTION_MS = 7 * 24 * 3600 * 1000
 

@@ -19,19 +19,8 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
-from confluent_kafka import ElectionType, KafkaException
-from confluent_kafka import TopicPartition as CTopicPartition
-from confluent_kafka.admin import (
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    NewPartitions,
-    NewTopic,
-    ResourceType,
-)
-
-from canary.cluster.health import admin_client, metadata_and_brokers
 from canary.errors import ClusterError
+from canary.kafka.admin import TopicAdmin, TopicState
 from canary.lanes import real_rack
 
 SEGMENT_BYTES = 4 * 1024 * 1024
@@ -49,23 +38,6 @@ class TopicSpec:
     def configs(self, rf: int) -> dict[str, str]:
         return {"min.insync.replicas": str(max(1, rf - 1)), "segment.bytes": str(self.segment_bytes),
                 "retention.bytes": str(self.retention_bytes), "retention.ms": str(self.retention_ms)}
-
-
-@dataclass(frozen=True)
-class PartitionState:
-    replicas: tuple[int, ...]
-    leader: int            # -1 when offline
-    isr: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class TopicState:
-    """What the cluster looks like to the reconciler."""
-    brokers: dict[int, str | None]            # live broker id -> rack
-    exists: bool
-    partitions: dict[int, PartitionState] = field(default_factory=dict)
-    configs: dict[str, str] = field(default_factory=dict)
-    reassigning: frozenset[int] = frozenset()  # partitions with a reassignment in flight
 
 
 @dataclass(frozen=True)
@@ -256,145 +228,6 @@ def plan(spec: TopicSpec, state: TopicState, previous_owners: dict[int, int] | N
 
     configs = {k: v for k, v in wanted_configs.items() if state.configs.get(k) != v}
     return ReconcilePlan(rf, None, add, reassign, sorted(elect), configs, dict(sorted(owners.items())), orphans)
-
-
-# ----- the cluster side -----
-
-class TopicAdmin:
-    """The admin calls reconcile needs, each with a timeout and named failures. Mutating calls are
-    the `create_topic`, `add_partitions`, `reassign`, `elect`, `set_configs` methods (tests count them)."""
-
-    def __init__(self, bootstrap_servers: str, client: dict[str, str] | None = None, timeout: float = 30.0,
-                 away_grace: float = 0.0):
-        self.bootstrap_servers = bootstrap_servers
-        self.client = dict(client or {})
-        self.timeout = timeout
-        # A broker missing from the metadata for less than this many seconds is restarting, not gone: the
-        # reconciler keeps it (no replica moved off it, its partition still produced to), so a rolling restart
-        # never triggers reassignments.
-        self.away_grace = away_grace
-        self._seen: dict[int, tuple[float, str | None]] = {}
-        self.admin = admin_client(bootstrap_servers, {"socket.timeout.ms": 10000, **self.client})
-
-    def observe(self, topic: str) -> TopicState:
-        try:
-            # All topics: a metadata request naming the topic could auto-create it on the broker.
-            metadata, nodes = metadata_and_brokers(self.admin, self.timeout)
-            brokers = self._with_recently_seen({node.id: node.rack for node in nodes})
-        except KafkaException as exc:
-            raise ClusterError(f"cannot read cluster metadata from {self.bootstrap_servers}: {exc.args[0]}") from exc
-        meta = metadata.topics.get(topic)
-        if meta is None or (meta.error is not None and meta.error.name() == "UNKNOWN_TOPIC_OR_PART"):
-            return TopicState(brokers=brokers, exists=False)
-        if meta.error is not None:
-            raise ClusterError(f"topic {topic}: {meta.error.str()}")
-        parts = {p.id: PartitionState(tuple(p.replicas), p.leader, tuple(p.isrs)) for p in meta.partitions.values()}
-        return TopicState(brokers=brokers, exists=True, partitions=parts, configs=self._configs(topic),
-                          reassigning=frozenset(self.reassignments(topic)))
-
-    def _with_recently_seen(self, live: dict[int, str | None]) -> dict[int, str | None]:
-        now = time.monotonic()
-        self._seen.update({b: (now, rack) for b, rack in live.items()})
-        away = {b: rack for b, (seen, rack) in self._seen.items() if b not in live and now - seen < self.away_grace}
-        return live | away
-
-    def _configs(self, topic: str, tries: int = 10) -> dict[str, str]:
-        resource = ConfigResource(ResourceType.TOPIC, topic)
-        for attempt in range(tries):
-            for res, future in self.admin.describe_configs([resource], request_timeout=self.timeout).items():
-                try:
-                    entries = future.result(timeout=self.timeout)
-                except KafkaException as exc:
-                    # A topic just created reaches every broker's metadata a moment later.
-                    if exc.args[0].name() == "UNKNOWN_TOPIC_OR_PART" and attempt < tries - 1:
-                        time.sleep(0.5)
-                        continue
-                    raise ClusterError(f"describing configs of {res.name} failed: {exc.args[0].str()}") from exc
-                # Effective values, defaults included: a default that already equals the rule is no change.
-                return {name: entry.value for name, entry in entries.items()}
-        return {}
-
-    def _kafka_python(self):
-        from kafka.admin import KafkaAdminClient
-
-        from canary.probe.config import kafka_python_settings
-        return KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, client_id="kafka-canary-probe",
-                                request_timeout_ms=int(self.timeout * 1000), **kafka_python_settings(self.client))
-
-    def reassignments(self, topic: str) -> set[int]:
-        from kafka.errors import KafkaError
-        try:
-            admin = self._kafka_python()
-            try:
-                ongoing = admin.list_partition_reassignments(timeout_ms=int(self.timeout * 1000))
-            finally:
-                admin.close()
-        except KafkaError as exc:
-            raise ClusterError(f"listing partition reassignments failed: {exc}") from exc
-        return {tp.partition for tp in ongoing if tp.topic == topic}
-
-    # mutating calls
-
-    def create_topic(self, topic: str, assignment: list[list[int]], configs: dict[str, str]) -> bool:
-        """False when the topic already existed (a harmless repeat)."""
-        new = NewTopic(topic, num_partitions=len(assignment), replica_assignment=assignment, config=configs)
-        for name, future in self.admin.create_topics([new], operation_timeout=self.timeout,
-                                                     request_timeout=self.timeout).items():
-            try:
-                future.result(timeout=self.timeout)
-            except KafkaException as exc:
-                if exc.args[0].name() == "TOPIC_ALREADY_EXISTS":
-                    return False
-                raise ClusterError(f"creating topic {name} failed: {exc.args[0].str()}") from exc
-        return True
-
-    def add_partitions(self, topic: str, total: int, new_assignment: list[list[int]]) -> None:
-        request = NewPartitions(topic, total, replica_assignment=new_assignment)
-        for name, future in self.admin.create_partitions([request], operation_timeout=self.timeout,
-                                                         request_timeout=self.timeout).items():
-            try:
-                future.result(timeout=self.timeout)
-            except KafkaException as exc:
-                raise ClusterError(f"adding partitions to {name} failed: {exc.args[0].str()}") from exc
-
-    def reassign(self, topic: str, targets: dict[int, list[int]]) -> None:
-        from kafka import TopicPartition
-        from kafka.errors import KafkaError
-        try:
-            admin = self._kafka_python()
-            try:
-                errors = admin.alter_partition_reassignments(
-                    {TopicPartition(topic, p): replicas for p, replicas in targets.items()},
-                    timeout_ms=int(self.timeout * 1000))
-            finally:
-                admin.close()
-        except KafkaError as exc:
-            raise ClusterError(f"reassigning partitions of {topic} failed: {exc}") from exc
-        failed = {tp.partition: err.__name__ for tp, err in errors.items() if err is not None}
-        if failed:
-            raise ClusterError(f"reassigning partitions of {topic} failed: {failed}")
-
-    def elect(self, topic: str, partitions: list[int]) -> list[str]:
-        """Preferred leader elections; returns the per-partition failures (named), an
-        ELECTION_NOT_NEEDED being no failure."""
-        # No timeout kwargs: confluent-kafka 2.16's elect_leaders binding fails on any keyword argument;
-        # result(timeout=...) below bounds the wait instead.
-        future = self.admin.elect_leaders(ElectionType.PREFERRED, [CTopicPartition(topic, p) for p in partitions])
-        try:
-            results = future.result(timeout=self.timeout)
-        except KafkaException as exc:
-            raise ClusterError(f"preferred leader election on {topic} failed: {exc.args[0].str()}") from exc
-        return [f"{tp.topic}-{tp.partition}: {err.str()}" for tp, err in results.items()
-                if err is not None and err.name() != "ELECTION_NOT_NEEDED"]
-
-    def set_configs(self, topic: str, configs: dict[str, str]) -> None:
-        resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
-            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in sorted(configs.items())])
-        for res, future in self.admin.incremental_alter_configs([resource], request_timeout=self.timeout).items():
-            try:
-                future.result(timeout=self.timeout)
-            except KafkaException as exc:
-                raise ClusterError(f"setting configs of {res.name} failed: {exc.args[0].str()}") from exc
 
 
 def _await_partitions(admin: TopicAdmin, topic: str, count: int, wait: float) -> None:

@@ -9,24 +9,7 @@ import os
 import time
 from pathlib import Path
 
-from canary.probe.config import is_secret
-
-
-def _scrub(value):
-    if isinstance(value, dict):
-        return {k: ("***" if isinstance(k, str) and is_secret(k) else _scrub(v)) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_scrub(v) for v in value]
-    return value
-
-
-def scrub_text(text: str, secrets: list[str] | tuple[str, ...]) -> str:
-    """`text` (JSON or plain) with every secret value, raw or JSON-escaped, replaced by ***."""
-    for secret in secrets:
-        for form in {secret, json.dumps(secret)[1:-1]}:
-            if form:
-                text = text.replace(form, "***")
-    return text
+from canary.kafka.secrets import scrub, scrub_text
 
 
 class AuditLog:
@@ -38,7 +21,7 @@ class AuditLog:
     def record(self, step: str, action: str, **details) -> dict:
         """Appends one entry (flushed and fsynced: a crash right after an action still leaves its trace)."""
         entry = {"ts_ms": int(time.time() * 1000), "run_id": self.run_id, "step": step, "action": action,
-                 **_scrub(details)}
+                 **scrub(details)}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a") as f:
             f.write(scrub_text(json.dumps(entry, sort_keys=False, default=str), self.secrets) + "\n")

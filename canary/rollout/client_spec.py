@@ -130,7 +130,7 @@ def load_client_spec(source: str | Path | dict, environ: dict[str, str] | None =
             raise SpecError([f"{path} is not valid YAML/JSON: {exc}"]) from exc
     if not isinstance(raw, dict):
         raise SpecError(["the spec must be a mapping with cluster, service, change, lane, … at the top level"])
-    from canary.probe.config import client_settings_from_env
+    from canary.kafka.settings import client_settings_from_env
 
     return _ClientParser(raw, client_settings_from_env(environ) if environ is not None else {}).parse_client()
 

@@ -36,12 +36,12 @@ from confluent_kafka import TopicPartition as TP
 
 from canary import lanes
 from canary.clients.deployer import Instance, ServiceDeployer
-from canary.cluster import health
-from canary.cluster.health import QUIET_LOGGER
 from canary.errors import CanaryError
 from canary.judge import INCONCLUSIVE, PROMOTE, ROLLBACK, judge
+from canary.kafka import health
+from canary.kafka.admin import TopicAdmin, TopicState
+from canary.kafka.clients import QUIET_LOGGER
 from canary.observations import OBSERVATIONS_TOPIC
-from canary.probe.topic import TopicAdmin, TopicState
 from canary.rollout import lane as lane_plan
 from canary.rollout.deployer import Deployer
 from canary.rollout.engine import EXIT, _result

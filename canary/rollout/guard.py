@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource, ResourceType
 
-from canary.cluster.health import admin_client
 from canary.errors import ClusterError
+from canary.kafka.clients import admin_client
 
 
 @dataclass(frozen=True)

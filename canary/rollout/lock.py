@@ -16,9 +16,9 @@ import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from canary.cluster.health import QUIET_LOGGER, admin_client
 from canary.errors import CanaryError, ClusterError
-from canary.probe.topic import TopicAdmin
+from canary.kafka.admin import TopicAdmin
+from canary.kafka.clients import QUIET_LOGGER, admin_client
 
 LOCK_TOPIC = "__kafka_canary_rollout_lock"
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from canary.errors import CanaryError
-from canary.rollout.audit import scrub_text
+from canary.kafka.secrets import scrub_text
 
 SCHEMA = 1
 RUN_FILE = "run.json"

@@ -16,7 +16,7 @@ leaves a baseline) happen in preflight, still before any change.
 Secrets (sasl.password, ssl.key.password, …) belong in `cluster.client` like any librdkafka setting, but need not
 be written into the file: given `environ` (the CLI passes its environment), `KAFKA_CANARY_CLIENT_<KEY>` variables
 add or override client settings, as for the probe (`KAFKA_CANARY_CLIENT_SASL_PASSWORD` → sasl.password). Secret
-values never leave the process: `to_dict()` (run.json, the report) shows them as ***.
+values never leave the process: `to_dict()` (run.json, the report) shows them masked.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import yaml
 
 from canary.cluster.distribution import parse_version
 from canary.errors import CanaryError, SetupError
+from canary.kafka.secrets import is_secret, redacted
 from canary.probe.config import parse_duration
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -78,13 +79,13 @@ class SpecIdentity:
 
     def to_dict(self) -> dict:
         data = asdict(self)
-        data["client"] = {k: ("***" if _is_secret(k) else v) for k, v in self.client.items()}
+        data["client"] = redacted(self.client)
         return data
 
     @property
     def secret_values(self) -> list[str]:
         """The values of the secret client settings: what no file of the run may contain."""
-        return [v for k, v in self.client.items() if _is_secret(k) and v]
+        return [v for k, v in self.client.items() if is_secret(k) and v]
 
 
 @dataclass(frozen=True)
@@ -122,11 +123,6 @@ def judge_settings(source: str | dict | None):
     raise ConfigError(f"must be a judge.yaml path or a mapping, got {type(source).__name__}")
 
 
-def _is_secret(key: str) -> bool:
-    from canary.probe.config import is_secret
-    return is_secret(key)
-
-
 def load_spec(source: str | Path | dict, environ: dict[str, str] | None = None) -> RolloutSpec:
     """A spec from a YAML/JSON file or a mapping; raises SpecError naming every bad field. With `environ`, its
     KAFKA_CANARY_CLIENT_<KEY> variables add or override the cluster's client settings."""
@@ -144,7 +140,7 @@ def load_spec(source: str | Path | dict, environ: dict[str, str] | None = None) 
             raise SpecError([f"{path} is not valid YAML/JSON: {exc}"]) from exc
     if not isinstance(raw, dict):
         raise SpecError(["the spec must be a mapping with cluster, change, canary, … at the top level"])
-    from canary.probe.config import client_settings_from_env
+    from canary.kafka.settings import client_settings_from_env
 
     return _Parser(raw, client_settings_from_env(environ) if environ is not None else {}).parse()
 

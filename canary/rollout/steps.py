@@ -20,19 +20,22 @@ from pathlib import Path
 
 import yaml
 from confluent_kafka import KafkaException
-from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError
 
 from canary import lanes
-from canary.cluster import distribution, features, health
+from canary.cluster import distribution
 from canary.errors import CanaryError, ClusterError
 from canary.judge import INCONCLUSIVE, PROMOTE, ROLLBACK, Aggregates, judge
+from canary.kafka import features, health
+from canary.kafka.admin import TopicAdmin
+from canary.kafka.clients import admin_client
+from canary.kafka.secrets import scrub_text
+from canary.kafka.settings import kafka_python_settings
 from canary.observations import read_file_counted
-from canary.probe.config import ProbeConfig, kafka_python_settings
+from canary.probe.config import ProbeConfig
 from canary.probe.runner import Probe, ProbeSummary
-from canary.probe.topic import TopicAdmin
 from canary.rollout import guard
-from canary.rollout.audit import AuditLog, scrub_text
+from canary.rollout.audit import AuditLog
 from canary.rollout.deployer import BrokerInfo, Deployer, open_deployer
 from canary.rollout.lock import LOCK_TOPIC, ClusterLock
 from canary.rollout.run import RunState, default_run_dir
@@ -188,7 +191,7 @@ def _wait(r: Rollout, what: str, timeout: float, check: Callable[[], str | None]
 
 def _registered(r: Rollout) -> dict[int, str | None]:
     """Registered, unfenced brokers and their racks."""
-    admin = health.admin_client(r.bootstrap_servers, r.spec.client)
+    admin = admin_client(r.bootstrap_servers, r.spec.client)
     cluster = admin.describe_cluster(request_timeout=10).result(timeout=10)
     return {n.id: n.rack for n in cluster.nodes}
 
@@ -422,14 +425,15 @@ def _preflight(r: Rollout) -> dict:
                         expected_voters=[c.node_id for c in r.deployer.controllers()])
     if not seen.healthy:
         raise RolloutError(f"the cluster is not healthy: {seen.reason()}; fix it before a rollout")
-    moving = _reassignments(r)
+    moving = [f"{topic}-{partition}" for topic, partition in
+              TopicAdmin(r.bootstrap_servers, spec.client).all_reassignments()]
     if moving:
         raise RolloutError(f"partition reassignments are in flight ({moving[:5]}); wait for them to finish")
     levels = features.describe(r.bootstrap_servers, kafka_python_settings(spec.client))
     if spec.change.version:
         _check_features(spec.change.version, levels.finalized)
     if spec.lead_topics:  # found missing only in the lead step, they would fail the rollout after the first change
-        existing = health.admin_client(r.bootstrap_servers, spec.client).list_topics(timeout=15).topics
+        existing = admin_client(r.bootstrap_servers, spec.client).list_topics(timeout=15).topics
         missing = sorted(set(spec.lead_topics) - set(existing))
         if missing:
             raise RolloutError(f"lead_topics {missing} do not exist on the cluster; create them or remove them "
@@ -450,24 +454,11 @@ def _preflight(r: Rollout) -> dict:
     return {"canary_brokers": canaries, "brokers": len(brokers), "finalized": levels.finalized, "probe": probe}
 
 
-def _reassignments(r: Rollout) -> list[str]:
-    try:
-        admin = KafkaAdminClient(bootstrap_servers=r.bootstrap_servers, client_id="kafka-canary-rollout",
-                                 request_timeout_ms=30000, **kafka_python_settings(r.spec.client))
-        try:
-            ongoing = admin.list_partition_reassignments(timeout_ms=30000)
-        finally:
-            admin.close()
-    except KafkaError as exc:
-        raise RolloutError(f"cannot list partition reassignments: {exc}") from exc
-    return sorted(f"{tp.topic}-{tp.partition}" for tp in ongoing)
-
-
 def _check_features(version: str, finalized: dict[str, int]) -> None:
     """Refuses a target release that cannot run at the cluster's finalized levels (it would not start)."""
     release = distribution.release_of(version)
     newest = max((version, distribution.TARGET_VERSION), key=distribution.parse_version)
-    supported = features.release_levels(release, distribution.ensure(newest))
+    supported = distribution.release_levels(release, distribution.ensure(newest))
     too_high = {f: (level, supported.get(f, 0)) for f, level in finalized.items()
                 if f != "kraft.version" and level > supported.get(f, 0)}
     if too_high:
@@ -749,7 +740,7 @@ def _quorum(r: Rollout) -> str | None:
 
 
 def _finalize(r: Rollout, version: str) -> dict:
-    levels = features.release_levels(distribution.release_of(version), distribution.ensure(
+    levels = distribution.release_levels(distribution.release_of(version), distribution.ensure(
         max((version, distribution.TARGET_VERSION), key=distribution.parse_version)))
     wanted = {k: v for k, v in levels.items() if k not in features.NOT_BY_DEFAULT and v > 0}
     changes = features.finalize(r.bootstrap_servers, wanted, client_config=kafka_python_settings(r.spec.client))

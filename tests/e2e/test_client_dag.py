@@ -17,8 +17,8 @@ from conftest import running_cluster
 
 from canary.clients.deployer import ServiceDeployer
 from canary.demo import airflow_command, airflow_env, run_dag_test, run_outcome
+from canary.kafka.admin import TopicAdmin
 from canary.lanes import canary_rack
-from canary.probe.topic import TopicAdmin
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 

@@ -13,8 +13,8 @@ from confluent_kafka import Consumer, TopicPartition
 from waiting import wait_until
 
 from canary.clients import LaneConsumer, LaneProducer, LaneView
-from canary.cluster.health import QUIET_LOGGER
-from canary.probe.topic import TopicAdmin
+from canary.kafka.admin import TopicAdmin
+from canary.kafka.clients import QUIET_LOGGER
 
 PARTITIONS = 6
 # Broker p % 3 + 1 is the preferred leader of partition p: broker 3 leads 2 and 5 when it is the canary broker.

@@ -19,8 +19,8 @@ from waiting import wait_until
 
 from canary.cluster.local import LocalCluster
 from canary.errors import CanaryError
+from canary.kafka.admin import TopicAdmin
 from canary.lanes import canary_rack
-from canary.probe.topic import TopicAdmin
 from canary.rollout.client_spec import load_client_spec
 from canary.rollout.client_steps import ClientRollout, _converge, fleet, run_client_rollout
 

@@ -29,9 +29,9 @@ from prometheus_client import CollectorRegistry
 from waiting import wait_until
 
 from canary.clients import ClientMetrics, LaneConsumer, LaneProducer, LaneView
-from canary.cluster.health import QUIET_LOGGER
 from canary.cluster.local import LocalCluster
 from canary.judge.core import Aggregates
+from canary.kafka.clients import QUIET_LOGGER
 from canary.lanes import canary_rack
 from canary.observations import OBSERVATIONS_TOPIC, Observation
 

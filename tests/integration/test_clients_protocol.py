@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 from waiting import wait_until
 
 from canary.clients import ClientMetrics, LaneConsumer, LaneProducer
-from canary.cluster.health import QUIET_LOGGER
+from canary.kafka.clients import QUIET_LOGGER
 from canary.lanes import canary_rack
 
 pytestmark = pytest.mark.integration

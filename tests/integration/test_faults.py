@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 from waiting import wait_until
 
-from canary.cluster import process
-from canary.cluster.health import admin_client
+from canary import process
 from canary.errors import ClusterError
+from canary.kafka.admin import TopicAdmin
+from canary.kafka.clients import admin_client
 from canary.lanes import broker_lane, canary_rack, real_rack
 from canary.observations import Observation
 from canary.probe.config import ProbeConfig
 from canary.probe.runner import Probe
-from canary.probe.topic import TopicAdmin
 
 pytestmark = pytest.mark.integration
 KAFKA_CANARY = str(Path(sys.executable).parent / "kafka-canary")

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from waiting import wait_until
 
-from canary.cluster import process
+from canary import process
 from canary.cluster.distribution import BASELINE_VERSION, TARGET_VERSION
 from canary.cluster.local import LocalCluster
 from canary.errors import ClusterStateError, PortInUseError, SetupError, UnknownNodeError

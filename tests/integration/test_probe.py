@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from waiting import wait_until
 
-from canary.cluster.health import QUIET_LOGGER
+from canary.kafka.clients import QUIET_LOGGER
 from canary.observations import OBSERVATIONS_TOPIC, Observation
 from canary.probe.config import ProbeConfig
 from canary.probe.message import ProbeMessage

@@ -6,9 +6,10 @@ import time
 
 import pytest
 
+from canary.kafka.admin import TopicAdmin
 from canary.probe.config import ProbeConfig
 from canary.probe.runner import Probe
-from canary.probe.topic import TopicAdmin, TopicSpec, reconcile
+from canary.probe.topic import TopicSpec, reconcile
 
 pytestmark = pytest.mark.integration
 

@@ -17,12 +17,14 @@ import pytest
 from conftest import running_cluster
 from waiting import wait_until
 
-from canary.cluster import health
 from canary.cluster.distribution import TARGET_VERSION
 from canary.cluster.local import LocalCluster
 from canary.cluster.security import load_secrets
 from canary.demo import FAST_JUDGE, GOOD_CONFIG
-from canary.probe.topic import TopicAdmin
+from canary.kafka import health
+from canary.kafka.admin import TopicAdmin
+from canary.kafka.clients import admin_client
+from canary.kafka.secrets import MASK
 from canary.roundtrip import ensure_topic, round_trip
 
 pytestmark = pytest.mark.integration
@@ -108,7 +110,7 @@ def test_the_probe_runs_on_the_secured_cluster_with_the_password_from_the_enviro
     assert sum(t["acked"] for t in lanes) > 0 and sum(t["delivered"] for t in lanes) > 0
     assert sum(t["lost"] for t in lanes) == 0
     assert summary["observations"]["written"] > 0  # to the observations topic, through SASL_SSL too
-    assert '"sasl.password": "*****"' in done.stderr and password not in done.stderr + done.stdout
+    assert f'"sasl.password": "{MASK}"' in done.stderr and password not in done.stderr + done.stdout
     assert observations.stat().st_size > 0 and password.encode() not in observations.read_bytes()
 
 
@@ -143,7 +145,7 @@ def test_the_whole_broker_rollout_runs_on_the_secured_cluster_and_no_artifact_ho
     gated += ["promote" if result["outcome"] == "PROMOTE" else "rollback"]
     assert {name: (s["status"], s["attempts"]) for name, s in run["steps"].items()} == {
         name: ("done", 1) for name in gated}
-    assert run["spec"]["client"]["sasl.password"] == "***"
+    assert run["spec"]["client"]["sasl.password"] == MASK
     secured.reload()
     want = GOOD_CONFIG if result["outcome"] == "PROMOTE" else {}  # the whole fleet changed, or none of it
     assert [(b.node_id, b.config, b.rack) for b in secured.state.brokers] == [(b, want, None) for b in (1, 2, 3)]
@@ -190,7 +192,7 @@ def test_restarts_the_delay_proxy_and_an_added_broker_keep_working_with_security
     ensure_topic(secured.bootstrap_servers, "on-the-new-broker", [added], client=client)
     assert all(r.ok and r.leader == added for r in round_trip(secured.bootstrap_servers, "on-the-new-broker",
                                                                client=client))
-    admin = health.admin_client(secured.bootstrap_servers, client)
+    admin = admin_client(secured.bootstrap_servers, client)
     for future in admin.delete_topics(["on-the-new-broker"], operation_timeout=30).values():
         future.result(timeout=30)
     wait_until(lambda: not health.partitions_hosted_by(secured.bootstrap_servers, added, client_config=client), 60,

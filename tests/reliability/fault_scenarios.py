@@ -37,13 +37,12 @@ from unittest import mock
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka.admin import KafkaAdminClient
 
-from canary.cluster import process
-from canary.cluster.health import QUIET_LOGGER, admin_client
+from canary import process
 from canary.cluster.local import LocalCluster
 from canary.cluster.state import ClusterState
 from canary.judge.config import DEFAULT_METRICS
-from canary.probe.topic import TopicAdmin
-from canary.producer_defaults import PRODUCER_DEFAULTS
+from canary.kafka.admin import TopicAdmin
+from canary.kafka.clients import PRODUCER_DEFAULTS, QUIET_LOGGER, admin_client
 from canary.rollout import guard
 from canary.rollout.engine import run_rollout
 from canary.rollout.lock import ClusterLock

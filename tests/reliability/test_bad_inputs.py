@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from canary.cluster import features, health
 from canary.errors import CanaryError
+from canary.kafka import features
+from canary.kafka.clients import admin_client
 from canary.rollout.lock import LOCK_TOPIC
 
 from .bad_inputs import CASES, DOC, Case, Cli, MissingFile, Obs, RawSpec, render
@@ -65,7 +66,7 @@ def cluster_view(cluster) -> dict:
     """What a refused rollout must leave as it was: every node (pid, version, config, rack, state, delay), the
     topics (no probe topic created, no lock taken) and the finalized feature levels."""
     status = cluster.status()
-    topics = sorted(health.admin_client(status.bootstrap_servers).list_topics(timeout=15).topics)
+    topics = sorted(admin_client(status.bootstrap_servers).list_topics(timeout=15).topics)
     return {"nodes": [n.to_dict() for n in status.nodes], "healthy": status.health.healthy, "topics": topics,
             "finalized": features.describe(status.bootstrap_servers).finalized}
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from canary.probe.config import redacted
+from canary.kafka.secrets import redacted
 
 
 class KafkaCanaryHook(BaseHook):
@@ -95,7 +95,7 @@ class KafkaCanaryHook(BaseHook):
 
     def test_connection(self) -> tuple[bool, str]:
         """(True, "...") when the cluster's metadata can be read and every broker is healthy."""
-        from canary.cluster import health
+        from canary.kafka import health
         from canary.rollout.deployer import open_deployer
 
         try:

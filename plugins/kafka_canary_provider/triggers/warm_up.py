@@ -34,14 +34,14 @@ class LearnerWarmUpTrigger(BaseTrigger):
 
     def _missing(self) -> str | None:
         """What is still missing (None: warm), from one look at the cluster; blocking."""
-        from canary.cluster import health
+        from canary.kafka.clients import admin_client
         from canary.rollout import guard
         from kafka_canary_provider.hooks.kafka_canary import KafkaCanaryHook
 
         hook = KafkaCanaryHook(self.kafka_canary_conn_id)
         section = hook.cluster_section()
         servers = hook.bootstrap_servers(section)
-        admin = health.admin_client(servers, section["client"])
+        admin = admin_client(servers, section["client"])
         registered = {n.id for n in admin.describe_cluster(request_timeout=10).result(timeout=10).nodes}
         partitions = guard.observe(servers, section["client"])
         for broker in self.broker_ids:

@@ -1,7 +1,7 @@
 import pytest
 
-from canary.cluster.features import FeatureLevels, plan
 from canary.errors import FeatureError
+from canary.kafka.features import FeatureLevels, plan
 
 CURRENT = FeatureLevels(finalized={"metadata.version": 21, "group.version": 1},
                         supported={"metadata.version": (7, 27), "group.version": (0, 1), "kraft.version": (0, 1)},

@@ -1,7 +1,7 @@
 import sys
 import time
 
-from canary.cluster import process
+from canary import process
 
 
 def _sleeper(tmp_path, mark):

@@ -7,10 +7,11 @@ import stat
 import pytest
 from confluent_kafka import KafkaError
 
-from canary.cluster import health, node_config, security
+from canary.cluster import node_config, security
 from canary.cluster.distribution import _argfile_quote
 from canary.cluster.state import ClusterState, NodeState
 from canary.errors import ClusterError
+from canary.kafka import health
 
 SECRETS = security.Secrets("admin", "s3cr3t-sasl-pw", "st0re-pw")
 

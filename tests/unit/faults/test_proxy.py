@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from canary.cluster import process
+from canary import process
 from canary.faults import proxy as delay_proxy
 from canary.faults.proxy import DelayProxy, parse_address
 

@@ -12,6 +12,7 @@ from airflow.sdk.log import mask_logs
 from kafka_canary_provider.operators.rollout import AnalysisRequestOperator, PreflightOperator
 
 from canary.cluster.state import ClusterState, NodeState
+from canary.kafka.secrets import MASK
 from canary.rollout import steps
 
 SECRET = "s3cr3t-scram-pa55word"
@@ -69,11 +70,11 @@ def test_the_password_is_masked_in_task_logs_and_absent_from_xcom_and_run_files(
     assert seen["client"]["sasl.password"] == SECRET  # the clients get it
     # Looking the connection up registered the password with Airflow's secrets masker: the log line is masked.
     assert _secrets_masker().redact(f"x {SECRET} y") == "x *** y"
-    assert any("connecting with" in line and "***" in line for line in masked.lines), masked.lines
+    assert any("connecting with" in line and MASK in line for line in masked.lines), masked.lines
     assert not any(SECRET in line for line in masked.lines)
     # The result (XCom) and every file of the run: no password, even where a text quoted it.
     assert SECRET not in json.dumps(result) and result["note"] == "logged in with ***"
-    assert result["client"]["sasl.password"] == "***"
+    assert result["client"]["sasl.password"] == MASK
     run_dir = secured_connection / "manual__2027-01-01T00_00_00_00_00"
     files = [p for p in run_dir.rglob("*") if p.is_file()]
     assert {p.name for p in files} >= {"run.json", "audit.jsonl", "report.html"}

@@ -1,7 +1,8 @@
 import pytest
 
+from canary.kafka.secrets import MASK, redacted
 from canary.probe.cli import format_summary
-from canary.probe.config import ConfigError, ProbeConfig, load, parse_duration, redacted
+from canary.probe.config import ConfigError, ProbeConfig, load, parse_duration
 
 
 def test_file_env_and_flags_layer_and_secrets_are_redacted(tmp_path):
@@ -13,7 +14,7 @@ def test_file_env_and_flags_layer_and_secrets_are_redacted(tmp_path):
     assert cfg.rate == 25 and cfg.rtt_sla == 45 and cfg.duration == 60
     shown = str(cfg.describe())
     assert "hunter2" not in shown and "s3cret" not in shown and "SCRAM-SHA-512" in shown
-    assert redacted({"sasl.jaas.config": "x"}) == {"sasl.jaas.config": "*****"}
+    assert redacted({"sasl.jaas.config": "x"}) == {"sasl.jaas.config": MASK}
 
 
 def test_bad_settings_are_named():

@@ -1,4 +1,5 @@
-from canary.probe.topic import PartitionState, TopicSpec, TopicState, plan, rack_interleaved
+from canary.kafka.admin import PartitionState, TopicState
+from canary.probe.topic import TopicSpec, plan, rack_interleaved
 
 SPEC = TopicSpec("canary")
 

@@ -2,8 +2,8 @@
 
 import json
 
-from canary.probe.config import kafka_python_settings
-from canary.rollout.audit import scrub_text
+from canary.kafka.secrets import MASK, scrub_text
+from canary.kafka.settings import kafka_python_settings
 from canary.rollout.run import RunState
 from canary.rollout.spec import load_spec
 from canary.rollout.steps import Rollout
@@ -24,7 +24,7 @@ def test_the_environment_adds_the_password_without_changing_the_run():
     assert spec.client["sasl.password"] == PASSWORD and "sasl.password" not in plain.client
     assert spec.client["enable.ssl.certificate.verification"] == "true"  # librdkafka's spelling of a YAML boolean
     assert spec.secret_values == [PASSWORD]
-    assert spec.to_dict()["client"]["sasl.password"] == "***"
+    assert spec.to_dict()["client"]["sasl.password"] == MASK
     assert PASSWORD not in json.dumps(spec.to_dict())
     assert load_spec(RAW, environ={}).client == plain.client  # no KAFKA_CANARY_CLIENT_* variable: as written
     # The environment overrides the file, as for the probe.
@@ -49,11 +49,22 @@ def test_no_file_of_the_run_holds_a_secret_even_in_an_error_message(tmp_path):
     for path in (tmp_path / "run").iterdir():
         text = path.read_text()
         assert PASSWORD not in text and json.dumps(PASSWORD)[1:-1] not in text, path
-    assert "login *** refused" in rollout.audit.entries()[-1]["error"]
+    assert f"login {MASK} refused" in rollout.audit.entries()[-1]["error"]
     assert RunState.open(tmp_path / "run", "secured", spec.to_dict()).data["steps"]["preflight"]["error"].endswith(
         "sasl.password=***")
 
 
 def test_scrub_text_cuts_raw_and_json_escaped_values():
-    assert scrub_text(json.dumps({"e": f"<{PASSWORD}>"}), [PASSWORD]) == '{"e": "<***>"}'
+    assert scrub_text(json.dumps({"e": f"<{PASSWORD}>"}), [PASSWORD]) == '{"e": "<' + MASK + '>"}'
     assert scrub_text("nothing secret", [PASSWORD, ""]) == "nothing secret"
+
+
+def test_the_migration_canary_masks_every_secret_setting_not_only_passwords(tmp_path):
+    from canary.clients.migration import MigrationSpec, _spec_dict
+
+    client = {"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+              "sasl.oauthbearer.client.secret": "oauth-s3cret", "sasl.password": PASSWORD}
+    written = json.dumps(_spec_dict(MigrationSpec("127.0.0.1:9092", "t", "g", tmp_path, client=client)))
+    assert "oauth-s3cret" not in written and PASSWORD not in written
+    assert json.loads(written)["client"]["sasl.oauthbearer.client.secret"] == MASK
+    assert json.loads(written)["client"]["security.protocol"] == "SASL_SSL"

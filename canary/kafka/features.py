@@ -8,13 +8,11 @@ Finalized levels only go up: a lower level is refused, never sent.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError
 
-from canary.cluster.distribution import KafkaDistribution, parse_version
 from canary.errors import FeatureError
 
 # Never raised unless named explicitly: irreversible, and not needed by a broker upgrade.
@@ -53,21 +51,6 @@ def describe(bootstrap_servers: str, client_config: dict | None = None) -> Featu
     supported = {name: tuple(info["supported"]) for name, info in raw.items() if "supported" in info}
     epochs = [info["finalized_epoch"] for info in raw.values() if info.get("finalized_epoch") is not None]
     return FeatureLevels(finalized, supported, max(epochs) if epochs else None)
-
-
-def release_levels(release: str, tool: KafkaDistribution) -> dict[str, int]:
-    """Every feature level release `release` (e.g. '4.1') maps to, per `tool`'s feature command."""
-    if not re.fullmatch(r"\d+\.\d+(-IV\d+)?", release):
-        raise FeatureError(f"release {release!r} is not a feature release; use MAJOR.MINOR such as 4.1")
-    if parse_version(tool.version)[0] < 4:
-        raise FeatureError(f"Kafka {tool.version} cannot map a release to feature levels (needs 4.0 or newer); "
-                           f"name the levels with --feature name=level instead")
-    out = tool.run_tool("org.apache.kafka.tools.FeatureCommand",
-                        ["--bootstrap-server", "127.0.0.1:1", "version-mapping", "--release-version", release])
-    levels = {m[1]: int(m[2]) for m in re.finditer(r"^([a-z.]+)=(\d+)", out, re.M)}
-    if "metadata.version" not in levels:
-        raise FeatureError(f"Kafka {tool.version} gave no feature mapping for release {release}: {out.strip()}")
-    return levels
 
 
 def plan(current: FeatureLevels, wanted: dict[str, int]) -> dict[str, tuple[int, int]]:

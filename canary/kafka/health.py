@@ -12,10 +12,8 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata
 from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError
 
-# librdkafka's own log lines (connection refused while brokers start, retries) go here, not to
-# stderr; the callers report failures themselves.
-QUIET_LOGGER = logging.getLogger("canary.librdkafka")
-QUIET_LOGGER.setLevel(logging.CRITICAL)
+from canary.kafka.clients import admin_client
+from canary.kafka.settings import kafka_python_settings
 
 
 @dataclass
@@ -58,11 +56,6 @@ class ClusterHealth:
 
 def _abbrev(items: list[str], limit: int = 8) -> str:
     return ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")
-
-
-def admin_client(bootstrap_servers: str, extra: dict[str, str] | None = None) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": 5000,
-                        "logger": QUIET_LOGGER, **(extra or {})})
 
 
 def metadata_and_brokers(admin: AdminClient, timeout: float) -> tuple[ClusterMetadata, list[Node]]:
@@ -154,7 +147,6 @@ def lagging_voters(bootstrap_servers: str, expected_voters: list[int], timeout: 
     """Voters whose metadata log is more than `max_lag` records behind the quorum's high watermark
     (or absent); all of them when the quorum has no leader or cannot be described. `client_config`: librdkafka
     settings, translated for kafka-python."""
-    from canary.probe.config import kafka_python_settings
 
     try:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=int(timeout * 1000),
