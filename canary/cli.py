@@ -330,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     __import__("canary.rollout.cli", fromlist=["register"]).register(sub)
     __import__("canary.rollout.client_cli", fromlist=["register"]).register(sub)
     __import__("canary.release", fromlist=["register"]).register(sub)
-    __import__("canary.sweep", fromlist=["register"]).register(sub)
+    __import__("canary.sweep.cli", fromlist=["register"]).register(sub)
     __import__("canary.airflow_stack", fromlist=["register"]).register(sub)
     __import__("canary.clients.migration", fromlist=["register"]).register(sub)
     return parser

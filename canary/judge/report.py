@@ -14,11 +14,22 @@ COLOURS = {"canary": "#d95f02", "baseline": "#1b9e77", "PROMOTE": "#1b7e3c", "RO
            "INCONCLUSIVE": "#8c6d1f"}
 
 
-def _png(fig, out: Path, name: str) -> str:
+def png_bytes(fig) -> bytes:
+    """A matplotlib figure as the PNG the reports write and inline."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    (out / name).write_bytes(buf.getvalue())
-    return f'<img alt="{name}" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+    return buf.getvalue()
+
+
+def img_tag(png: bytes, alt: str) -> str:
+    """A PNG inlined into a page, so the page is self-contained."""
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+
+
+def _png(fig, out: Path, name: str) -> str:
+    png = png_bytes(fig)
+    (out / name).write_bytes(png)
+    return img_tag(png, name)
 
 
 def _plots(out: Path, verdict: dict, agg: Aggregates) -> list[str]:
@@ -73,11 +84,18 @@ def _plots(out: Path, verdict: dict, agg: Aggregates) -> list[str]:
     return images
 
 
-def _cell(lane: dict) -> str:
-    v = lane.get("value")
-    if v is None:
+def lane_value(lane: dict) -> str:
+    """A lane's value of one metric in a table cell: a share in %, else the value."""
+    value = lane.get("value")
+    if value is None:
         return "–"
-    return f"{100 * v:.3g} %" if "rate" in lane else f"{v:.4g}"
+    return f"{100 * value:.3g} %" if "rate" in lane else f"{value:.4g}"
+
+
+def effect_text(effect: dict) -> str:
+    """A metric's relative effect, canary against baseline, in a table cell."""
+    relative = effect.get("relative")
+    return "–" if relative is None else f"{100 * relative:+.3g} %"
 
 
 def write_report(out: Path, verdict: dict, agg: Aggregates) -> Path:
@@ -86,12 +104,11 @@ def write_report(out: Path, verdict: dict, agg: Aggregates) -> Path:
     images = _plots(out, verdict, agg)
     rows = []
     for m in verdict["metrics"]:
-        eff = m["effect"].get("relative")
         colour = {"FAIL": "#f4cccc", "PASS": "#d9ead3"}.get(m["decision"], "#fff2cc")
         rows.append(
             f'<tr style="background:{colour}"><td>{html.escape(m["name"])}{" ⚑" if m["critical"] else ""}</td>'
-            f'<td>{m["decision"]}</td><td>{_cell(m["canary"])}</td><td>{_cell(m["baseline"])}</td>'
-            f'<td>{"–" if eff is None else f"{100 * eff:+.3g} %"}</td><td>{html.escape(m["reason"])}</td></tr>')
+            f'<td>{m["decision"]}</td><td>{lane_value(m["canary"])}</td><td>{lane_value(m["baseline"])}</td>'
+            f'<td>{effect_text(m["effect"])}</td><td>{html.escape(m["reason"])}</td></tr>')
     dq = verdict["data_quality"]
     excluded = ", ".join(f"{k}: {v}" for k, v in dq["excluded"].items()) or "none"
     lanes = ", ".join(f"{k}: {v['observations']} observations on {v['partitions']} partition(s)"

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 # The suite runs on a saturated shared 2-core machine, where one sweep's latency tail can be seconds and the next
 # one's milliseconds (the rollout tests and the demo loosen their floors for the same reason). These floors keep
 # the comparison honest about what this test checks, the machinery on real brokers; the statistics themselves are
-# tested on synthetic sweeps with known answers in tests/unit/test_sweep.py.
+# tested on synthetic sweeps with known answers in tests/unit/test_sweep_judging.py.
 _LATENCY = {"rel_floor": 3.0, "abs_floor": 1000.0}
 SATURATED_MACHINE = {"metrics": {
     "e2e_latency_p50": _LATENCY, "e2e_latency_p95": _LATENCY, "produce_latency_p99": _LATENCY,

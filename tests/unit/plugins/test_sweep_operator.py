@@ -18,7 +18,7 @@ from kafka_canary_provider.operators.sweep import (
     health_asset,
 )
 
-from canary import sweep as S
+from canary import sweep
 
 SECRET = "s3cr3t-sasl"
 
@@ -42,9 +42,9 @@ def test_execute_sweeps_the_connections_cluster_and_publishes_its_health(connect
 
     def fake_run_sweep(config):
         seen.append(config)
-        return _result(S.HEALTHY)
+        return _result(sweep.HEALTHY)
 
-    monkeypatch.setattr(S, "run_sweep", fake_run_sweep)
+    monkeypatch.setattr(sweep, "run_sweep", fake_run_sweep)
     operator = HealthSweepOperator(task_id="sweep", kafka_canary_conn_id="prod_eu", duration="45s", probe_rate=7,
                                    reference_sweeps=3, judge_config={"alpha": 0.02}, history=str(tmp_path),
                                    outlets=[AssetAlias(HEALTH_ALIAS)])
@@ -57,11 +57,11 @@ def test_execute_sweeps_the_connections_cluster_and_publishes_its_health(connect
     assert config.client == {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
                              "sasl.password": SECRET}
     assert config.judge == {"alpha": 0.02} and str(config.history) == str(tmp_path)
-    assert result["verdict"] == S.HEALTHY and result["conn_id"] == "prod_eu"
+    assert result["verdict"] == sweep.HEALTHY and result["conn_id"] == "prod_eu"
     assert json.dumps(result)  # XCom
     (event,) = events[AssetAlias(HEALTH_ALIAS)].asset_alias_events
     assert event.dest_asset_key.uri == "kafka-canary://prod_eu/health"
-    assert event.extra["verdict"] == S.HEALTHY and event.extra["sweep_id"] == "20270101T000000Z-abcdef"
+    assert event.extra["verdict"] == sweep.HEALTHY and event.extra["sweep_id"] == "20270101T000000Z-abcdef"
     assert health_asset("prod_eu") == Asset("kafka-canary://prod_eu/health")
     assert set(HealthSweepOperator.template_fields) == {"kafka_canary_conn_id", "duration", "probe_rate",
                                                         "reference_sweeps", "judge_config", "history"}
@@ -79,27 +79,27 @@ class _TI:
         return self.value
 
 
-@pytest.mark.parametrize("verdict", [S.DEGRADED, S.HEALTHY, "INCONCLUSIVE"])
+@pytest.mark.parametrize("verdict", [sweep.DEGRADED, sweep.HEALTHY, "INCONCLUSIVE"])
 def test_success_callback_alerts_only_a_degraded_cluster(tmp_path, monkeypatch, verdict):
-    monkeypatch.setenv(S.WEBHOOK_ENV, "http://127.0.0.1:9/hooks/SECRET")  # nothing listens: reported, not raised
+    monkeypatch.setenv(sweep.WEBHOOK_ENV, "http://127.0.0.1:9/hooks/SECRET")  # nothing listens: reported, not raised
     operator = HealthSweepOperator(task_id="sweep", kafka_canary_conn_id="prod_eu", history=str(tmp_path))
     ti = _TI(_result(verdict, conn_id="prod_eu"))
     alert_if_degraded({"ti": ti, "task": operator})
     assert ti.pulled == [("sweep", 0)]
     alerts = tmp_path / "alerts.jsonl"
-    if verdict != S.DEGRADED:
+    if verdict != sweep.DEGRADED:
         assert not alerts.exists()
         return
     (line,) = alerts.read_text().splitlines()
     alert = json.loads(line)
     assert (alert["cluster"], alert["status"], alert["reason"], alert["report"]) == (
-        "prod_eu", S.DEGRADED, "because", "/h/report.html")
+        "prod_eu", sweep.DEGRADED, "because", "/h/report.html")
     assert alert["details"] == {"dag_id": "kafka_health_sweep", "run_id": "manual__1", "task_id": "sweep",
                                 "map_index": 0}
 
 
 def test_failure_callback_names_the_cluster_and_the_error(tmp_path, monkeypatch):
-    monkeypatch.delenv(S.WEBHOOK_ENV, raising=False)
+    monkeypatch.delenv(sweep.WEBHOOK_ENV, raising=False)
     operator = HealthSweepOperator(task_id="sweep", kafka_canary_conn_id="prod_eu", history=str(tmp_path))
     alert_on_failure({"ti": _TI(None), "task": operator,
                       "exception": RuntimeError("cannot reach the cluster at k1:9092")})
@@ -109,7 +109,7 @@ def test_failure_callback_names_the_cluster_and_the_error(tmp_path, monkeypatch)
 
 
 def test_webhook_url_from_the_environment_when_no_variable(monkeypatch):
-    monkeypatch.setenv(S.WEBHOOK_ENV, "https://hooks.example/x")
+    monkeypatch.setenv(sweep.WEBHOOK_ENV, "https://hooks.example/x")
     assert op_module.webhook_url() == "https://hooks.example/x"
-    monkeypatch.delenv(S.WEBHOOK_ENV)
+    monkeypatch.delenv(sweep.WEBHOOK_ENV)
     assert op_module.webhook_url() is None

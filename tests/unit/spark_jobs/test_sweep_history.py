@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyarrow.parquet as pq
 
-from canary import sweep as S
+from canary import sweep
 from canary.judge import Aggregates
 from canary.observations import Observation
 from spark_jobs import canary_analysis as job
@@ -31,9 +31,9 @@ def test_the_sweep_store_reads_the_spark_jobs_history_rows_as_its_own(spark, tmp
     spark_dir = tmp_path / "spark" / "aggregates.parquet"
     job.summarize(job.transform(job.parse(raw), 5000), "sweep-x").write.parquet(str(spark_dir))
 
-    store = S.HistoryStore(tmp_path / "sweep")
-    rows = S.rows_of(Aggregates.from_observations(obs, 5000))
-    own = store.append(S.SweepRecord("sweep-x", rows, {"sweep_id": "sweep-x", "bucket_ms": 5000}))
+    store = sweep.HistoryStore(tmp_path / "sweep")
+    rows = sweep.rows_of(Aggregates.from_observations(obs, 5000))
+    own = store.append(sweep.SweepRecord("sweep-x", rows, {"sweep_id": "sweep-x", "bucket_ms": 5000}))
 
     spark_schema = pq.ParquetDataset(spark_dir).schema
     own_schema = pq.read_schema(own)
@@ -45,9 +45,9 @@ def test_the_sweep_store_reads_the_spark_jobs_history_rows_as_its_own(spark, tmp
         else:
             assert theirs == ours, name
 
-    (from_spark,) = S.HistoryStore(tmp_path / "spark").entries()  # a foreign file: no sweep metadata
+    (from_spark,) = sweep.HistoryStore(tmp_path / "spark").entries()  # a foreign file: no sweep metadata
     assert from_spark.meta == {}
-    loaded_spark = S.HistoryStore(tmp_path / "spark").load(from_spark)
+    loaded_spark = sweep.HistoryStore(tmp_path / "spark").load(from_spark)
     (entry,) = store.entries()
     assert sorted(loaded_spark.rows) == sorted(store.load(entry).rows)
     assert loaded_spark.bucket_ms == 5000  # inferred from the bucket starts
