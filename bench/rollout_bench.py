@@ -20,9 +20,9 @@ from pathlib import Path
 
 from canary.cluster.distribution import BASELINE_VERSION, TARGET_VERSION, ensure
 from canary.cluster.local import LocalCluster
-from canary.rollout.engine import run_rollout
+from canary.rollout.broker import BROKER, Rollout
+from canary.rollout.core import run_all
 from canary.rollout.spec import load_spec
-from canary.rollout.steps import Rollout
 
 
 def lost_and_acked(rollout: Rollout) -> tuple[int, int]:
@@ -49,7 +49,7 @@ def scenario(root: Path, name: str, window: str, engine: str, **spec) -> Rollout
                "run_id": name, **spec}
         rollout = Rollout(load_spec(raw), root / "runs" / name)
         started = time.monotonic()
-        result = run_rollout(rollout)
+        result = run_all(BROKER, rollout)
         rollout.total_s = time.monotonic() - started
         rollout.result = result
         return rollout

@@ -328,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     __import__("canary.judge.cli", fromlist=["register"]).register(sub)
     __import__("canary.probe.cli", fromlist=["register"]).register(sub)
     __import__("canary.rollout.cli", fromlist=["register"]).register(sub)
-    __import__("canary.rollout.client_cli", fromlist=["register"]).register(sub)
+    __import__("canary.rollout.client.cli", fromlist=["register"]).register(sub)
     __import__("canary.release", fromlist=["register"]).register(sub)
     __import__("canary.sweep.cli", fromlist=["register"]).register(sub)
     __import__("canary.airflow_stack", fromlist=["register"]).register(sub)

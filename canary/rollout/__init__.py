@@ -1,3 +1,4 @@
-"""The broker rollout engine (DESIGN.md §3): preflight, deploy canary, learner warm-up, lead, probe and gate,
-promote or rollback, verify. A library with no Airflow import; `kafka-canary rollout …` and the Airflow
-operators both call the step functions in canary.rollout.steps."""
+"""Gated rollouts: the rollout core (`core`: the step contract, kinds, run state, audit log, lock, engine) and its
+kinds — `broker` (a version or config on canary brokers), `client` (a service's new version on canary instances) and
+`migration` (a consumer service moving to the KIP-848 group protocol). The CLI and the Airflow operators take a kind
+and a step name."""

@@ -15,48 +15,22 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
-from canary.rollout import steps
-from canary.rollout.engine import EXIT, run_rollout
-from canary.rollout.lock import ClusterLock
-from canary.rollout.report import write_report
-from canary.rollout.spec import load_spec
-from canary.rollout.steps import Rollout
+from canary.rollout.broker import BROKER
+from canary.rollout.core import ERROR_EXIT, EXIT, RolloutKind, RolloutRun, run_all
+from canary.rollout.core.lock import ClusterLock
+from canary.rollout.core.report import write_report
+from canary.rollout.deployer import open_deployer
 
-STEPS = {
-    "preflight": (steps.preflight, "check health, features, lock, baseline probe; record the pre-rollout state"),
-    "deploy-canary": (steps.deploy_canary, "roll the canary brokers to the change, one at a time, under the guard"),
-    "warm-up": (steps.warm_up, "wait until every canary broker is back in the ISR of its partitions"),
-    "lead": (steps.lead, "move leadership of canary partitions to the canary brokers"),
-    "probe-window": (steps.probe_window, "probe for the window with interim looks (fail fast)"),
-    "judge": (steps.judge_window, "the final analysis of the window and its verdict (exit 0/1/3 by verdict)"),
-    "gate": (steps.gate, "probe-window then judge (exit 0/1/3 by verdict)"),
-    "promote": (steps.promote, "roll the rest of the fleet and the controllers, finalize, probe"),
-    "rollback": (steps.rollback, "bring every changed broker back to the pre-rollout state"),
-    "verify": (steps.verify, "check the promised state, probe, release the lock"),
-}
+SPEC_HELP = "the rollout spec (YAML or JSON)"
 
 
-@dataclass(frozen=True)
-class Commands:
-    """One kind of rollout on the command line: its steps (name -> (function, help)), how the rollout is built from
-    the arguments, how all its steps run, and which steps exit by their verdict. The broker and the client rollout
-    CLIs share the commands built from it (`run`, one per step)."""
-    steps: dict[str, tuple[Callable, str]]
-    open: Callable[[argparse.Namespace], Any]
-    run_all: Callable[..., dict]
-    exit: dict[str, int]
-    verdict_steps: tuple[str, ...]
-    spec_help: str
-
-
-def add_commands(rsub, commands: Commands) -> Callable[[argparse.ArgumentParser], None]:
-    """`run` and one subcommand per step; returns the function that adds --spec/--run-dir/--json to a parser."""
+def add_commands(rsub, kind: RolloutKind, spec_help: str = SPEC_HELP) -> Callable[[argparse.ArgumentParser], None]:
+    """`run`, and one subcommand per step of `kind` when its steps can run one at a time; returns the function that
+    adds --spec/--run-dir/--json to a parser."""
 
     def common(q) -> None:
-        q.add_argument("--spec", required=True, help=commands.spec_help)
+        q.add_argument("--spec", required=True, help=spec_help)
         q.add_argument("--run-dir", help="state, audit log and report of this run (default rollouts/<run_id>, "
                                          "or $KAFKA_CANARY_RUNS/<run_id>)")
         q.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -66,21 +40,19 @@ def add_commands(rsub, commands: Commands) -> Callable[[argparse.ArgumentParser]
     run.add_argument("--approve", action="store_true", help="promote on an INCONCLUSIVE verdict")
     run.add_argument("--on-inconclusive", choices=("rollback", "stop"), default="rollback",
                      help="INCONCLUSIVE without --approve: roll back (default) or stop for a person (exit 3)")
-    run.set_defaults(func=cmd_run, commands=commands)
-    for name, (_, text) in commands.steps.items():
-        q = rsub.add_parser(name, help=text)
+    run.set_defaults(func=cmd_run, kind=kind)
+    for step in kind.all_steps if kind.step_by_step else ():
+        q = rsub.add_parser(step.name, help=step.help)
         common(q)
-        if name == "promote":
+        if step is kind.promote:
             q.add_argument("--approve", action="store_true", help="promote on an INCONCLUSIVE verdict")
-        q.set_defaults(func=cmd_step, step=name, commands=commands)
+        q.set_defaults(func=cmd_step, step=step.name, kind=kind)
     return common
 
 
-def _broker_rollout(args) -> Rollout:
-    return Rollout(_spec(args), args.run_dir)
-
-
-BROKER = Commands(STEPS, _broker_rollout, run_rollout, EXIT, ("gate", "judge"), "the rollout spec (YAML or JSON)")
+def open_run(args) -> RolloutRun:
+    # Secrets may come from the environment rather than the spec file: KAFKA_CANARY_CLIENT_SASL_PASSWORD, …
+    return args.kind.open(args.spec, args.run_dir, environ=dict(os.environ))
 
 
 def register(sub) -> None:
@@ -90,7 +62,7 @@ def register(sub) -> None:
     common = add_commands(rsub, BROKER)
     status = rsub.add_parser("status", help="the run's state: steps, verdict, lock holder")
     common(status)
-    status.set_defaults(func=cmd_status)
+    status.set_defaults(func=cmd_status, kind=BROKER)
     unlock = rsub.add_parser("unlock", help="break the cluster's rollout lock (only when its rollout is dead)")
     unlock.add_argument("--spec", required=True)
     unlock.add_argument("--force", action="store_true", help="required: you checked the holder is dead")
@@ -107,11 +79,6 @@ def _logging() -> None:
     logger.setLevel(logging.INFO)
 
 
-def _spec(args):
-    # Secrets may come from the environment rather than the spec file: KAFKA_CANARY_CLIENT_SASL_PASSWORD, …
-    return load_spec(args.spec, environ=dict(os.environ))
-
-
 def print_result(args, result: dict) -> None:
     print(json.dumps(result, indent=2, default=str) if args.json else
           "\n".join(f"{k}: {v}" for k, v in result.items()))
@@ -119,27 +86,26 @@ def print_result(args, result: dict) -> None:
 
 def cmd_run(args) -> int:
     _logging()
-    c: Commands = args.commands
-    result = c.run_all(c.open(args), approve=args.approve, on_inconclusive=args.on_inconclusive)
+    kind: RolloutKind = args.kind
+    result = run_all(kind, open_run(args), approve=args.approve, on_inconclusive=args.on_inconclusive)
     print_result(args, result)
-    return c.exit[result["outcome"]]
+    return EXIT[result["outcome"]]
 
 
 def cmd_step(args) -> int:
     _logging()
-    c: Commands = args.commands
-    rollout = c.open(args)
-    fn = c.steps[args.step][0]
+    step = args.kind.step(args.step)
+    rollout = open_run(args)
     try:
-        result = fn(rollout, approve=args.approve) if args.step == "promote" else fn(rollout)
+        result = step(rollout, approve=args.approve) if step is args.kind.promote else step(rollout)
     finally:
         write_report(rollout.state, rollout.audit)
     print_result(args, result)
-    return c.exit.get(result["verdict"], 2) if args.step in c.verdict_steps else 0
+    return EXIT.get(result["verdict"], ERROR_EXIT) if step.decides else 0
 
 
 def cmd_status(args) -> int:
-    rollout = Rollout(_spec(args), args.run_dir)
+    rollout = open_run(args)
     data = rollout.state.data
     result = {"run_id": data["run_id"], "status": data["status"], "canary_brokers": data["canary_brokers"],
               "verdict": data["verdict"], "steps": {k: v["status"] for k, v in data["steps"].items()},
@@ -149,9 +115,7 @@ def cmd_status(args) -> int:
 
 
 def cmd_unlock(args) -> int:
-    spec = _spec(args)
-    from canary.rollout.deployer import open_deployer
-
+    spec = BROKER.load_spec(args.spec, dict(os.environ))
     lock = ClusterLock(open_deployer(spec.deployer, spec.cluster_dir).bootstrap_servers, spec.client)
     holder = lock.holder()
     if not args.force:

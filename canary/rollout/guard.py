@@ -109,3 +109,20 @@ def observe(bootstrap_servers: str, client: dict[str, str] | None = None, timeou
 def not_in_isr(broker_id: int, partitions: list[PartitionView]) -> list[str]:
     """Partitions hosted by `broker_id` whose ISR it is not (yet) in: the learner warm-up waits for none."""
     return [p.name for p in partitions if broker_id in p.replicas and broker_id not in p.isr]
+
+
+def learner_missing(bootstrap_servers: str, client: dict[str, str] | None, broker_ids: list[int]) -> str | None:
+    """The learner warm-up of `broker_ids`, from one look at the cluster: None when each is registered and in the
+    ISR of every partition it hosts, else what is still missing (the rollout step and the Airflow trigger both
+    wait on this)."""
+    admin = admin_client(bootstrap_servers, client)
+    registered = {n.id for n in admin.describe_cluster(request_timeout=10).result(timeout=10).nodes}
+    partitions: list[PartitionView] | None = None
+    for broker in broker_ids:
+        if broker not in registered:
+            return f"broker {broker} not registered yet"
+        partitions = partitions if partitions is not None else observe(bootstrap_servers, client or {})
+        behind = not_in_isr(broker, partitions)
+        if behind:
+            return f"broker {broker} not yet in the ISR of {len(behind)} partition(s): {behind[:5]}"
+    return None

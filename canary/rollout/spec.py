@@ -110,7 +110,6 @@ class RolloutSpec(SpecIdentity):
     run_id: str | None = None
 
 
-
 def judge_settings(source: str | dict | None):
     """The JudgeConfig of a spec: defaults, a judge.yaml path, or an inline mapping."""
     from canary.judge import ConfigError, load_config

@@ -107,7 +107,7 @@ def rollout_holder(config: SweepConfig) -> dict | None:
     says what is wrong with the cluster)."""
     from confluent_kafka import KafkaException
 
-    from canary.rollout.lock import ClusterLock
+    from canary.rollout.core.lock import ClusterLock
 
     try:
         return ClusterLock(config.bootstrap_servers, config.client, timeout=10).holder()

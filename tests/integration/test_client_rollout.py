@@ -21,8 +21,10 @@ from canary.cluster.local import LocalCluster
 from canary.errors import CanaryError
 from canary.kafka.admin import TopicAdmin
 from canary.lanes import canary_rack
+from canary.rollout.client import CLIENT, ClientRollout, fleet
+from canary.rollout.client.fleet import converge
 from canary.rollout.client_spec import load_client_spec
-from canary.rollout.client_steps import ClientRollout, _converge, fleet, run_client_rollout
+from canary.rollout.core import run_all
 
 pytestmark = pytest.mark.integration
 
@@ -103,10 +105,10 @@ def _run(cluster: LocalCluster, run_root: Path, tmp_path: Path, topic: str, to: 
     r = ClientRollout(spec, tmp_path / "run", tie_to_parent=True)
     try:
         r.step = "test"
-        _converge(r, fleet(spec, "v1"))  # the service as it runs before the rollout
+        converge(r, fleet(spec, "v1"))  # the service as it runs before the rollout
         time.sleep(5)
         started = time.monotonic()
-        result = run_client_rollout(r)
+        result = run_all(CLIENT, r)
         print(f"\n{topic}: {result['outcome']} in {time.monotonic() - started:.0f}s ({result['reason']})")
         instances = {s.instance.name: (s.instance.version, s.running) for s in r.services.instances()}
         time.sleep(5)  # the baseline reads on after the rollout
@@ -163,7 +165,7 @@ def test_without_a_canary_broker_preflight_refuses_and_changes_nothing(canary_cl
     r = ClientRollout(spec, tmp_path / "run", tie_to_parent=True)
     before = TopicAdmin(canary_cluster.bootstrap_servers).observe(topic).partitions
     with pytest.raises(CanaryError, match="no canary broker; mark one with `kafka-canary cluster restart-broker"):
-        run_client_rollout(r)
+        run_all(CLIENT, r)
     assert r.state.before is None and r.lock.holder() is None
     assert r.services.instances() == []
     assert TopicAdmin(canary_cluster.bootstrap_servers).observe(topic).partitions == before

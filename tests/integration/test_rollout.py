@@ -16,11 +16,11 @@ from waiting import wait_until
 
 from canary.cluster.distribution import BASELINE_VERSION, TARGET_VERSION
 from canary.cluster.local import LocalCluster
-from canary.rollout import steps
-from canary.rollout.engine import run_rollout
-from canary.rollout.lock import ClusterLock, LockHeld
+from canary.rollout.broker import BROKER, Rollout
+from canary.rollout.broker.rolling import GuardRefused
+from canary.rollout.core import RolloutError, run_all
+from canary.rollout.core.lock import ClusterLock, LockHeld
 from canary.rollout.spec import load_spec
-from canary.rollout.steps import GuardRefused, Rollout, RolloutError
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +62,7 @@ def test_good_canary_promotes_the_fleet_and_finalizes(cluster_factory, tmp_path)
     cluster = cluster_factory(brokers=3)
     spec = spec_for(cluster, "good", judge={"engine": "spark", "config": FAST_JUDGE})
     rollout = Rollout(spec, tmp_path / "run")
-    result = run_rollout(rollout)
+    result = run_all(BROKER, rollout)
 
     outcome = (result["outcome"], result["status"], result["verdict"])
     assert outcome == ("PROMOTE", "verified promoted", "PROMOTE"), result
@@ -85,10 +85,10 @@ def test_good_canary_promotes_the_fleet_and_finalizes(cluster_factory, tmp_path)
     # Finalized levels cannot go down: a rollback now is refused and changes nothing.
     before = snapshot(cluster)
     with pytest.raises(RolloutError, match="refusing to roll back: feature levels were finalized"):
-        steps.rollback(rollout)
+        BROKER.step("rollback")(rollout)
     assert snapshot(cluster) == before
     # A finished rollout run again does nothing.
-    assert run_rollout(rollout)["note"] == "the rollout had already finished"
+    assert run_all(BROKER, rollout)["note"] == "the rollout had already finished"
 
 
 def test_bad_config_canary_fails_fast_and_rolls_back_to_the_exact_state(baseline_cluster, tmp_path):
@@ -97,7 +97,7 @@ def test_bad_config_canary_fails_fast_and_rolls_back_to_the_exact_state(baseline
                     canary={"brokers": [2]}, probe={"window": "120s", "interim_interval": "10s", "rate": 50,
                                                     "preflight": "3s"})
     rollout = Rollout(spec, tmp_path / "run")
-    result = run_rollout(rollout)
+    result = run_all(BROKER, rollout)
 
     assert (result["outcome"], result["verdict"]) == ("ROLLBACK", "ROLLBACK")
     gate = rollout.state.data["verdict"]
@@ -114,7 +114,7 @@ def test_delayed_canary_rolls_back(baseline_cluster, tmp_path):
     before = snapshot(baseline_cluster)
     spec = spec_for(baseline_cluster, "delay", change={"version": TARGET_VERSION}, fault={"client_delay_ms": 250})
     rollout = Rollout(spec, tmp_path / "run")
-    result = run_rollout(rollout)
+    result = run_all(BROKER, rollout)
 
     assert result["outcome"] == "ROLLBACK", result
     assert "latency" in result["reason"]
@@ -125,18 +125,18 @@ def test_delayed_canary_rolls_back(baseline_cluster, tmp_path):
 def test_guard_refuses_a_restart_below_min_isr_and_the_lock_refuses_a_second_rollout(baseline_cluster, tmp_path):
     spec = spec_for(baseline_cluster, "guarded", canary={"brokers": [2]}, timeouts={"guard": "0s"})
     rollout = Rollout(spec, tmp_path / "run")
-    steps.preflight(rollout)
+    BROKER.step("preflight")(rollout)
 
     # A second rollout on the locked cluster is refused before it changes anything.
     other = Rollout(spec_for(baseline_cluster, "intruder"), tmp_path / "other")
     with pytest.raises(LockHeld, match="held by rollout guarded"):
-        steps.preflight(other)
+        BROKER.step("preflight")(other)
 
     baseline_cluster.stop_node(1)  # every probe partition is now at ISR 2 = min ISR
     try:
         pid = baseline_cluster.state.node(2).pid
         with pytest.raises(GuardRefused, match="broker 2 may not restart: __kafka_canary-.* would drop below"):
-            steps.deploy_canary(rollout)
+            BROKER.step("deploy-canary")(rollout)
         baseline_cluster.reload()
         assert baseline_cluster.state.node(2).pid == pid  # not restarted
         assert any(e["action"] == "guard refused" for e in rollout.audit.entries())
@@ -144,8 +144,8 @@ def test_guard_refuses_a_restart_below_min_isr_and_the_lock_refuses_a_second_rol
         baseline_cluster.start_node(1)
 
     # Nothing changed, so the way back is short: rollback restarts nothing, verify releases the lock.
-    assert steps.rollback(rollout)["rolled"] == []
-    assert steps.verify(rollout)["lock_released"]
+    assert BROKER.step("rollback")(rollout)["rolled"] == []
+    assert BROKER.step("verify")(rollout)["lock_released"]
     assert ClusterLock(baseline_cluster.bootstrap_servers).holder() is None
 
 
@@ -155,7 +155,7 @@ def test_bad_spec_against_the_cluster_is_refused_before_any_change(baseline_clus
                             ({"count": 3}, "leaves no baseline")):
         rollout = Rollout(spec_for(baseline_cluster, f"bad-{len(message)}", canary=canary), tmp_path / message[:4])
         with pytest.raises(RolloutError, match=message):
-            steps.preflight(rollout)
+            BROKER.step("preflight")(rollout)
     assert snapshot(baseline_cluster) == before
     assert ClusterLock(baseline_cluster.bootstrap_servers).holder() is None
 
@@ -170,7 +170,7 @@ def test_rollout_killed_mid_deploy_converges_without_extra_restarts(baseline_clu
     spec_file.write_text(json.dumps(raw))
     run_dir = tmp_path / "run"
     rollout = Rollout(load_spec(spec_file), run_dir)
-    steps.preflight(rollout)
+    BROKER.step("preflight")(rollout)
 
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     worker = subprocess.Popen([sys.executable, "-m", "canary.cli", "rollout", "deploy-canary", "--spec",
@@ -185,7 +185,7 @@ def test_rollout_killed_mid_deploy_converges_without_extra_restarts(baseline_clu
 
     resumed = Rollout(load_spec(spec_file), run_dir)
     assert resumed.state.data["steps"]["deploy-canary"]["status"] == "running"  # the crash left it unfinished
-    result = run_rollout(resumed)
+    result = run_all(BROKER, resumed)
 
     assert result["outcome"] == "ROLLBACK"
     assert resumed.state.data["steps"]["deploy-canary"]["attempts"] == 2

@@ -44,10 +44,10 @@ from canary.judge.config import DEFAULT_METRICS
 from canary.kafka.admin import TopicAdmin
 from canary.kafka.clients import PRODUCER_DEFAULTS, QUIET_LOGGER, admin_client
 from canary.rollout import guard
-from canary.rollout.engine import run_rollout
-from canary.rollout.lock import ClusterLock
+from canary.rollout.broker import BROKER, Rollout
+from canary.rollout.core import run_all
+from canary.rollout.core.lock import ClusterLock
 from canary.rollout.spec import load_spec
-from canary.rollout.steps import Rollout
 
 VALIDATE_TOPIC = "fault-suite-validate"
 # The judge of a short window on a busy 2-core machine (as the rollout integration tests): the first 15 s after
@@ -509,7 +509,7 @@ def _run(rollout_of: Callable[[], Rollout], result: Result, runs: int = 3, **kwa
     in all, as the DAG retries its converging tasks twice; each error is kept in `result.errors`, not raised."""
     for attempt in range(1, runs + 1):
         try:
-            out = run_rollout(rollout_of(), **kwargs)
+            out = run_all(BROKER, rollout_of(), **kwargs)
             result.runs = attempt
             return out
         except Exception as exc:

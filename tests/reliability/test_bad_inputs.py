@@ -19,7 +19,7 @@ import pytest
 from canary.errors import CanaryError
 from canary.kafka import features
 from canary.kafka.clients import admin_client
-from canary.rollout.lock import LOCK_TOPIC
+from canary.rollout.core.lock import LOCK_TOPIC
 
 from .bad_inputs import CASES, DOC, Case, Cli, MissingFile, Obs, RawSpec, render
 
@@ -114,7 +114,7 @@ def _spec(fragment: dict, cluster) -> dict:
 
 
 def run_spec(case: Case, request, tmp_path, monkeypatch, cluster) -> None:
-    from canary.rollout import steps
+    from canary.rollout.broker import BROKER, Rollout
     from canary.rollout.spec import SpecError, load_spec
 
     if isinstance(case.input, MissingFile):
@@ -129,9 +129,9 @@ def run_spec(case: Case, request, tmp_path, monkeypatch, cluster) -> None:
             load_spec(source)
         assert case.expect in str(refused.value)
         return
-    rollout = steps.Rollout(load_spec(source), tmp_path / "run")
+    rollout = Rollout(load_spec(source), tmp_path / "run")
     with pytest.raises(CanaryError) as refused:
-        steps.preflight(rollout)
+        BROKER.step("preflight")(rollout)
     assert case.expect in str(refused.value)
     state = json.loads((tmp_path / "run" / "run.json").read_text())
     assert state["steps"]["preflight"]["status"] == "failed" and state["before"] is None
@@ -227,7 +227,7 @@ def _check_verdict(case: Case, verdict: dict, engine: str) -> None:
 
 def run_observations(case: Case, request, tmp_path, monkeypatch, cluster) -> None:
     from canary.judge.config import config_from_dict
-    from canary.rollout import steps
+    from canary.rollout import judging
     from spark_jobs import canary_analysis as job
 
     path = tmp_path / "observations.jsonl"
@@ -235,14 +235,14 @@ def run_observations(case: Case, request, tmp_path, monkeypatch, cluster) -> Non
     config = config_from_dict(JUDGE)
 
     # The inline judge: the rollout's interim looks and `engine: inline`.
-    steps._inline_verdict(path, tmp_path / "inline", config)
+    judging.inline_verdict(path, tmp_path / "inline", config)
     inline = json.loads((tmp_path / "inline" / "verdict.json").read_text())
     _check_verdict(case, inline, "inline judge")
 
     # The Spark job, as spark-submit runs it (extract, parse, transform, judge, report).
     out = tmp_path / "spark"
     args = Namespace(observations=str(path), from_=None, to=None, out=out, run_id=None, bucket_s=None, interim=False,
-                     config=str(steps.write_judge_config(config, tmp_path / "judge.yaml")))
+                     config=str(judging.write_judge_config(config, tmp_path / "judge.yaml")))
     verdict = job.run(request.getfixturevalue("spark"), args)
     _check_verdict(case, verdict, "Spark job")
     assert verdict["data_quality"]["excluded"] == inline["data_quality"]["excluded"]
@@ -257,11 +257,11 @@ RUNNERS = {"trigger form": run_form, "rollout spec": run_spec, "CLI": run_cli, "
 def test_the_good_run_is_promoted_without_exclusions(tmp_path):
     """The control for the observation cases: without the bad records, nothing is excluded or named."""
     from canary.judge.config import config_from_dict
-    from canary.rollout import steps
+    from canary.rollout import judging
 
     path = tmp_path / "observations.jsonl"
     path.write_text("\n".join(observation_lines(Obs(), int(time.time() * 1000))) + "\n")
-    steps._inline_verdict(path, tmp_path / "inline", config_from_dict(JUDGE))
+    judging.inline_verdict(path, tmp_path / "inline", config_from_dict(JUDGE))
     verdict = json.loads((tmp_path / "inline" / "verdict.json").read_text())
     assert verdict["verdict"] == "PROMOTE" and verdict["data_quality"]["excluded_total"] == 0
     assert "excluded" not in verdict["reason"]

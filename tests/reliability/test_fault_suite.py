@@ -13,6 +13,7 @@ before the next). A rollout takes minutes on a 2-core machine, so the real-broke
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 from collections.abc import Iterator
@@ -24,9 +25,11 @@ from conftest import running_cluster
 from canary.cluster.local import LocalCluster
 from canary.errors import CanaryError
 from canary.judge import INCONCLUSIVE, PROMOTE, ROLLBACK
-from canary.rollout import engine, steps
-from canary.rollout.audit import AuditLog
-from canary.rollout.run import RunState
+from canary.kafka.wait import wait_until
+from canary.rollout.broker import BROKER
+from canary.rollout.core import RolloutKind, Step, run_all
+from canary.rollout.core.audit import AuditLog
+from canary.rollout.core.run import RunState
 from canary.rollout.spec import load_spec
 
 from . import fault_scenarios as fs
@@ -170,10 +173,14 @@ class Offline:
         self.state = RunState.open(self.run_dir, self.run_id, self.spec.to_dict())
         self.audit = AuditLog(self.run_dir / "audit.jsonl", self.run_id)
         self.bootstrap_servers = "127.0.0.1:9"
+        self.secret_values: list[str] = []
         self.step = "-"
         self.calls: list[str] = []
 
     def say(self, text: str, *args) -> None:
+        pass
+
+    def progress(self, line: str) -> None:
         pass
 
     def window(self) -> None:
@@ -185,48 +192,46 @@ class Offline:
                                   "probe": {}})
 
 
-def _fake_steps(monkeypatch, r: Offline) -> None:
-    """Every cluster step of the engine replaced by one that records its call; the canary counts as deployed."""
+def _fake_kind(**real) -> RolloutKind:
+    """The broker kind with every cluster step replaced by one that records its call (the canary counts as
+    deployed); `real`: functions for steps by name (`judge=broken`), the judge otherwise stays the real one."""
     def fake(name: str, effect=None):
         def step(rollout, **kwargs):
             rollout.calls.append(name)
-            rollout.state.step_started(name)
             if effect:
                 effect(rollout)
-            rollout.state.step_finished(name, {})
             return {}
         return step
 
-    monkeypatch.setattr(steps, "preflight", fake("preflight", lambda x: x.state.update(before={"brokers": {}})))
-    monkeypatch.setattr(steps, "deploy_canary", fake("deploy-canary"))
-    monkeypatch.setattr(steps, "warm_up", fake("warm-up"))
-    monkeypatch.setattr(steps, "lead", fake("lead"))
-    monkeypatch.setattr(steps, "probe_window", fake("probe-window", lambda x: x.window()))
-    monkeypatch.setattr(steps, "promote", fake("promote", lambda x: x.state.update(status="promoted")))
-    monkeypatch.setattr(steps, "rollback", fake("rollback", lambda x: x.state.update(status="rolled_back")))
-    monkeypatch.setattr(steps, "verify", fake("verify", lambda x: x.state.update(
-        status=f"verified {x.state.status}")))
+    runs = {"preflight": fake("preflight", lambda x: x.state.update(before={"brokers": {}})),
+            "deploy-canary": fake("deploy-canary"), "warm-up": fake("warm-up"), "lead": fake("lead"),
+            "probe-window": fake("probe-window", lambda x: x.window()),
+            "promote": fake("promote", lambda x: x.state.update(status="promoted")),
+            "rollback": fake("rollback", lambda x: x.state.update(status="rolled_back")),
+            "verify": fake("verify", lambda x: x.state.update(status=f"verified {x.state.status}"))} | real
+
+    def swapped(step: Step) -> Step:
+        return dataclasses.replace(step, run=runs[step.name]) if step.name in runs else step
+    return dataclasses.replace(BROKER, steps=tuple(swapped(s) for s in BROKER.steps), promote=swapped(BROKER.promote),
+                               rollback=swapped(BROKER.rollback), verify=swapped(BROKER.verify))
 
 
 def test_a_crashing_judge_after_the_canary_was_deployed_rolls_back(monkeypatch, tmp_path):
     r = Offline(tmp_path)
-    _fake_steps(monkeypatch, r)
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("float division by zero")  # a bug in the judge, not a CanaryError
 
-    monkeypatch.setattr(steps, "judge", broken)
-    result = engine.run_rollout(r)
+    result = run_all(_fake_kind(judge=broken), r)
     assert r.calls[-2:] == ["rollback", "verify"], r.calls
     assert result["outcome"] == ROLLBACK and result["verdict"] == ROLLBACK
     assert "judge failed: float division by zero" in result["reason"]
     assert r.state.data["steps"]["judge"]["status"] == "failed"
 
 
-def test_an_admin_call_timing_out_while_waiting_is_waited_through(monkeypatch, tmp_path):
+def test_an_admin_call_timing_out_while_waiting_is_waited_through():
     """Found on real brokers: describe_cluster's future timed out (TimeoutError, no message) right after a broker
     was killed, and the deploy step failed with an empty error instead of waiting on."""
-    r = Offline(tmp_path)
     calls = []
 
     def check():
@@ -235,19 +240,16 @@ def test_an_admin_call_timing_out_while_waiting_is_waited_through(monkeypatch, t
             raise TimeoutError()
         return None
 
-    monkeypatch.setattr(steps, "POLL", 0.01)
-    assert steps._wait(r, "broker 2 registration", 5, check) >= 0 and len(calls) == 2
+    assert wait_until("broker 2 registration", 5, check, poll=0.01) >= 0 and len(calls) == 2
 
 
 def test_a_failure_without_a_message_is_named_by_its_type(monkeypatch, tmp_path):
     r = Offline(tmp_path)
-    _fake_steps(monkeypatch, r)
 
     def timed_out(*args, **kwargs):
         raise TimeoutError()
 
-    monkeypatch.setattr(steps, "judge", timed_out)
-    result = engine.run_rollout(r)
+    result = run_all(_fake_kind(judge=timed_out), r)
     assert result["reason"] == "judge failed: TimeoutError"
     assert r.state.data["steps"]["judge"]["error"] == "TimeoutError"
 
@@ -265,7 +267,7 @@ def test_a_failed_spark_analysis_is_inconclusive(monkeypatch, tmp_path, analysis
         return 2 if analysis == "exit 2" else 1
 
     monkeypatch.setattr(judge_cli, "run_analysis", run_analysis)
-    verdict = steps.judge_window(r)
+    verdict = BROKER.step("judge")(r)
     assert verdict["verdict"] == INCONCLUSIVE, verdict
     assert "Spark analysis failed" in verdict["reason"]
     assert r.state.status == f"judged {INCONCLUSIVE}"
@@ -276,23 +278,20 @@ def test_a_failed_analysis_is_never_promoted_by_the_engine(monkeypatch, tmp_path
     from canary.judge import cli as judge_cli
 
     r = Offline(tmp_path, engine_name="spark")
-    _fake_steps(monkeypatch, r)
     monkeypatch.setattr(judge_cli, "run_analysis", lambda *a, **k: 2)
-    result = engine.run_rollout(r)
+    result = run_all(_fake_kind(), r)
     assert "promote" not in r.calls and r.calls[-2:] == ["rollback", "verify"], r.calls
     assert result["verdict"] == INCONCLUSIVE and result["outcome"] != PROMOTE
 
 
 def test_an_error_before_any_change_is_raised_and_nothing_is_rolled_back(monkeypatch, tmp_path):
     r = Offline(tmp_path)
-    _fake_steps(monkeypatch, r)
 
     def refused(rollout):
         raise CanaryError("the cluster is not healthy")
 
-    monkeypatch.setattr(steps, "preflight", refused)
     with pytest.raises(CanaryError, match="not healthy"):
-        engine.run_rollout(r)
+        run_all(_fake_kind(preflight=refused), r)
     assert r.calls == []
 
 

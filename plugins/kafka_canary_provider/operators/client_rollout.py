@@ -1,41 +1,37 @@
 """One operator per step of the client rollout (a producer/consumer service's new version in a canary lane,
-canary.rollout.client_steps). They are the broker rollout's step operators pointed at the client steps: each
-builds `ClientRollout(load_client_spec(spec), $KAFKA_CANARY_RUNS/<run id>)` from the DAG run's params and the
-cluster connection, runs its step and returns the step's JSON result. Steps converge, so a retry is safe."""
+canary.rollout.client). They are the broker rollout's step operators pointed at the client rollout kind: each
+builds `CLIENT.open(spec, $KAFKA_CANARY_RUNS/<run id>)` from the DAG run's params and the cluster connection, runs
+its step and returns the step's JSON result. Steps converge, so a retry is safe."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafka_canary_provider.hooks.kafka_canary import KafkaCanaryHook
 from kafka_canary_provider.operators.rollout import (
     JudgeOperator,
     PromoteOperator,
     RolloutReportOperator,
     RolloutStepOperator,
 )
-from kafka_canary_provider.runs import client_spec_from_params, rollout_run_id, run_dir
+from kafka_canary_provider.runs import client_spec_from_params
 
 if TYPE_CHECKING:
-    from airflow.sdk import Context
+    from canary.rollout.core import RolloutKind
 
-    from canary.rollout.client_steps import ClientRollout
 
 
 class ClientStep:
     """Mixed into a step operator: the client rollout's steps and run, instead of the broker rollout's."""
 
-    steps_module = "canary.rollout.client_steps"
     ui_color = "#e6f4ea"
 
-    def rollout(self, context: Context) -> ClientRollout:
-        from canary.rollout.client_spec import load_client_spec
-        from canary.rollout.client_steps import ClientRollout
+    def kind(self) -> RolloutKind:
+        from canary.rollout.client import CLIENT
 
-        run_id = rollout_run_id(context["run_id"])
-        cluster = KafkaCanaryHook(self.kafka_canary_conn_id).cluster_section()
-        params = dict(self.rollout_params or context["params"])
-        return ClientRollout(load_client_spec(client_spec_from_params(params, cluster, run_id)), run_dir(run_id))
+        return CLIENT
+
+    def spec_source(self, params: dict, cluster: dict, run_id: str) -> dict:
+        return client_spec_from_params(params, cluster, run_id)
 
 
 class ClientPreflightOperator(ClientStep, RolloutStepOperator):
@@ -49,13 +45,13 @@ class OpenLaneOperator(ClientStep, RolloutStepOperator):
     """Makes the planned partitions canary partitions: a canary broker first in their replica lists (no data
     moves), then a preferred leader election."""
 
-    step = "open_lane"
+    step = "open-lane"
 
 
 class ClientDeployCanaryOperator(ClientStep, RolloutStepOperator):
     """Starts the canary instances (the canary marker in their client ids) on the target version."""
 
-    step = "deploy_canary"
+    step = "deploy-canary"
 
 
 class ClientWindowOperator(ClientStep, RolloutStepOperator):
@@ -66,8 +62,6 @@ class ClientWindowOperator(ClientStep, RolloutStepOperator):
 
 class ClientJudgeOperator(ClientStep, JudgeOperator):
     """The window's verdict (the fail-fast one, else the analysis); a failure after the first change is ROLLBACK."""
-
-    CHANGING_STEPS = ("open-lane", "deploy-canary", "window")
 
 
 class ClientPromoteOperator(ClientStep, PromoteOperator):

@@ -1,14 +1,12 @@
-"""One operator per step of the broker rollout (DESIGN.md §3). Each builds the rollout of this DAG run —
-`Rollout(load_spec(spec), $KAFKA_CANARY_RUNS/<run id>)`, the spec from the DAG's params and the cluster
-connection — calls the step of canary.rollout.steps, rewrites the run's report and returns the step's small
-JSON result (XCom). Steps converge, so a retried task does only what is still missing."""
+"""One operator per step of the broker rollout (docs/design.md). Each builds the rollout of this DAG run —
+`BROKER.open(spec, $KAFKA_CANARY_RUNS/<run id>)`, the spec from the DAG's params and the cluster connection —
+runs its step of the rollout kind, rewrites the run's report and returns the step's small JSON result (XCom).
+Steps converge, so a retried task does only what is still missing."""
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Sequence
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
@@ -20,7 +18,8 @@ from kafka_canary_provider.runs import rollout_run_id, run_dir, spec_from_params
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from canary.rollout.steps import Rollout
+    from canary.rollout.core import RolloutKind, RolloutRun
+
 
 
 def _jsonable(result: Any) -> Any:
@@ -44,26 +43,29 @@ class RolloutStepOperator(BaseOperator):
         self.kafka_canary_conn_id = kafka_canary_conn_id
         self.rollout_params = rollout_params
 
-    steps_module = "canary.rollout.steps"  # where the steps live (the client rollout's operators use theirs)
-    step: str = ""  # the function of steps_module this operator runs, unless run_step is overridden
+    step: str = ""  # the name of the kind's step this operator runs, unless run_step is overridden
 
-    def steps(self) -> ModuleType:
-        return importlib.import_module(self.steps_module)
+    def kind(self) -> RolloutKind:
+        """The rollout kind of this operator's steps (imported here: DAG files parse without the library)."""
+        from canary.rollout.broker import BROKER
 
-    def rollout(self, context: Context) -> Rollout:
-        from canary.rollout.spec import load_spec
-        from canary.rollout.steps import Rollout
+        return BROKER
 
+    def spec_source(self, params: dict, cluster: dict, run_id: str) -> dict:
+        """The spec mapping the kind loads, from the trigger form's values and the cluster connection."""
+        return spec_from_params(params, cluster, run_id)
+
+    def rollout(self, context: Context) -> RolloutRun:
         run_id = rollout_run_id(context["run_id"])
         cluster = KafkaCanaryHook(self.kafka_canary_conn_id).cluster_section()
-        spec = load_spec(spec_from_params(dict(self.rollout_params or context["params"]), cluster, run_id))
-        return Rollout(spec, run_dir(run_id))
+        params = dict(self.rollout_params or context["params"])
+        return self.kind().open(self.spec_source(params, cluster, run_id), run_dir(run_id))
 
-    def run_step(self, rollout: Rollout, context: Context) -> dict:
-        return getattr(self.steps(), self.step)(rollout)
+    def run_step(self, rollout: RolloutRun, context: Context) -> dict:
+        return self.kind().step(self.step)(rollout)
 
     def execute(self, context: Context) -> dict:
-        from canary.rollout.report import write_report
+        from canary.rollout.core.report import write_report
 
         rollout = self.rollout(context)
         self.log.info("rollout %s in %s; report %s", rollout.run_id, rollout.run_dir, report_url(rollout.run_id))
@@ -83,7 +85,7 @@ class PreflightOperator(RolloutStepOperator):
 class DeployCanaryOperator(RolloutStepOperator):
     """Rolls the canary brokers to the change, one at a time under the safe-roll guard."""
 
-    step = "deploy_canary"
+    step = "deploy-canary"
 
 
 class LeadOperator(RolloutStepOperator):
@@ -98,22 +100,22 @@ class ProbeWindowOperator(RolloutStepOperator):
     The probe produces and consumes in this worker for the whole window, so it is not a trigger: a trigger must
     have no side effects and may run twice."""
 
-    step = "probe_window"
+    step = "probe-window"
 
 
 class AnalysisRequestOperator(RolloutStepOperator):
     """The Spark job's arguments for the last probe window ({observations, from_ms, to_ms, run_id, out, config});
     skipped when the window already stopped early with a fail-fast verdict (nothing left to analyse)."""
 
-    def run_step(self, rollout: Rollout, context: Context) -> dict:
+    def run_step(self, rollout: RolloutRun, context: Context) -> dict:
         from airflow.sdk.exceptions import AirflowSkipException
 
-        from canary.rollout import steps
+        from canary.rollout.broker.verdict import analysis_request
 
         window = rollout.state.data.get("window") or {}
         if window.get("stopped_early"):
             raise AirflowSkipException(f"the window stopped early: {window['stopped_early'].get('reason')}")
-        return steps.analysis_request(rollout)
+        return analysis_request(rollout)
 
 
 class JudgeOperator(RolloutStepOperator):
@@ -124,18 +126,18 @@ class JudgeOperator(RolloutStepOperator):
     is ROLLBACK with that failure as its reason, as `kafka-canary rollout run` decides; when nothing was changed
     yet, it fails and nothing is rolled back."""
 
-    CHANGING_STEPS = ("deploy-canary", "warm-up", "lead", "probe-window")
+    def run_step(self, rollout: RolloutRun, context: Context) -> dict:
+        from canary.rollout.core.verdict import failure_verdict
 
-    def run_step(self, rollout: Rollout, context: Context) -> dict:
-        steps = self.steps()
+        kind = self.kind()
         state = rollout.state
         failed = [(name, record.get("error")) for name, record in state.data["steps"].items()
-                  if name in self.CHANGING_STEPS and record["status"] == "failed"]
+                  if name in kind.changing_steps and name != "judge" and record["status"] == "failed"]
         if failed and state.before is not None:
             name, error = failed[0]
             self.log.warning("%s failed after the first change; the verdict is ROLLBACK", name)
-            return steps.failure_verdict(rollout, name, error)
-        return steps.judge_window(rollout)
+            return failure_verdict(rollout, name, error)
+        return kind.step("judge")(rollout)
 
 
 def followed_branches(ti, task_id: str) -> list[str]:
@@ -161,13 +163,13 @@ class PromoteOperator(RolloutStepOperator):
         super().__init__(**kwargs)
         self.approved_by = approved_by
 
-    def run_step(self, rollout: Rollout, context: Context) -> dict:
+    def run_step(self, rollout: RolloutRun, context: Context) -> dict:
         approve = False
         if self.approved_by:
             approve = self.task_id in followed_branches(context["ti"], self.approved_by)
             if approve:
                 self.log.info("a person approved promoting through %s", self.approved_by)
-        return self.steps().promote(rollout, approve=approve)
+        return self.kind().promote(rollout, approve=approve)
 
 
 class RollbackOperator(RolloutStepOperator):
@@ -187,11 +189,10 @@ class RolloutReportOperator(RolloutStepOperator):
     {"outcome", "status", "verdict", "reason", "run_dir", "report", "analysis_report", "url"}.
     Fails (after writing it) when the rollout did not finish verified, so the DAG run fails too."""
 
-    def run_step(self, rollout: Rollout, context: Context) -> dict:
-        data = rollout.state.data
-        verdict = data.get("verdict") or {}
-        status = data["status"]
-        outcome = "PROMOTE" if "promoted" in status else "ROLLBACK" if "rolled_back" in status else "UNFINISHED"
+    def run_step(self, rollout: RolloutRun, context: Context) -> dict:
+        verdict = rollout.state.data.get("verdict") or {}
+        status = rollout.state.status
+        outcome = status.outcome or "UNFINISHED"
         analysis = verdict.get("analysis")
         result = {"outcome": outcome, "status": status, "verdict": verdict.get("verdict"),
                   "reason": verdict.get("reason"), "run_dir": str(rollout.run_dir),
@@ -200,7 +201,7 @@ class RolloutReportOperator(RolloutStepOperator):
                   "url": report_url(rollout.run_id)}
         self.log.info("rollout %s: %s (%s), verdict %s: %s; report %s", rollout.run_id, outcome, status,
                       result["verdict"], result["reason"], result["report"])
-        if not status.startswith("verified"):
+        if not status.verified:
             # The report is written either way; the DAG run fails, so nobody reads an unfinished rollout as done.
             from airflow.sdk.exceptions import AirflowException
 

@@ -14,7 +14,7 @@ from kafka_canary_provider.triggers.warm_up import LearnerWarmUpTrigger
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from canary.rollout.steps import Rollout
+    from canary.rollout.broker import Rollout
 
 
 class LearnerWarmUpOperator(RolloutStepOperator):
@@ -30,13 +30,13 @@ class LearnerWarmUpOperator(RolloutStepOperator):
         self.poll_interval = poll_interval
 
     def run_step(self, rollout: Rollout, context: Context) -> dict:
-        from canary.rollout import guard, steps
+        from canary.rollout import guard
 
         canaries = rollout.canary_ids()
         partitions = rollout.partitions()
         behind = {b: guard.not_in_isr(b, partitions) for b in canaries}
         if not self.deferrable or not any(behind.values()):
-            return steps.warm_up(rollout)
+            return self.kind().step("warm-up")(rollout)
         self.log.info("canary brokers %s still catching up: %s; deferring", canaries,
                       {b: len(p) for b, p in behind.items()})
         self.defer(trigger=LearnerWarmUpTrigger(self.kafka_canary_conn_id, canaries,
@@ -47,8 +47,7 @@ class LearnerWarmUpOperator(RolloutStepOperator):
         raise AssertionError("unreachable: defer() raises")
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict:
-        from canary.rollout import steps
-        from canary.rollout.report import write_report
+        from canary.rollout.core.report import write_report
 
         if event.get("status") != "in_isr":
             raise AirflowException(f"learner warm-up of brokers {event.get('broker_ids')} not done after "
@@ -56,6 +55,6 @@ class LearnerWarmUpOperator(RolloutStepOperator):
         self.log.info("canary brokers %s in every ISR after %ss", event["broker_ids"], event["waited_s"])
         rollout = self.rollout(context)
         try:
-            return _jsonable(steps.warm_up(rollout) | {"deferred_s": event["waited_s"]})
+            return _jsonable(self.kind().step("warm-up")(rollout) | {"deferred_s": event["waited_s"]})
         finally:
             write_report(rollout.state, rollout.audit)

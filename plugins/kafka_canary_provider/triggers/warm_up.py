@@ -34,23 +34,12 @@ class LearnerWarmUpTrigger(BaseTrigger):
 
     def _missing(self) -> str | None:
         """What is still missing (None: warm), from one look at the cluster; blocking."""
-        from canary.kafka.clients import admin_client
         from canary.rollout import guard
         from kafka_canary_provider.hooks.kafka_canary import KafkaCanaryHook
 
         hook = KafkaCanaryHook(self.kafka_canary_conn_id)
         section = hook.cluster_section()
-        servers = hook.bootstrap_servers(section)
-        admin = admin_client(servers, section["client"])
-        registered = {n.id for n in admin.describe_cluster(request_timeout=10).result(timeout=10).nodes}
-        partitions = guard.observe(servers, section["client"])
-        for broker in self.broker_ids:
-            if broker not in registered:
-                return f"broker {broker} not registered yet"
-            behind = guard.not_in_isr(broker, partitions)
-            if behind:
-                return f"broker {broker} not yet in the ISR of {len(behind)} partition(s): {behind[:5]}"
-        return None
+        return guard.learner_missing(hook.bootstrap_servers(section), section["client"], self.broker_ids)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         missing: str | None = "not looked yet"

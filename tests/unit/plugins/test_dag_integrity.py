@@ -171,7 +171,7 @@ def test_client_dag_graph(dagbag):
     steps = [t for t in dag.task_dict.values() if isinstance(t, ClientStep)]
     assert {t.task_id for t in steps} == {"preflight", "open_lane", "deploy_canary", "window", "judge", "promote",
                                           "rollback", "verify", "report"}
-    assert {t.steps_module for t in steps} == {"canary.rollout.client_steps"}
+    assert {t.kind().name for t in steps} == {"client"}
     assert dag.task_dict["judge"].trigger_rule.value == "all_done"
 
 

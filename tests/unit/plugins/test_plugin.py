@@ -146,7 +146,7 @@ def test_analysis_config_file_reads_back_as_written(tmp_path):
     from canary.demo import FAST_JUDGE
     from canary.judge import load_config
     from canary.judge.config import config_from_dict
-    from canary.rollout.steps import write_judge_config
+    from canary.rollout.judging import write_judge_config
 
     config = config_from_dict(FAST_JUDGE)
     path = write_judge_config(config, tmp_path / "judge.yaml")  # what steps.analysis_request writes

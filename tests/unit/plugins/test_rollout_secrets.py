@@ -3,6 +3,7 @@ secrets masker hides it in the task's log lines, and no step operator's result (
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 
@@ -13,7 +14,7 @@ from kafka_canary_provider.operators.rollout import AnalysisRequestOperator, Pre
 
 from canary.cluster.state import ClusterState, NodeState
 from canary.kafka.secrets import MASK
-from canary.rollout import steps
+from canary.rollout.broker import BROKER, Rollout
 
 SECRET = "s3cr3t-scram-pa55word"
 RUN_ID = "manual__2027-01-01T00:00:00+00:00"
@@ -50,13 +51,15 @@ class _MaskedLines(logging.Handler):
 def test_the_password_is_masked_in_task_logs_and_absent_from_xcom_and_run_files(secured_connection, monkeypatch):
     seen: dict = {}
 
-    def careless_preflight(r: steps.Rollout) -> dict:
+    def careless_preflight(rollout: Rollout) -> dict:
         # What a careless change could do: log the client settings, quote the password in a result.
-        seen["client"] = dict(r.spec.client)
-        steps.log.info("connecting with %s", r.spec.client)
-        return {"note": f"logged in with {r.spec.client['sasl.password']}", "client": dict(r.spec.client)}
+        seen["client"] = dict(rollout.spec.client)
+        logging.getLogger("canary.rollout").info("connecting with %s", rollout.spec.client)
+        return {"note": f"logged in with {rollout.spec.client['sasl.password']}", "client": dict(rollout.spec.client)}
 
-    monkeypatch.setattr(steps, "preflight", steps.run_step("preflight", careless_preflight))
+    careless = dataclasses.replace(BROKER, steps=(dataclasses.replace(BROKER.steps[0], run=careless_preflight),
+                                                  *BROKER.steps[1:]))
+    monkeypatch.setattr(PreflightOperator, "kind", lambda self: careless)
     masked = _MaskedLines()
     logger = logging.getLogger("canary.rollout")
     logger.addHandler(masked)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from canary.rollout.client import fleet
+from canary.rollout.client.lane_plan import LanePlanError, canary_partitions, candidates, plan_open, plan_restore
 from canary.rollout.client_spec import ClientRolloutSpec, load_client_spec
-from canary.rollout.client_steps import fleet
-from canary.rollout.lane import LanePlanError, canary_partitions, candidates, plan_open, plan_restore
 from canary.rollout.spec import SpecError
 
 # Broker 3 is never first: outside a rollout the topic has no canary partition.

@@ -4,9 +4,9 @@ import json
 
 from canary.kafka.secrets import MASK, scrub_text
 from canary.kafka.settings import kafka_python_settings
-from canary.rollout.run import RunState
+from canary.rollout.broker import Rollout
+from canary.rollout.core.run import RunState
 from canary.rollout.spec import load_spec
-from canary.rollout.steps import Rollout
 
 PASSWORD = 'pa"ss\\word-42'
 RAW = {"cluster": {"dir": "/c", "client": {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",

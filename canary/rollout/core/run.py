@@ -14,10 +14,10 @@ from pathlib import Path
 
 from canary.errors import CanaryError
 from canary.kafka.secrets import scrub_text
+from canary.rollout.core.status import Status
 
 SCHEMA = 1
 RUN_FILE = "run.json"
-FINISHED = ("promoted", "rolled_back")
 
 
 class RunStateError(CanaryError):
@@ -54,7 +54,7 @@ class RunState:
         run_dir.mkdir(parents=True, exist_ok=True)
         state = cls(run_dir, {"schema": SCHEMA, "run_id": run_id, "created_ms": int(time.time() * 1000),
                               "spec": spec, "status": "new", "before": None, "canary_brokers": None,
-                              "steps": {}, "verdict": None, "interim": []}, secrets)
+                              "steps": {}, "verdict": None}, secrets)
         state.save()
         return state
 
@@ -67,8 +67,8 @@ class RunState:
         return self.data["before"]
 
     @property
-    def status(self) -> str:
-        return self.data["status"]
+    def status(self) -> Status:
+        return Status(self.data["status"])
 
     def save(self) -> None:
         path = self.run_dir / RUN_FILE

@@ -7,8 +7,8 @@ import html
 import json
 from pathlib import Path
 
-from canary.rollout.audit import AuditLog
-from canary.rollout.run import RunState
+from canary.rollout.core.audit import AuditLog
+from canary.rollout.core.run import RunState
 
 _STYLE = """body{font:14px/1.4 system-ui,sans-serif;margin:2em;max-width:1100px}
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;

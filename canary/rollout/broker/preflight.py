@@ -1,0 +1,105 @@
+"""Preflight of a broker rollout: everything is checked before any change (the spec against the cluster, health,
+no reassignment, the target's features, the lock, a green baseline probe); then the pre-rollout snapshot."""
+
+from __future__ import annotations
+
+import time
+
+from canary.cluster import distribution
+from canary.errors import CanaryError
+from canary.kafka import features, health
+from canary.kafka.admin import TopicAdmin
+from canary.kafka.clients import admin_client
+from canary.kafka.settings import kafka_python_settings
+from canary.rollout.broker.probes import green_probe
+from canary.rollout.broker.rollout import Rollout
+from canary.rollout.core import RolloutError
+from canary.rollout.deployer import BrokerInfo
+from canary.rollout.leaders import leaders
+
+
+def choose_canaries(run: Rollout, brokers: list[BrokerInfo]) -> list[int]:
+    ids = sorted(b.broker_id for b in brokers)
+    if run.spec.canary_brokers:
+        unknown = sorted(set(run.spec.canary_brokers) - set(ids))
+        if unknown:
+            raise RolloutError(f"canary.brokers: {unknown} are not brokers of this cluster; its broker ids are {ids}")
+        chosen = sorted(run.spec.canary_brokers)
+    else:
+        chosen = ids[-run.spec.canary_count:] if run.spec.canary_count else []
+    asked, field = ((len(chosen), "canary.brokers") if run.spec.canary_brokers
+                    else (run.spec.canary_count, "canary.count"))
+    if asked >= len(ids):
+        raise RolloutError(f"{field}: {asked} canary broker(s) on a {len(ids)}-broker cluster leaves no "
+                           f"baseline to compare with; choose at most {len(ids) - 1}")
+    return chosen
+
+
+def preflight(run: Rollout) -> dict:
+    """Checks everything before any change: spec against the cluster, health, no reassignment, features,
+    the lock, a green baseline probe; then records the pre-rollout snapshot."""
+    spec = run.spec
+    brokers = run.deployer.brokers()
+    canaries = run.state.data["canary_brokers"] or choose_canaries(run, brokers)
+    down = [b.broker_id for b in brokers if not b.running]
+    if down:
+        raise RolloutError(f"brokers {down} are not running; start them before a rollout")
+    if spec.change.version:
+        run.deployer.prepare(spec.change.version)
+
+    seen = health.check(run.bootstrap_servers, [b.broker_id for b in brokers], client_config=spec.client,
+                        expected_voters=[c.node_id for c in run.deployer.controllers()])
+    if not seen.healthy:
+        raise RolloutError(f"the cluster is not healthy: {seen.reason()}; fix it before a rollout")
+    moving = [f"{topic}-{partition}" for topic, partition in
+              TopicAdmin(run.bootstrap_servers, spec.client).all_reassignments()]
+    if moving:
+        raise RolloutError(f"partition reassignments are in flight ({moving[:5]}); wait for them to finish")
+    levels = features.describe(run.bootstrap_servers, kafka_python_settings(spec.client))
+    if spec.change.version:
+        check_features(spec.change.version, levels.finalized)
+    if spec.lead_topics:  # found missing only in the lead step, they would fail the rollout after the first change
+        existing = admin_client(run.bootstrap_servers, spec.client).list_topics(timeout=15).topics
+        missing = sorted(set(spec.lead_topics) - set(existing))
+        if missing:
+            raise RolloutError(f"lead_topics {missing} do not exist on the cluster; create them or remove them "
+                               f"from the spec")
+
+    taken = run.lock.acquire(run.run_id, len(brokers))
+    run.audit.record("preflight", "lock taken" if taken else "lock already held by this rollout")
+    run.state.update(canary_brokers=canaries, status="preflight")
+    try:
+        probe = green_probe(run, "preflight", reconcile=True)
+    except CanaryError:
+        if run.state.before is None and run.lock.release(run.run_id):  # nothing changed yet: free the cluster
+            run.audit.record("preflight", "lock released: preflight failed before any change")
+        raise
+    if run.state.before is None:
+        run.state.update(before=snapshot(run))
+        run.audit.record("preflight", "snapshot", before=run.state.before)
+    return {"canary_brokers": canaries, "brokers": len(brokers), "finalized": levels.finalized, "probe": probe}
+
+
+def check_features(version: str, finalized: dict[str, int]) -> None:
+    """Refuses a target release that cannot run at the cluster's finalized levels (it would not start)."""
+    release = distribution.release_of(version)
+    newest = max((version, distribution.TARGET_VERSION), key=distribution.parse_version)
+    supported = distribution.release_levels(release, distribution.ensure(newest))
+    too_high = {f: (level, supported.get(f, 0)) for f, level in finalized.items()
+                if f != "kraft.version" and level > supported.get(f, 0)}
+    if too_high:
+        detail = ", ".join(f"{f} finalized at {lvl} but {release} goes up to {top}"
+                           for f, (lvl, top) in too_high.items())
+        raise RolloutError(f"Kafka {version} cannot join this cluster: {detail}; choose a release at least as new "
+                           f"as the finalized features")
+
+
+def snapshot(run: Rollout) -> dict:
+    levels = features.describe(run.bootstrap_servers, kafka_python_settings(run.spec.client))
+    return {
+        "taken_ms": int(time.time() * 1000),
+        "brokers": {str(b.broker_id): b.to_dict() for b in run.deployer.brokers()},
+        "controllers": {str(c.node_id): c.to_dict() for c in run.deployer.controllers()},
+        "features": levels.finalized,
+        "leaders": leaders(run),
+    }

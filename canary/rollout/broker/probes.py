@@ -1,0 +1,70 @@
+"""The probe in each phase of a broker rollout: short green probes (preflight, after promote, verify) and the
+probe that watches every roll for lost acknowledged messages."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from canary.probe.config import ProbeConfig
+from canary.probe.runner import Probe, ProbeSummary
+from canary.rollout.broker.rollout import Rollout
+from canary.rollout.core import RolloutError
+
+
+def probe_config(run: Rollout, name: str, seconds: float | None = None, reconcile: bool = False) -> ProbeConfig:
+    """The probe of one phase of the rollout, its observations in the run directory. Only the preflight probe
+    reconciles the canary topic: during the rollout the rollout alone changes the cluster."""
+    observations = run.run_dir / f"observations-{name}.jsonl"
+    observations.unlink(missing_ok=True)
+    return ProbeConfig(bootstrap_servers=run.bootstrap_servers, rate=run.spec.probe_rate, duration=seconds,
+                       run_id=f"{run.run_id}-{name}", producer_id=f"rollout-{run.run_id}", client=dict(run.spec.client),
+                       observations_file=str(observations), rtt_sla=15.0, message_timeout=10.0, reconcile=reconcile,
+                       away_grace=300.0)  # a broker the rollout restarts is still probed, not dropped
+
+
+def run_probe(run: Rollout, name: str, seconds: float, reconcile: bool = False) -> ProbeSummary:
+    run.say("probe %s for %.0fs at %g msg/s per partition", name, seconds, run.spec.probe_rate)
+    return Probe(probe_config(run, name, seconds, reconcile)).run()
+
+
+@contextlib.contextmanager
+def watched(run: Rollout, name: str, result: dict) -> Iterator[None]:
+    """Probe traffic for as long as a step rolls brokers: acknowledged messages lost during the rolls land in
+    `result["probe"]` (the goal is none)."""
+    probe = Probe(probe_config(run, name))
+    probe.start()
+    try:
+        yield
+    finally:
+        summary = probe.stop()
+        result["probe"] = {"probe_run_id": summary.run_id, **{
+            k: sum(t[k] for t in summary.lanes.values()) for k in ("sent", "acked", "lost", "produce_errors")}}
+        run.audit.record(run.step, "probe during the rolls", **result["probe"])
+
+
+def probe_problems(summary: ProbeSummary) -> list[str]:
+    """Why a probe run is not green: nothing acknowledged, any acknowledged message lost, errors above 1 %."""
+    problems = []
+    if not summary.acked:
+        problems.append("no message was acknowledged")
+    for lane, t in summary.lanes.items():
+        if t["lost"]:
+            problems.append(f"{t['lost']} acknowledged message(s) lost in lane {lane}")
+        if t["sent"] and t["produce_errors"] / t["sent"] > 0.01:
+            problems.append(f"{t['produce_errors']} of {t['sent']} produces failed in lane {lane}")
+    return problems
+
+
+def green_probe(run: Rollout, name: str, tries: int = 2, reconcile: bool = False) -> dict:
+    """A short probe that must be green; one failed try is repeated, so a passing hiccup (a busy machine,
+    a topic just created) does not stop a rollout, while a real problem fails both tries."""
+    for attempt in range(1, tries + 1):
+        summary = run_probe(run, f"{name}-{attempt}", run.spec.preflight_probe, reconcile)
+        problems = probe_problems(summary)
+        result = {"probe_run_id": summary.run_id, "acked": summary.acked,
+                  "lost": sum(t["lost"] for t in summary.lanes.values()), "problems": problems}
+        run.audit.record(run.step, "probe", **result)
+        if not problems:
+            return result
+    raise RolloutError(f"the {name} probe is not green (tried {tries} times): {'; '.join(problems)}")

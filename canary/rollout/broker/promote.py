@@ -1,0 +1,71 @@
+"""Promote and rollback of a broker rollout: the rest of the fleet, then the canaries, then the controllers, one
+at a time under the guard; finalize after a promotion; rollback refused once features were finalized."""
+
+from __future__ import annotations
+
+from canary.cluster import distribution
+from canary.kafka import features
+from canary.kafka.settings import kafka_python_settings
+from canary.rollout.broker.probes import green_probe, watched
+from canary.rollout.broker.rolling import roll_controllers, roll_fleet
+from canary.rollout.broker.rollout import Rollout
+from canary.rollout.core import RolloutError
+from canary.rollout.core.status import PROMOTED, ROLLED_BACK
+from canary.rollout.core.verdict import require_promotable
+from canary.rollout.leaders import restore_preferred
+
+
+def promote(run: Rollout, approve: bool = False) -> dict:
+    """Rolls the baseline brokers, then the canary brokers (dropping the marker), then the controllers to the
+    target, one at a time under the guard, each back in the ISR before the next; finalizes when asked; probes."""
+    require_promotable(run, approve)
+    canaries = run.canary_ids()
+    order = [b.broker_id for b in run.deployer.brokers() if b.broker_id not in canaries] + canaries
+    target = run.spec.change.version
+    result: dict = {}
+    with watched(run, "promote", result):
+        result["rolled"] = roll_fleet(run, order, "promoted", warm=True)
+        result["controllers"] = roll_controllers(run, lambda c: target or c.version)
+    result["finalized"] = finalize(run, target) if target and run.spec.finalize else {}
+    restore_preferred(run)
+    run.state.update(status=PROMOTED)
+    result["post_promotion_probe"] = green_probe(run, "post-promotion")
+    return result
+
+
+def finalize(run: Rollout, version: str) -> dict:
+    levels = distribution.release_levels(distribution.release_of(version), distribution.ensure(
+        max((version, distribution.TARGET_VERSION), key=distribution.parse_version)))
+    wanted = {k: v for k, v in levels.items() if k not in features.NOT_BY_DEFAULT and v > 0}
+    changes = features.finalize(run.bootstrap_servers, wanted, client_config=kafka_python_settings(run.spec.client))
+    if changes:
+        run.audit.record("promote", "finalize", changes={k: list(v) for k, v in changes.items()})
+    return {k: list(v) for k, v in changes.items()}
+
+
+def raised_features(run: Rollout) -> dict[str, list[int]]:
+    now = features.describe(run.bootstrap_servers, kafka_python_settings(run.spec.client)).finalized
+    before = run.state.before["features"]
+    return {f: [before.get(f, 0), level] for f, level in now.items() if level > before.get(f, 0)}
+
+
+def rollback(run: Rollout) -> dict:
+    """Brings every changed broker back to its pre-rollout version, config and rack (canaries first), under the
+    guard and warm-up; restores preferred leaders. Refused once features were finalized."""
+    if run.state.before is None:
+        raise RolloutError("nothing to roll back: preflight never recorded the pre-rollout state")
+    raised = raised_features(run)
+    if raised:
+        detail = ", ".join(f"{f} {a}→{b}" for f, (a, b) in raised.items())
+        raise RolloutError(f"refusing to roll back: feature levels were finalized ({detail}) and finalized levels "
+                           f"cannot go down, so brokers on the old version would not start; roll forward instead")
+    canaries = run.canary_ids()
+    order = canaries + [b.broker_id for b in run.deployer.brokers() if b.broker_id not in canaries]
+    before = run.state.before["controllers"]
+    result: dict = {}
+    with watched(run, "rollback", result):
+        result["rolled"] = roll_fleet(run, order, "baseline", warm=True)
+        result["controllers"] = roll_controllers(run, lambda c: before[str(c.node_id)]["version"])
+    result["elected"] = restore_preferred(run)
+    run.state.update(status=ROLLED_BACK)
+    return result

@@ -1,0 +1,130 @@
+"""Rolling brokers and controllers one at a time: each restart allowed by the safe-roll guard, each broker back
+in the ISR of its partitions (learner warm-up) before the next, a broker that is down first."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from canary.kafka import health
+from canary.kafka.clients import admin_client
+from canary.kafka.wait import POLL, WaitTimeout, wait_until
+from canary.rollout import guard
+from canary.rollout.broker.desired import desired_state, is_as_desired
+from canary.rollout.broker.rollout import Rollout
+from canary.rollout.core import RolloutError
+
+
+class GuardRefused(RolloutError):
+    """The safe-roll guard did not allow a restart within the guard timeout."""
+
+
+def registered_racks(run: Rollout) -> dict[int, str | None]:
+    """Registered, unfenced brokers and their racks."""
+    admin = admin_client(run.bootstrap_servers, run.spec.client)
+    cluster = admin.describe_cluster(request_timeout=10).result(timeout=10)
+    return {n.id: n.rack for n in cluster.nodes}
+
+
+def wait_for_guard(run: Rollout, broker_id: int) -> None:
+    """Blocks until the safe-roll guard allows `broker_id` to restart, or raises GuardRefused."""
+    down: set[int] = set()  # brokers the deployer says are stopped, at the last look
+
+    def check() -> str | None:
+        down.clear()
+        down.update(b.broker_id for b in run.deployer.brokers() if not b.running and b.broker_id != broker_id)
+        d = guard.decide(broker_id, run.partitions(), down)
+        return None if d.allowed else d.reason()
+
+    try:
+        waited = wait_until(f"safe-roll guard for broker {broker_id}", run.spec.guard_timeout, check, run.progress)
+    except WaitTimeout as exc:
+        run.audit.record(run.step, "guard refused", broker=broker_id, reason=str(exc), down=sorted(down))
+        fix = (f"broker(s) {sorted(down)} are down: start them, or run promote or rollback, which start a broker "
+               f"that is down first" if down else "bring the named partitions' replicas back into the ISR")
+        raise GuardRefused(f"{exc}. The broker was not restarted; {fix} (or raise timeouts.guard) and run the step "
+                           f"again") from None
+    if waited > POLL:
+        run.audit.record(run.step, "guard allowed after waiting", broker=broker_id, waited_s=round(waited, 1))
+
+
+def wait_in_isr(run: Rollout, broker_id: int, timeout: float) -> float:
+    """Learner warm-up for one broker: registered, then in the ISR of every partition it hosts."""
+    return wait_until(f"learner warm-up of broker {broker_id}", timeout,
+                      lambda: guard.learner_missing(run.bootstrap_servers, run.spec.client, [broker_id]), run.progress)
+
+
+def roll_broker(run: Rollout, broker_id: int, phase: str, warm: bool) -> dict | None:
+    """Converges one broker to `phase` under the guard; None when it already was there."""
+    current = run.broker(broker_id)
+    want = desired_state(run, broker_id, phase)
+    if is_as_desired(current, want) and current.running:
+        run.say("broker %s already %s (%s), no restart", broker_id, phase, want["version"])
+        return None  # a crash left it down after its change was recorded: start it below
+    if current.running:
+        wait_for_guard(run, broker_id)
+    # else: a broker that is down is in no live ISR, so starting it takes nothing away (and the guard may be waiting
+    # for it); the guard is not asked.
+    run.say("rolling broker %s to %s %s", broker_id, phase, want["version"])
+    run.audit.record(run.step, "restart broker", broker=broker_id, phase=phase, was_running=current.running,
+                   before=current.to_dict(), after=want)
+    started = time.monotonic()
+    run.deployer.roll_broker(broker_id, **want)
+
+    def registered() -> str | None:
+        racks = registered_racks(run)
+        if broker_id not in racks:
+            return f"broker {broker_id} not registered yet"
+        return None if (racks[broker_id] or None) == (want["rack"] or None) else (
+            f"broker {broker_id} still advertises rack {racks[broker_id]!r}")
+    wait_until(f"broker {broker_id} registration", run.spec.warm_up_timeout, registered, run.progress)
+    result = {"broker": broker_id, "phase": phase, "version": want["version"],
+              "registered_s": round(time.monotonic() - started, 1)}
+    if warm:
+        wait_in_isr(run, broker_id, run.spec.warm_up_timeout)
+        result["in_isr_s"] = round(time.monotonic() - started, 1)
+    run.audit.record(run.step, "broker restarted", **result)
+    return result
+
+
+def roll_fleet(run: Rollout, order: list[int], phase: str, warm: bool) -> list[dict]:
+    """Converges the brokers of `order` to `phase` one at a time, a broker that is down always next (Strimzi's
+    roller takes unready pods first): starting it cannot lower availability, and while it is down the guard refuses
+    every broker that shares a partition with it. A broker that goes down after its turn is left to the next run
+    of the step (it may have crashed because of the change)."""
+    rolled, todo = [], list(order)
+    while todo:
+        down = {b.broker_id for b in run.deployer.brokers() if not b.running}
+        broker = next((b for b in todo if b in down), todo[0])
+        todo.remove(broker)
+        if (done := roll_broker(run, broker, phase, warm)) is not None:
+            rolled.append(done)
+    return rolled
+
+
+def roll_controllers(run: Rollout, version_of: Callable) -> list[int]:
+    """Controllers last, one at a time, each back in the quorum before the next."""
+    rolled = []
+    for c in run.deployer.controllers():
+        version = version_of(c)
+        if c.version == version:
+            continue
+        run.say("rolling controller %s to %s", c.node_id, version)
+        run.audit.record(run.step, "restart controller", controller=c.node_id, before=c.version, after=version)
+        run.deployer.roll_controller(c.node_id, version=version)
+        wait_until(f"controller {c.node_id} back in the quorum", run.spec.warm_up_timeout,
+                   lambda: quorum_missing(run), run.progress)
+        rolled.append(c.node_id)
+    return rolled
+
+
+def cluster_health(run: Rollout) -> health.ClusterHealth:
+    """Every broker the deployer runs registered, every partition online and replicated, the quorum caught up."""
+    return health.check(run.bootstrap_servers, [b.broker_id for b in run.deployer.brokers()],
+                        client_config=run.spec.client, expected_voters=[c.node_id for c in run.deployer.controllers()])
+
+
+def quorum_missing(run: Rollout) -> str | None:
+    """What keeps the cluster from healthy (None: healthy): what a restarted controller waits for."""
+    seen = cluster_health(run)
+    return None if seen.healthy else seen.reason()

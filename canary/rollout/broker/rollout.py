@@ -1,0 +1,33 @@
+"""One broker rollout run: the spec, the deployer of the cluster, the run state, and what the steps ask of the
+cluster (its partitions as the safe-roll guard sees them, the canary brokers, one broker's deployed state)."""
+
+from __future__ import annotations
+
+from canary.rollout import guard
+from canary.rollout.core import ClusterRun, RolloutError
+from canary.rollout.deployer import BrokerInfo
+from canary.rollout.spec import RolloutSpec
+
+PROBE_TOPIC = "__kafka_canary"
+
+
+class Rollout(ClusterRun):
+    """One broker rollout."""
+
+    spec: RolloutSpec
+
+    def partitions(self) -> list[guard.PartitionView]:
+        return guard.observe(self.bootstrap_servers, self.spec.client)
+
+    def canary_ids(self) -> list[int]:
+        ids = self.state.data["canary_brokers"]
+        if ids is None:
+            raise RolloutError("preflight has not chosen the canary brokers yet; run `kafka-canary rollout "
+                               "preflight` first")
+        return ids
+
+    def broker(self, broker_id: int) -> BrokerInfo:
+        for b in self.deployer.brokers():
+            if b.broker_id == broker_id:
+                return b
+        raise RolloutError(f"broker {broker_id} is no longer in the cluster")

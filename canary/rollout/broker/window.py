@@ -1,0 +1,90 @@
+"""The probe window of a broker rollout, with interim looks (fail fast) and a watch on the cluster."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from canary.judge import judge
+from canary.kafka import health
+from canary.probe.runner import Probe
+from canary.rollout.broker.probes import probe_config
+from canary.rollout.broker.rollout import Rollout
+from canary.rollout.judging import aggregates
+from canary.rollout.spec import judge_settings
+from canary.rollout.window import fail_fast_verdict, watch_window
+
+
+def interim_look(observations: Path, config) -> dict:
+    """The judge's interim look at the window's observations so far."""
+    agg, usable = aggregates(observations, config)
+    verdict = judge(agg, config, final=False)
+    return {"verdict": verdict["verdict"], "reason": verdict["reason"], "observations": usable}
+
+
+def disturbances(run: Rollout, full: bool) -> list[str]:
+    """What is wrong with the cluster right now beyond the canary being compared: brokers down (the deployer), and
+    with `full` also brokers not registered and offline partitions (the cluster's metadata)."""
+    brokers = run.deployer.brokers()
+    problems = [f"broker {b.broker_id} down" for b in brokers if not b.running]
+    if full:
+        seen = health.check(run.bootstrap_servers, [b.broker_id for b in brokers], client_config=run.spec.client)
+        if seen.error:
+            problems.append(seen.error)
+        missing = [b for b in seen.missing_brokers if f"broker {b} down" not in problems]
+        if missing:
+            problems.append(f"brokers {missing} not registered")
+        if seen.offline_partitions:
+            problems.append(f"{len(seen.offline_partitions)} offline partition(s)")
+    return problems
+
+
+def probe_window(run: Rollout) -> dict:
+    """Probe traffic for the window with interim looks every interval; a critical regression at a look stops
+    the window early (fail fast) and decides ROLLBACK at once. The cluster is watched meanwhile (brokers down every
+    second, registration and offline partitions at each look): a window in which it was disturbed cannot promote,
+    whatever the lanes' comparison says (see judge_window)."""
+    spec = run.spec
+    config = judge_settings(spec.judge_config)
+    attempt = run.state.data["steps"]["probe-window"]["attempts"]
+    cfg = probe_config(run, f"window-{attempt}")
+    observations = Path(cfg.observations_file)
+    probe = Probe(cfg)
+    start_ms = int(time.time() * 1000)
+    probe.start()
+    run.audit.record(run.step, "probe started", probe_run_id=cfg.run_id, window_s=spec.window)
+    disturbed: list[str] = []  # each problem once, when first seen
+    seen: set[str] = set()
+
+    def watch(at_s: float, full: bool) -> None:
+        try:
+            now = disturbances(run, full)
+        except Exception as exc:  # the cluster not answering is a disturbance too
+            now = [f"the cluster did not answer ({exc})"]
+        new = [p for p in now if p not in seen]
+        if new:
+            seen.update(new)
+            disturbed.extend(f"at {at_s:.0f}s: {p}" for p in new)
+            run.say("the cluster is disturbed during the window: %s", "; ".join(new))
+            run.audit.record(run.step, "cluster disturbed", at_s=round(at_s, 1), problems=new)
+
+    def tick(at_s: float, look_due: bool) -> None:
+        watch(at_s, full=look_due)
+
+    def look() -> dict:
+        return interim_look(observations, config)
+
+    try:
+        interim, stopped_early = watch_window(run, spec.window, spec.interim_interval, look, tick)
+    finally:
+        summary = probe.stop()
+    window = {"attempt": attempt, "probe_run_id": cfg.run_id, "start_ms": start_ms, "end_ms": int(time.time() * 1000),
+              "observations": str(observations), "stopped_early": stopped_early, "interim": interim,
+              "disturbed": disturbed[:20],
+              "probe": {lane: {k: t[k] for k in ("sent", "acked", "lost", "produce_errors")}
+                        for lane, t in summary.lanes.items()}}
+    run.state.update(window=window, verdict=None)
+    if stopped_early:
+        fail_fast_verdict(run, stopped_early, probe_run_id=cfg.run_id, probe=window["probe"])
+    return {k: window[k] for k in ("probe_run_id", "start_ms", "end_ms", "probe", "disturbed")} | {
+        "stopped_early": bool(stopped_early), "interim_looks": len(interim)}

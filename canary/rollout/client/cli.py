@@ -1,0 +1,41 @@
+"""`kafka-canary client-rollout …`: the gated rollout of a producer/consumer service's new version (`run`), one step
+at a time (each idempotent), and the service fleet itself (`baseline`, `stop-fleet`).
+
+Exit codes as for `kafka-canary rollout`: `run` 0 promoted and verified, 1 rolled back and verified, 3 a person must
+decide (INCONCLUSIVE with --on-inconclusive stop), 2 error. Other commands 0 done, 2 error.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from canary.rollout.cli import add_commands, open_run, print_result
+from canary.rollout.client import CLIENT, ClientRollout, fleet
+from canary.rollout.client.fleet import converge
+
+
+def register(sub) -> None:
+    p = sub.add_parser("client-rollout", help="gated rollout of a producer/consumer service version in a canary lane",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    csub = p.add_subparsers(dest="client_rollout_command", required=True)
+    common = add_commands(csub, CLIENT, "the client rollout spec (YAML or JSON)")
+    base = csub.add_parser("baseline", help="start the service's baseline fleet on change.from (idempotent)")
+    common(base)
+    base.set_defaults(func=cmd_baseline, kind=CLIENT)
+    stop = csub.add_parser("stop-fleet", help="stop every instance of the service's fleet")
+    common(stop)
+    stop.set_defaults(func=cmd_stop_fleet, kind=CLIENT)
+
+
+def cmd_baseline(args) -> int:
+    rollout: ClientRollout = open_run(args)
+    rollout.step = "baseline"
+    started = converge(rollout, fleet(rollout.spec, rollout.spec.from_version))
+    print_result(args, {"started": started, "fleet": [s.to_dict() for s in rollout.services.instances()]})
+    return 0
+
+
+def cmd_stop_fleet(args) -> int:
+    rollout: ClientRollout = open_run(args)
+    print_result(args, {"stopped": rollout.services.stop_all()})
+    return 0

@@ -1,0 +1,76 @@
+"""The canary lane of the service topic: opened by putting a canary broker first in the replica lists of the
+planned partitions and electing it (no data moves), closed by restoring the original order."""
+
+from __future__ import annotations
+
+from canary import lanes
+from canary.kafka.admin import TopicAdmin, TopicState
+from canary.kafka.wait import wait_until
+from canary.rollout.client import lane_plan
+from canary.rollout.client.rollout import ClientRollout
+from canary.rollout.core import RolloutError
+from canary.rollout.leaders import elect_until_led
+
+
+def canary_brokers(state: TopicState) -> list[int]:
+    return sorted(b for b, rack in state.brokers.items() if lanes.broker_lane(rack) == "canary")
+
+
+def replicas(state: TopicState) -> dict[int, list[int]]:
+    return {p: list(s.replicas) for p, s in sorted(state.partitions.items())}
+
+
+def move_leadership(run: ClientRollout, targets: dict[int, list[int]], action: str) -> list[str]:
+    """Reorders replica lists to `targets` (same replica sets: no data moves), waits until the metadata shows
+    them, then elects preferred leaders until the first replica leads every partition of `targets`. Returns the
+    partitions still not led by their first replica (empty when done)."""
+    state = run.observe()
+    todo = {p: reps for p, reps in targets.items() if list(state.partitions[p].replicas) != reps}
+    if todo:
+        run.audit.record(run.step, action, topic=run.topic, reassign={str(p): v for p, v in todo.items()},
+                       was={str(p): list(state.partitions[p].replicas) for p in todo})
+        TopicAdmin(run.bootstrap_servers, run.spec.client).reassign(run.topic, todo)
+
+    def shown() -> str | None:
+        now = run.observe()
+        off = [p for p, reps in targets.items() if list(now.partitions[p].replicas) != reps or p in now.reassigning]
+        return f"replica order of partitions {off} not updated yet" if off else None
+    wait_until(f"{action} on {run.topic}", run.spec.lane_timeout, shown, run.progress)
+    names = {f"{run.topic}-{p}" for p in targets}
+    _, off = elect_until_led(run, lambda parts: [p.name for p in parts if p.name in names and p.replicas
+                                                 and p.leader != p.replicas[0]], timeout=run.spec.lane_timeout)
+    return off
+
+
+def canary_partitions_now(run: ClientRollout) -> list[int]:
+    state = run.observe()
+    canaries = set(run.state.before["canary_brokers"]) if run.state.before else set(canary_brokers(state))
+    return lane_plan.canary_partitions({p: s.leader for p, s in state.partitions.items()}, canaries)
+
+
+def open_lane(run: ClientRollout) -> dict:
+    """Puts a canary broker first in the replica lists of the planned partitions and elects it leader: those are
+    the canary partitions of the rollout. Baseline consumers let go of them at their commits."""
+    plan = {int(p): v for p, v in run.state.before["lane"].items()}
+    off = move_leadership(run, plan, "open lane")
+    opened = canary_partitions_now(run)
+    if sorted(plan) != opened:
+        raise RolloutError(f"the canary lane did not open as planned: canary partitions are {opened}, planned "
+                           f"{sorted(plan)} (not led by their canary broker: {off})")
+    run.state.update(status="lane open")
+    run.audit.record(run.step, "lane open", topic=run.topic, partitions=opened)
+    return {"canary_partitions": opened}
+
+
+def close_lane(run: ClientRollout) -> dict:
+    before = run.state.before
+    original = {int(p): reps for p, reps in before["replicas"].items()}
+    opened = [int(p) for p in before["lane"]]
+    targets = {p: original[p] for p in opened} | lane_plan.plan_restore(original, replicas(run.observe()))
+    off = move_leadership(run, targets, "close lane")
+    left = canary_partitions_now(run)
+    if left:
+        raise RolloutError(f"the canary lane of {run.topic} did not close: partitions {left} are still led by a canary "
+                           f"broker (not led by their first replica: {off}); run the step again")
+    run.audit.record(run.step, "lane closed", topic=run.topic, partitions=opened)
+    return {"closed": opened}

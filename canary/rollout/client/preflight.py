@@ -1,0 +1,71 @@
+"""Preflight of a client rollout: everything checked before any change, the lock taken, the state recorded."""
+
+from __future__ import annotations
+
+import time
+
+from canary.kafka import health
+from canary.rollout.client import lane_plan
+from canary.rollout.client.fleet import converge, fleet_differences
+from canary.rollout.client.lane import canary_brokers, canary_partitions_now, replicas
+from canary.rollout.client.rollout import ClientRollout, fleet
+from canary.rollout.core import RolloutError
+
+
+def preflight(run: ClientRollout) -> dict:
+    """Checks everything before any change: brokers running and the cluster healthy, the service topic exists with
+    no reassignment in flight and no canary partition yet, a canary broker hosts replicas of it (the lane plan),
+    every baseline instance runs on the `from` version; takes the lock; records the pre-rollout state."""
+    spec = run.spec
+    brokers = run.deployer.brokers()
+    down = [b.broker_id for b in brokers if not b.running]
+    if down:
+        raise RolloutError(f"brokers {down} are not running; start them before a rollout")
+    seen = health.check(run.bootstrap_servers, [b.broker_id for b in brokers], client_config=spec.client,
+                        expected_voters=[c.node_id for c in run.deployer.controllers()])
+    if not seen.healthy:
+        raise RolloutError(f"the cluster is not healthy: {seen.reason()}; fix it before a rollout")
+    state = run.observe()
+    if not state.exists:
+        raise RolloutError(f"the service topic {run.topic} does not exist; create it (or fix service.topic)")
+    if state.reassigning:
+        raise RolloutError(f"partitions {sorted(state.reassigning)} of {run.topic} are being reassigned; wait for it")
+    canaries = canary_brokers(state)
+    if run.state.before is None:
+        existing = lane_plan.canary_partitions({p: s.leader for p, s in state.partitions.items()}, canaries)
+        if existing:
+            raise RolloutError(f"{run.topic} already has canary partitions {existing} (led by canary broker(s) "
+                               f"{canaries}); canary partitions of a service topic exist only during a client "
+                               f"rollout: move their leadership to baseline brokers (reorder the replicas so a "
+                               f"baseline broker is first, then a preferred leader election)")
+        plan = lane_plan.plan_open(replicas(state), canaries, spec.canary_partitions, run.topic)
+    else:
+        plan = {int(p): v for p, v in run.state.before["lane"].items()}
+    baseline = fleet(spec, spec.from_version)
+    wrong = fleet_differences(run, baseline)
+    if wrong and run.state.before is None:
+        raise RolloutError(f"the baseline fleet is not running on {spec.from_version}: {'; '.join(wrong)}; start it "
+                           f"with `kafka-canary client-rollout baseline --spec FILE`")
+    taken = run.lock.acquire(run.run_id, len(brokers))
+    run.audit.record("preflight", "lock taken" if taken else "lock already held by this rollout")
+    if run.state.before is None:
+        before = {"taken_ms": int(time.time() * 1000), "topic": run.topic, "canary_brokers": canaries,
+                  "replicas": {str(p): v for p, v in replicas(state).items()},
+                  "lane": {str(p): v for p, v in plan.items()},
+                  "instances": [s.to_dict() for s in run.services.instances()]}
+        run.state.update(before=before, canary_brokers=canaries, status="preflight")
+        run.audit.record("preflight", "snapshot", before=before)
+    return {"canary_brokers": canaries, "lane_plan": {str(p): v for p, v in plan.items()},
+            "baseline": [i.name for i in baseline]}
+
+
+def deploy_canary(run: ClientRollout) -> dict:
+    """Starts the canary instances on the target version: consumers first, then producers (the lane is open, so
+    their records go to canary partitions only)."""
+    if not canary_partitions_now(run):
+        raise RolloutError(f"{run.topic} has no canary partition: the lane is not open; run open-lane first")
+    canary = fleet(run.spec, run.spec.to_version, "canary")
+    started = converge(run, [i for i in canary if i.role == "consumer"])
+    started += converge(run, [i for i in canary if i.role == "producer"])
+    run.state.update(status="canary deployed")
+    return {"started": started, "canary": [i.name for i in canary]}

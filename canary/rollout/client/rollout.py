@@ -1,0 +1,55 @@
+"""One client rollout run: a rollout run on the cluster (its broker deployer, run directory, lock) with the
+service deployer of the service's fleet, and the fleet each lane should have."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from canary import lanes
+from canary.clients.deployer import Instance, ServiceDeployer
+from canary.kafka.admin import TopicAdmin, TopicState
+from canary.rollout.core import ClusterRun
+from canary.rollout.deployer import Deployer
+from canary.rollout.guard import PartitionView
+
+
+class ClientRollout(ClusterRun):
+    """One client rollout: a rollout run (spec, broker deployer to reach the cluster, run directory, lock) with the
+    service deployer of its fleet."""
+
+    LOG_PREFIX = "client "
+
+    def __init__(self, spec, run_dir: str | Path | None = None, deployer: Deployer | None = None,
+                 services: ServiceDeployer | None = None, tie_to_parent: bool = False):
+        super().__init__(spec, run_dir, deployer)
+        svc = spec.service
+        self.services = services or ServiceDeployer(
+            svc.dir, self.bootstrap_servers, topic=svc.topic, group=svc.group, client=spec.client, rate=svc.rate,
+            run_id=svc.observations_run_id, stop_timeout=spec.stop_timeout, tie_to_parent=tie_to_parent)
+
+    @property
+    def topic(self) -> str:
+        return self.spec.service.topic
+
+    def observe(self) -> TopicState:
+        return TopicAdmin(self.bootstrap_servers, self.spec.client).observe(self.topic)
+
+    def partitions(self) -> list[PartitionView]:
+        """The service topic's partitions (what the broker rollout's election helpers select from)."""
+        return [PartitionView(self.topic, p, s.replicas, s.isr, s.leader, 1)
+                for p, s in sorted(self.observe().partitions.items())]
+
+
+def fleet(spec, version: str, lane: str = "baseline") -> list[Instance]:
+    """The instances of one lane: the baseline's as the spec counts them, the canary lane's one producer (if the
+    service has producers) and one consumer (if it has consumers), named with the client marker."""
+    svc = spec.service
+    producers, consumers = (svc.producers, svc.consumers) if lane == "baseline" else (
+        min(svc.producers, 1), min(svc.consumers, 1))
+
+    def name(role: str, i: int) -> str:
+        base = f"{svc.name}-{role}-{i}"
+        return lanes.canary_client_id(base) if lane == "canary" else base
+    return ([Instance(name("producer", i), "producer", lane, version) for i in range(producers)]  # type: ignore[arg-type]
+            + [Instance(name("consumer", i), "consumer", lane, version, i, consumers)  # type: ignore[arg-type]
+               for i in range(consumers)])

@@ -1,0 +1,63 @@
+"""What every rollout run has, whatever its kind: its spec, the run directory (state and audit log), a lock on the
+cluster, and progress lines that name the step."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from canary.rollout.core.audit import AuditLog
+from canary.rollout.core.lock import ClusterLock
+from canary.rollout.core.run import RunState, default_run_dir
+from canary.rollout.deployer import Deployer, open_deployer
+from canary.rollout.guard import PartitionView
+
+log = logging.getLogger("canary.rollout")
+
+
+class RolloutRun:
+    """One run of a rollout. `spec` is the kind's spec: it has `effective_run_id`, `client` (librdkafka settings),
+    `to_dict()` (secret-free) and `secret_values`. Subclasses say where the cluster is (`bootstrap_servers`)."""
+
+    LOG_PREFIX = ""  # before the step's name in progress lines
+
+    def __init__(self, spec: Any, run_dir: str | Path | None = None):
+        self.spec = spec
+        self.run_id: str = spec.effective_run_id
+        self.run_dir = Path(run_dir) if run_dir else default_run_dir(self.run_id)
+        self.state = RunState.open(self.run_dir, self.run_id, spec.to_dict(), spec.secret_values)
+        self.audit = AuditLog(self.run_dir / "audit.jsonl", self.run_id, spec.secret_values)
+        self.lock = ClusterLock(self.bootstrap_servers, spec.client)
+        self.step = "-"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def secret_values(self) -> list[str]:
+        return self.spec.secret_values
+
+    def say(self, text: str, *args: Any) -> None:
+        log.info(f"[{self.LOG_PREFIX}%s] " + text, self.step, *args)
+
+    def progress(self, line: str) -> None:
+        """A waiting step's progress line (canary.kafka.wait)."""
+        self.say("%s", line)
+
+
+class ClusterRun(RolloutRun):
+    """A run on a cluster whose brokers a deployer runs (the broker and the client rollout)."""
+
+    def __init__(self, spec: Any, run_dir: str | Path | None = None, deployer: Deployer | None = None):
+        self.deployer = deployer or open_deployer(spec.deployer, spec.cluster_dir)
+        super().__init__(spec, run_dir)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.deployer.bootstrap_servers
+
+    def partitions(self) -> list[PartitionView]:
+        """The partitions this kind's leadership steps select from, as the safe-roll guard sees them."""
+        raise NotImplementedError

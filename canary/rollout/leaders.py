@@ -1,0 +1,62 @@
+"""Partition leadership in a rollout: preferred leader elections repeated until the chosen partitions are led by
+their preferred replica (a replica still catching up is not electable yet), and the leaders as a snapshot shows them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from canary.kafka.admin import TopicAdmin
+from canary.kafka.wait import POLL
+from canary.rollout import guard
+from canary.rollout.core import ClusterRun
+from canary.rollout.core.lock import LOCK_TOPIC
+
+
+def leaders(run: ClusterRun) -> dict[str, dict]:
+    return {p.name: {"leader": p.leader, "preferred": p.replicas[0] if p.replicas else -1}
+            for p in run.partitions() if p.topic != LOCK_TOPIC}
+
+
+def elect_preferred(run: ClusterRun, names: list[str]) -> list[str]:
+    """Preferred leader elections for `topic-partition` names; returns failures."""
+    admin = TopicAdmin(run.bootstrap_servers, run.spec.client)
+    by_topic: dict[str, list[int]] = {}
+    for name in names:
+        topic, _, part = name.rpartition("-")
+        by_topic.setdefault(topic, []).append(int(part))
+    failures = []
+    for topic, parts in sorted(by_topic.items()):
+        failures += admin.elect(topic, sorted(parts))
+    return failures
+
+
+def elect_until_led(run: ClusterRun, select: Callable[[list[guard.PartitionView]], list[str]], timeout: float = 60.0
+                     ) -> tuple[list[str], list[str]]:
+    """Preferred leader elections for the partitions `select` picks, repeated until none is left or `timeout`
+    passes (a preferred replica still catching up is not electable yet). Returns (elected, still off)."""
+    elected: list[str] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        off = select(run.partitions())
+        if not off or time.monotonic() > deadline:
+            return elected, off
+        run.say("preferred leader election for %d partition(s)", len(off))
+        failures = elect_preferred(run, off)
+        run.audit.record(run.step, "preferred leader election", partitions=off, failures=failures)
+        elected += [n for n in off if n not in elected]
+        time.sleep(2 * POLL)
+
+
+def restore_preferred(run: ClusterRun) -> list[str]:
+    """Every partition back on its preferred leader (bounded wait); returns the partitions elected."""
+    elected, _ = elect_until_led(run, lambda parts: [p.name for p in parts if p.topic != LOCK_TOPIC and p.replicas
+                                                    and p.leader != p.replicas[0]])
+    return elected
+
+
+def leader_diff(before: dict, now: dict) -> list[str]:
+    """Partitions that were on their preferred leader before and are not on the same leader now."""
+    return [f"{name} led by {now.get(name, {}).get('leader')}, before by {p['leader']}"
+            for name, p in sorted(before.items())
+            if p["leader"] == p["preferred"] and now.get(name, {}).get("leader") != p["leader"]]
