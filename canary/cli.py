@@ -332,7 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
     __import__("canary.release", fromlist=["register"]).register(sub)
     __import__("canary.sweep.cli", fromlist=["register"]).register(sub)
     __import__("canary.airflow_stack", fromlist=["register"]).register(sub)
-    __import__("canary.clients.migration", fromlist=["register"]).register(sub)
+    __import__("canary.rollout.migration.cli", fromlist=["register"]).register(sub)
     return parser
 
 

@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from canary.cli import main
-from canary.clients.migration import MigrationRefused, MigrationSpec, describe_group, preflight, run_migration
+from canary.rollout.migration import MigrationRefused, MigrationSpec, describe_group, preflight, run_migration
 
 pytestmark = pytest.mark.integration
 

@@ -1,13 +1,10 @@
-"""The KIP-848 migration canary's pure parts: disruption accounting from recorded callbacks, the lane comparison,
-the combined verdict, the spec's input checks and the judge settings."""
+"""The KIP-848 migration canary's pure disruption parts (canary.clients.rebalance): accounting from recorded
+callbacks, the lane comparison and the combined verdict."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from canary.clients.migration import MigrationError, MigrationSpec, judge_config
 from canary.clients.rebalance import RebalanceEvent, account, combine, compare
 
 B, C = "baseline", "canary"
@@ -108,30 +105,3 @@ def test_a_lane_without_instances_is_inconclusive():
 def test_the_verdicts_combine_worst_first(disruption, judged, want):
     verdict, reason = combine({"verdict": disruption, "reason": "d"}, {"verdict": judged, "reason": "j"})
     assert verdict == want and reason
-
-
-@pytest.mark.parametrize("kwargs,message", [
-    ({"canary": 0}, "N >= 2"), ({"baseline": 0}, "N >= 2"), ({"rate": 0}, "rate"),
-    ({"disturb_at_s": 70}, "inside the window"), ({"action": "maybe"}, "action"), ({"topic": ""}, "required"),
-])
-def test_bad_input_is_refused_with_a_reason(kwargs, message):
-    spec = MigrationSpec(**{"bootstrap_servers": "x:1", "topic": "t", "group": "g", "out_dir": Path("."), **kwargs})
-    with pytest.raises(MigrationError, match=message):
-        spec.validate()
-
-
-def test_instance_names_carry_the_canary_marker_only_on_canary_instances():
-    spec = MigrationSpec(bootstrap_servers="x:1", topic="t", group="billing", out_dir=Path("."), baseline=2, canary=2)
-    assert spec.names == ["billing-0", "billing-1", "billing-2-canary", "billing-3-canary"]
-
-
-def test_the_judge_compares_only_lag_and_processing_and_a_file_is_merged_over_that(tmp_path):
-    config = judge_config()
-    assert {m.name for m in config.active} == {"lag_p99", "processing_latency_p99"}
-    assert all(m.must_have_data for m in config.active)
-    path = tmp_path / "judge.yaml"
-    path.write_text("alpha: 0.05\nmetrics:\n  lag_p99:\n    abs_floor: 7\n")
-    merged = judge_config(str(path))
-    assert merged.alpha == 0.05
-    assert {m.name: m.abs_floor for m in merged.active}["lag_p99"] == 7
-    assert {m.name: m.min_samples for m in merged.active}["lag_p99"] == 100

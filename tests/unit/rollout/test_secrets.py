@@ -60,11 +60,11 @@ def test_scrub_text_cuts_raw_and_json_escaped_values():
 
 
 def test_the_migration_canary_masks_every_secret_setting_not_only_passwords(tmp_path):
-    from canary.clients.migration import MigrationSpec, _spec_dict
+    from canary.rollout.migration import MigrationSpec
 
     client = {"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
               "sasl.oauthbearer.client.secret": "oauth-s3cret", "sasl.password": PASSWORD}
-    written = json.dumps(_spec_dict(MigrationSpec("127.0.0.1:9092", "t", "g", tmp_path, client=client)))
+    written = json.dumps(MigrationSpec("127.0.0.1:9092", "t", "g", tmp_path, client=client).to_dict())
     assert "oauth-s3cret" not in written and PASSWORD not in written
     assert json.loads(written)["client"]["sasl.oauthbearer.client.secret"] == MASK
     assert json.loads(written)["client"]["security.protocol"] == "SASL_SSL"

@@ -1,0 +1,37 @@
+"""The KIP-848 migration canary: a consumer service moves from the classic group protocol to
+`group.protocol=consumer`, canary instances first (docs/migration-canary.md).
+
+    result = run_migration(MigrationSpec(bootstrap_servers=servers, topic="orders", group="billing",
+                                         out_dir=Path("runs/billing")))
+    result["verdict"]  # PROMOTE / ROLLBACK / INCONCLUSIVE; result.json and verdict.json in out_dir
+
+Steps: **preflight** (reads only: finalized group.version >= 1, the brokers accept the consumer protocol and let a
+group migrate, the topic exists with a partition per instance, the group has no member that is not ours) →
+**window** (every instance subscribes to the topic in ONE group: baseline instances on `classic`, canary instances,
+marked by `canary.lanes.canary_client_id`, on `consumer`; a producer writes steady traffic; one baseline instance
+restarts, so both protocols have a rebalance to handle) → **judge** (lag and processing time through the judge,
+rebalance disruption by canary.clients.rebalance.compare) → **promote** (baseline instances switch to `consumer`
+one at a time, each closing cleanly and committing) or **rollback** (canary instances back to `classic`) →
+**verify** (every instance on the promised protocol, the group stable, every produced record consumed at least once).
+
+The instances are threads of this process, each with its own librdkafka consumer (its own connections and group
+membership, so the broker sees separate members as with separate processes): the disruption accounting compares
+callback times across instances, which needs one clock, and no instance can outlive the run.
+
+Modules, one job each: `spec` (MigrationSpec, errors), `group` (the topic's partitions, the group as the
+coordinator sees it), `preflight`, `ledger` (DeliveryLedger: records acknowledged and consumed; RebalanceRecorder:
+callbacks on one clock), `member` (MemberThread: one instance incarnation), `fleet` (the instances, settling),
+`traffic` (the producer), `verdict` (disruption and the judge, combined), `actions` (promote, rollback, verify),
+`phases` (MigrationSession and the phases over it), `run` (run_migration), `cli` (`kafka-canary migrate-protocol`).
+"""
+
+from canary.rollout.migration.actions import promote, rollback, verify
+from canary.rollout.migration.group import describe_group, topic_partitions
+from canary.rollout.migration.preflight import preflight
+from canary.rollout.migration.run import run_migration
+from canary.rollout.migration.spec import Action, MigrationError, MigrationRefused, MigrationSpec, Protocol
+from canary.rollout.migration.verdict import judge_config, judge_observations
+
+__all__ = ["Action", "MigrationError", "MigrationRefused", "MigrationSpec", "Protocol", "describe_group",
+           "judge_config", "judge_observations", "preflight", "promote", "rollback", "run_migration",
+           "topic_partitions", "verify"]

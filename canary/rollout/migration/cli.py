@@ -1,0 +1,75 @@
+"""`kafka-canary migrate-protocol`: the migration canary from the command line. Exit codes: 0 PROMOTE, 1 ROLLBACK,
+3 INCONCLUSIVE (2, refused or an error, comes from canary.cli)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from canary.judge import INCONCLUSIVE, PROMOTE, ROLLBACK
+from canary.rollout.migration.run import run_migration
+from canary.rollout.migration.spec import MigrationSpec
+
+EXIT_CODES = {PROMOTE: 0, ROLLBACK: 1, INCONCLUSIVE: 3}
+DESCRIPTION = ("The KIP-848 migration canary: a consumer service moves from the classic group protocol to "
+               "`group.protocol=consumer`, canary instances first (docs/migration-canary.md).")
+
+
+def register(sub) -> None:
+    parser = sub.add_parser("migrate-protocol", description=DESCRIPTION,
+                            help="KIP-848 migration canary: canary instances of a consumer service on "
+                                 "group.protocol=consumer first, compared, then promoted or rolled back")
+    parser.add_argument("--bootstrap-servers", required=True)
+    parser.add_argument("--topic", required=True, help="the service's topic (must exist)")
+    parser.add_argument("--group", required=True, help="the service's group id (must have no other member)")
+    parser.add_argument("--out", type=Path, required=True, help="output directory: result.json, verdict.json, events")
+    parser.add_argument("--baseline", type=int, default=3, help="baseline instances on classic (default 3)")
+    parser.add_argument("--canary", type=int, default=1, help="canary instances on consumer (default 1)")
+    parser.add_argument("--rate", type=float, default=40.0, help="records/s of steady traffic (default 40)")
+    parser.add_argument("--window", type=float, default=60.0, help="compared window in seconds (default 60)")
+    parser.add_argument("--disturb-at", type=float, default=20.0, help="seconds into the window when a baseline "
+                                                                       "instance restarts (default 20)")
+    parser.add_argument("--classic-assignor", help="partition.assignment.strategy of classic instances (default "
+                                                   "librdkafka's range,roundrobin)")
+    parser.add_argument("--remote-assignor", choices=("uniform", "range"),
+                        help="server-side assignor (default: broker's)")
+    parser.add_argument("--client-config", type=Path, help="JSON file of librdkafka connection/security settings")
+    parser.add_argument("--action", choices=("auto", "promote", "rollback"), default="auto",
+                        help="after the verdict: auto (promote on PROMOTE, else roll back; default), or a person's "
+                             "choice")
+    parser.add_argument("--judge-config", help="YAML merged over the migration's judge settings")
+    parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    parser.set_defaults(func=cmd_migrate_protocol)
+
+
+def spec_from_args(args: argparse.Namespace) -> MigrationSpec:
+    client = json.loads(args.client_config.read_text()) if args.client_config else {}
+    return MigrationSpec(bootstrap_servers=args.bootstrap_servers, topic=args.topic, group=args.group,
+                         out_dir=args.out, baseline=args.baseline, canary=args.canary, rate=args.rate,
+                         window_s=args.window, disturb_at_s=args.disturb_at, classic_assignor=args.classic_assignor,
+                         remote_assignor=args.remote_assignor, client=client, action=args.action,
+                         judge_config=args.judge_config)
+
+
+def cmd_migrate_protocol(args: argparse.Namespace) -> int:
+    result = run_migration(spec_from_args(args))
+    print(json.dumps(result, indent=2) if args.json else summary(result))
+    return EXIT_CODES[result["verdict"]]
+
+
+def summary(result: dict) -> str:
+    """A few lines a person reads: verdict, per-lane disruption, lag, the action and what was consumed."""
+    lines = [f"verdict {result['verdict']}: {result['reason']}"]
+    for lane, disruption in result["disruption"]["lanes"].items():
+        per = disruption["per_instance"]
+        lines.append(f"  {lane:<8} ({disruption['slots']} instance(s)) per instance: {per['revoked']:g} revoked, "
+                     f"{per['needless']:g} needlessly, {per['pause_s']:g}s without partitions, "
+                     f"{per['callbacks']:g} callbacks")
+    for name, metric in result["judge"]["metrics"].items():
+        lines.append(f"  {name}: canary {metric['canary']} vs baseline {metric['baseline']} ({metric['decision']})")
+    action, records = result["action"], result["verify"]["records"]
+    lines.append(f"{action['name']}: switched {action['switched'] or 'nothing'} to {action['protocol']}; verified "
+                 f"{'OK' if result['verify']['ok'] else 'NOT OK'}; {records['consumed']} of {records['produced']} "
+                 f"records consumed ({records['consumed_twice']} twice)")
+    return "\n".join(lines)
