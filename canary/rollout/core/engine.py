@@ -15,9 +15,13 @@ from canary.rollout.core.rollout import RolloutRun
 from canary.rollout.core.verdict import failure_verdict
 
 
-def run_all(kind: RolloutKind, rollout: RolloutRun, approve: bool = False, on_inconclusive: str = "rollback") -> dict:
+def run_all(kind: RolloutKind, rollout: RolloutRun, approve: bool = False, on_inconclusive: str = "rollback",
+            decided: str | None = None) -> dict:
     """Runs every step still to do. `on_inconclusive`: "rollback" (the safe default) or "stop" (leave the canary in
-    place for a person; the result says so, and `promote --approve` or `rollback` continues).
+    place for a person; the result says so, and `promote --approve` or `rollback` continues). `decided`: "promote"
+    or "rollback" when a person chose before the verdict, for a kind whose canary cannot wait for a later command
+    (the migration canary's instances live in this process): the verdict is still reached and recorded, then the
+    choice is carried out (the kind's promote step says whether it may).
     Returns {"outcome": PROMOTE|ROLLBACK|INCONCLUSIVE, "status", "verdict", "reason", "note", "run_dir", "report"}."""
     state = rollout.state
     if state.status.verified:
@@ -26,9 +30,10 @@ def run_all(kind: RolloutKind, rollout: RolloutRun, approve: bool = False, on_in
         _until_verdict(kind, rollout)
         if not state.status.finished:
             verdict = state.data["verdict"]["verdict"]
-            if verdict == PROMOTE or (verdict == INCONCLUSIVE and approve):
+            if decided == "promote" or (decided is None and (
+                    verdict == PROMOTE or (verdict == INCONCLUSIVE and approve))):
                 kind.promote(rollout, approve=approve)
-            elif verdict == INCONCLUSIVE and on_inconclusive == "stop":
+            elif decided is None and verdict == INCONCLUSIVE and on_inconclusive == "stop":
                 return result(rollout, f"a person must decide: `kafka-canary {kind.command} promote --approve` or "
                                        f"`kafka-canary {kind.command} rollback`, then `verify`")
             else:
