@@ -1,8 +1,9 @@
 """The KIP-848 migration canary on real brokers: on Kafka 4.1.2 (group.version >= 1) three classic instances and one
 `group.protocol=consumer` canary share one group while a producer writes and a baseline instance restarts; the
 verdict comes with its evidence, and promote leaves every instance on `consumer` with nothing unconsumed; a rollback
-returns the canary to `classic` and the coordinator converts the group back. On Kafka
-3.9 (no group.version) the canary is refused with the reason, and nothing is started."""
+returns the canary to `classic` and the coordinator converts the group back; each run is a run of the rollout core
+(run.json, audit log, the cluster lock taken and released). On Kafka 3.9 (no group.version) the canary is refused
+with the reason, and nothing is started."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from canary.cli import main
+from canary.rollout.core.lock import LOCK_TOPIC
 from canary.rollout.migration import MigrationRefused, MigrationSpec, describe_group, preflight, run_migration
 
 pytestmark = pytest.mark.integration
@@ -72,6 +74,13 @@ def test_migration_canary_on_4_1_promotes_every_instance_to_the_consumer_protoco
     assert written["verdict"] == result["verdict"] and (tmp_path / "run" / "verdict.json").exists()
     # every instance closed at the end: the group is empty again (a retry starts from its commits)
     assert describe_group(AdminClient({"bootstrap.servers": bootstrap}), "billing", 15)["members"] == []
+    # a run of the rollout core: its steps and status in run.json, the lock taken and released
+    state = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert state["status"] == "verified promoted" and state["verdict"]["verdict"] == "PROMOTE"
+    assert list(state["steps"]) == ["preflight", "join", "window", "judge", "promote", "verify"]
+    audit = [json.loads(line)["action"] for line in (tmp_path / "run" / "audit.jsonl").read_text().splitlines()]
+    assert "lock taken" in audit and "lock released" in audit
+    assert LOCK_TOPIC not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=15).topics
 
 
 def test_migration_canary_rolled_back_returns_every_instance_to_classic_with_nothing_lost(cluster_factory, tmp_path):
@@ -97,6 +106,7 @@ def test_migration_canary_rolled_back_returns_every_instance_to_classic_with_not
     assert verified["group"]["type"] == "CLASSIC"
     assert records["produced"] > 0 and records["unconsumed"] == 0
     assert json.loads((tmp_path / "run" / "result.json").read_text())["action"]["name"] == "rollback"
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "verified rolled_back"
 
 
 def test_migration_canary_on_3_9_is_refused_and_changes_nothing(cluster_factory, tmp_path, capsys):
@@ -115,8 +125,10 @@ def test_migration_canary_on_3_9_is_refused_and_changes_nothing(cluster_factory,
     assert "Nothing was changed" in error
     assert json.loads((out / "result.json").read_text())["refused"]
     assert not (out / "observations.jsonl").exists()
+    assert json.loads((out / "run.json").read_text())["steps"]["preflight"]["status"] == "failed"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     # ListGroups asks every broker and needs no coordinator (a cluster no consumer used has no offsets topic yet)
     groups = admin.list_consumer_groups(request_timeout=30).result(timeout=40).valid
     assert "billing" not in {g.group_id for g in groups}
     assert admin.list_topics("orders", timeout=15).topics["orders"].partitions.keys() == set(range(PARTITIONS))
+    assert LOCK_TOPIC not in admin.list_topics(timeout=15).topics  # refused before the lock

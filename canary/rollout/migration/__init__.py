@@ -18,20 +18,34 @@ The instances are threads of this process, each with its own librdkafka consumer
 membership, so the broker sees separate members as with separate processes): the disruption accounting compares
 callback times across instances, which needs one clock, and no instance can outlive the run.
 
-Modules, one job each: `spec` (MigrationSpec, errors), `group` (the topic's partitions, the group as the
-coordinator sees it), `preflight`, `ledger` (DeliveryLedger: records acknowledged and consumed; RebalanceRecorder:
-callbacks on one clock), `member` (MemberThread: one instance incarnation), `fleet` (the instances, settling),
-`traffic` (the producer), `verdict` (disruption and the judge, combined), `actions` (promote, rollback, verify),
-`phases` (MigrationSession and the phases over it), `run` (run_migration), `cli` (`kafka-canary migrate-protocol`).
+It is a kind of the rollout core (MIGRATION): a run has run.json, audit.jsonl, report.html and the cluster lock,
+in the out_dir beside result.json, verdict.json, events.jsonl and observations.jsonl. Since the instances live in
+this process, its steps run only together, through the engine (see `kind`).
+
+Modules, one job each: `spec` (MigrationSpec, its loader, errors), `group` (the topic's partitions, the group as
+the coordinator sees it), `preflight`, `ledger` (DeliveryLedger: records acknowledged and consumed;
+RebalanceRecorder: callbacks on one clock), `member` (MemberThread: one instance incarnation), `fleet` (the
+instances, settling), `traffic` (the producer), `verdict` (disruption and the judge, combined), `actions` (promote,
+rollback, verify), `session` (MigrationSession: the service stand-in of one run), `run` (MigrationRun: the core's
+run with the session and result.json), `steps` (the step functions), `kind` (MIGRATION, run_migration), `cli`
+(`kafka-canary migrate-protocol`).
 """
 
 from canary.rollout.migration.actions import promote, rollback, verify
 from canary.rollout.migration.group import describe_group, topic_partitions
+from canary.rollout.migration.kind import MIGRATION, run_migration
 from canary.rollout.migration.preflight import preflight
-from canary.rollout.migration.run import run_migration
-from canary.rollout.migration.spec import Action, MigrationError, MigrationRefused, MigrationSpec, Protocol
+from canary.rollout.migration.run import MigrationRun
+from canary.rollout.migration.spec import (
+    Action,
+    MigrationError,
+    MigrationRefused,
+    MigrationSpec,
+    Protocol,
+    load_migration_spec,
+)
 from canary.rollout.migration.verdict import judge_config, judge_observations
 
-__all__ = ["Action", "MigrationError", "MigrationRefused", "MigrationSpec", "Protocol", "describe_group",
-           "judge_config", "judge_observations", "preflight", "promote", "rollback", "run_migration",
-           "topic_partitions", "verify"]
+__all__ = ["MIGRATION", "Action", "MigrationError", "MigrationRefused", "MigrationRun", "MigrationSpec", "Protocol",
+           "describe_group", "judge_config", "judge_observations", "load_migration_spec", "preflight", "promote",
+           "rollback", "run_migration", "topic_partitions", "verify"]

@@ -1,5 +1,7 @@
-"""`kafka-canary migrate-protocol`: the migration canary from the command line. Exit codes: 0 PROMOTE, 1 ROLLBACK,
-3 INCONCLUSIVE (2, refused or an error, comes from canary.cli)."""
+"""`kafka-canary migrate-protocol`: the migration canary kind from the command line. Its steps run only together
+(the instances are threads of this process), so there is one command, no per-step ones; the spec comes from flags.
+Exit codes by the verdict: 0 PROMOTE, 1 ROLLBACK, 3 INCONCLUSIVE, whichever action followed it (a person's
+`--action` may overrule it); 2 refused or an error (from canary.cli)."""
 
 from __future__ import annotations
 
@@ -7,17 +9,16 @@ import argparse
 import json
 from pathlib import Path
 
-from canary.judge import INCONCLUSIVE, PROMOTE, ROLLBACK
-from canary.rollout.migration.run import run_migration
+from canary.rollout.core import EXIT
+from canary.rollout.migration.kind import MIGRATION, run_migration
 from canary.rollout.migration.spec import MigrationSpec
 
-EXIT_CODES = {PROMOTE: 0, ROLLBACK: 1, INCONCLUSIVE: 3}
 DESCRIPTION = ("The KIP-848 migration canary: a consumer service moves from the classic group protocol to "
                "`group.protocol=consumer`, canary instances first (docs/migration-canary.md).")
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("migrate-protocol", description=DESCRIPTION,
+    parser = sub.add_parser(MIGRATION.command, description=DESCRIPTION,
                             help="KIP-848 migration canary: canary instances of a consumer service on "
                                  "group.protocol=consumer first, compared, then promoted or rolled back")
     parser.add_argument("--bootstrap-servers", required=True)
@@ -40,10 +41,11 @@ def register(sub) -> None:
                              "choice")
     parser.add_argument("--judge-config", help="YAML merged over the migration's judge settings")
     parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
-    parser.set_defaults(func=cmd_migrate_protocol)
+    parser.set_defaults(func=cmd_migrate_protocol, kind=MIGRATION)
 
 
 def spec_from_args(args: argparse.Namespace) -> MigrationSpec:
+    """The kind's spec from the command's flags (--client-config: a JSON file of librdkafka settings)."""
     client = json.loads(args.client_config.read_text()) if args.client_config else {}
     return MigrationSpec(bootstrap_servers=args.bootstrap_servers, topic=args.topic, group=args.group,
                          out_dir=args.out, baseline=args.baseline, canary=args.canary, rate=args.rate,
@@ -55,7 +57,7 @@ def spec_from_args(args: argparse.Namespace) -> MigrationSpec:
 def cmd_migrate_protocol(args: argparse.Namespace) -> int:
     result = run_migration(spec_from_args(args))
     print(json.dumps(result, indent=2) if args.json else summary(result))
-    return EXIT_CODES[result["verdict"]]
+    return EXIT[result["verdict"]]
 
 
 def summary(result: dict) -> str:

@@ -6,12 +6,9 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from confluent_kafka.admin import AdminClient
-
-from canary.kafka.clients import QUIET_LOGGER
 from canary.lanes import client_lane
 from canary.probe.sink import ObservationSink
-from canary.rollout.migration.group import describe_group
+from canary.rollout.migration.group import cluster_admin, describe_group
 from canary.rollout.migration.ledger import DeliveryLedger, RebalanceRecorder
 from canary.rollout.migration.member import MemberThread
 from canary.rollout.migration.spec import MigrationError, MigrationSpec, Protocol
@@ -27,7 +24,7 @@ class Fleet:
         self.live: dict[str, MemberThread] = {}
         self.incarnations: Counter[str] = Counter()
         self.observing = False
-        self.admin = AdminClient({**spec.connection(), "logger": QUIET_LOGGER})
+        self.admin = cluster_admin(spec)
 
     def names_in(self, lane: str) -> list[str]:
         """The spec's instance names of one lane, in the spec's order."""

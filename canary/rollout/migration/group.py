@@ -4,15 +4,23 @@ sees it (state, type, members with their protocol and assignments)."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from canary.rollout.migration.spec import MigrationError
+from canary.kafka.clients import QUIET_LOGGER
+from canary.rollout.migration.spec import MigrationError, MigrationSpec
 
 # A new cluster creates __consumer_offsets on first use; a moving coordinator answers the same way.
 _RETRIED_DESCRIBE_ERRORS = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
                             KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError._TIMED_OUT)
+
+
+def cluster_admin(spec: MigrationSpec) -> AdminClient:
+    """An admin client on the spec's cluster: its connection settings, librdkafka's lines to the quiet logger."""
+    settings: dict[str, Any] = {**spec.connection(), "logger": QUIET_LOGGER}
+    return AdminClient(settings)
 
 
 def topic_partitions(admin: AdminClient, topic: str, timeout: float) -> list[int] | None:

@@ -10,7 +10,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from canary.clients.observe import ClientObserver
 from canary.kafka.clients import QUIET_LOGGER
@@ -81,9 +81,10 @@ class MemberThread:
                 msg = self.consumer.poll(0.2)
                 if msg is None:
                     continue
-                if msg.error() is not None:
-                    if msg.error().fatal():
-                        raise KafkaException(msg.error())
+                error = msg.error()
+                if error is not None:
+                    if error.fatal():
+                        raise KafkaException(error)
                     continue
                 self._process(msg)
         except Exception as exc:  # reported by the fleet's stability checks, never lost in a thread
@@ -95,24 +96,24 @@ class MemberThread:
         started = time.perf_counter()
         int(msg.value() or b"0")  # the service's work: parse the record
         elapsed_ms = (time.perf_counter() - started) * 1000
-        partition, offset = msg.partition(), msg.offset()
+        topic, partition, offset = _coordinates(msg)
         self.fleet.ledger.consume(partition, offset)
         self.processed += 1
         if self.fleet.observing:
-            self._observe(msg, received_ms, elapsed_ms)
+            self._observe(msg, (topic, partition, offset), received_ms, elapsed_ms)
         with contextlib.suppress(KafkaException):  # revoked meanwhile: its next owner reads it again
             self.consumer.store_offsets(message=msg)
 
-    def _observe(self, msg: Message, received_ms: int, elapsed_ms: float) -> None:
+    def _observe(self, msg: Message, where: tuple[str, int, int], received_ms: int, elapsed_ms: float) -> None:
         """One observation of the processed record: its lag behind the partition's end and its processing time."""
-        partition, offset = msg.partition(), msg.offset()
+        topic, partition, offset = where
         lag = None
         with contextlib.suppress(KafkaException, RuntimeError):
-            _, high = self.consumer.get_watermark_offsets(TopicPartition(msg.topic(), partition), cached=True)
+            _, high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
             lag = max(0, high - offset - 1) if high is not None and high >= 0 else None
         timestamp_type, timestamp = msg.timestamp()
         send_ts = timestamp if timestamp_type != TIMESTAMP_NOT_AVAILABLE and timestamp > 0 else received_ms
-        self.observer.processed(msg.topic(), partition, None, offset, send_ts, received_ms, elapsed_ms, lag, None)
+        self.observer.processed(topic, partition, None, offset, send_ts, received_ms, elapsed_ms, lag, None)
 
     def close(self) -> None:
         """Stops polling, then closes cleanly: revocation commits what was processed, and the member leaves."""
@@ -123,3 +124,11 @@ class MemberThread:
             self.consumer.close()
         except (KafkaException, RuntimeError) as exc:
             log.warning("migration instance %s: close: %s", self.key, exc)
+
+
+def _coordinates(msg: Message) -> tuple[str, int, int]:
+    """Topic, partition and offset of a consumed record (librdkafka sets them on every record without an error)."""
+    topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+    if topic is None or partition is None or offset is None:
+        raise KafkaException(KafkaError(KafkaError._BAD_MSG, "a record without topic, partition or offset"))
+    return topic, partition, offset

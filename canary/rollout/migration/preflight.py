@@ -8,9 +8,8 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from canary.kafka import features
-from canary.kafka.clients import QUIET_LOGGER
 from canary.kafka.settings import kafka_python_settings
-from canary.rollout.migration.group import describe_group, topic_partitions
+from canary.rollout.migration.group import cluster_admin, describe_group, topic_partitions
 from canary.rollout.migration.spec import MigrationError, MigrationRefused, MigrationSpec
 
 # Broker policies that let a non-empty classic group take its first consumer-protocol member (KIP-848 online upgrade).
@@ -21,11 +20,12 @@ _GROUP_SETTINGS = ("group.coordinator.rebalance.protocols", "group.consumer.migr
 
 def preflight(spec: MigrationSpec, timeout: float = 30.0) -> dict:
     """Reads the cluster and the group; raises MigrationRefused (nothing changed) when the migration cannot start.
-    Returns the evidence: group.version, the brokers' group settings, the topic's partitions, the group's state."""
+    Returns the evidence: group.version, the brokers' group settings, the topic's partitions, the number of brokers,
+    the group's state."""
     spec.validate()
     level, supported_max = _group_version(spec)
-    admin = AdminClient({**spec.connection(), "logger": QUIET_LOGGER})
-    settings = _broker_settings(admin, timeout)
+    admin = cluster_admin(spec)
+    brokers, settings = _broker_settings(admin, timeout)
     protocols = [p.strip() for p in (settings.get("group.coordinator.rebalance.protocols") or "").split(",")]
     if "consumer" not in protocols:
         raise MigrationRefused(f"the brokers' group.coordinator.rebalance.protocols is {protocols}: add `consumer` "
@@ -44,7 +44,7 @@ def preflight(spec: MigrationSpec, timeout: float = 30.0) -> dict:
     return {"group_version": level, "group_version_supported_max": supported_max, "rebalance_protocols": protocols,
             "migration_policy": policy, "migration_policy_is_default": settings.get("_policy_default") == "true",
             "consumer_heartbeat_interval_ms": settings.get("group.consumer.heartbeat.interval.ms"),
-            "topic_partitions": len(partitions), "group_before": group}
+            "topic_partitions": len(partitions), "brokers": brokers, "group_before": group}
 
 
 def _group_version(spec: MigrationSpec) -> tuple[int, int]:
@@ -63,8 +63,9 @@ def _group_version(spec: MigrationSpec) -> tuple[int, int]:
     return level, supported_max
 
 
-def _broker_settings(admin: AdminClient, timeout: float) -> dict[str, str | None]:
-    """The group settings of one broker (every broker of a healthy rollout runs the same)."""
+def _broker_settings(admin: AdminClient, timeout: float) -> tuple[int, dict[str, str | None]]:
+    """The number of brokers, and the group settings of one of them (every broker of a healthy rollout runs the
+    same)."""
     brokers = admin.describe_cluster(request_timeout=timeout).result(timeout=timeout + 5).nodes
     resource = ConfigResource(ResourceType.BROKER, str(min(broker.id for broker in brokers)))
     try:
@@ -74,7 +75,7 @@ def _broker_settings(admin: AdminClient, timeout: float) -> dict[str, str | None
     found: dict[str, str | None] = {name: entries[name].value for name in _GROUP_SETTINGS if name in entries}
     if "group.consumer.migration.policy" in entries:
         found["_policy_default"] = str(entries["group.consumer.migration.policy"].is_default).lower()
-    return found
+    return len(brokers), found
 
 
 def _topic_with_a_partition_per_instance(spec: MigrationSpec, admin: AdminClient, timeout: float) -> list[int]:

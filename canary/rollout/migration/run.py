@@ -1,56 +1,87 @@
-"""The whole migration canary in one call: preflight, then the phases (join, window, verdict, promote or roll back,
-verify) in this process, since the instances are its threads."""
+"""One migration canary run: a run of the rollout core (run.json, audit.jsonl and report.html in the spec's out_dir,
+the cluster lock) with what only this process holds: the service stand-in (MigrationSession) and result.json, the
+run's whole result as tests and docs read it.
+
+A migration run never resumes in another process: its instances are threads of the process that started them.
+Opening a directory that holds an unfinished run of the same spec starts that run over from preflight (the audit
+log says so); a verified run is finished, and opening it again gives its result."""
 
 from __future__ import annotations
 
-import logging
-import uuid
+import json
 from pathlib import Path
 
-from canary.rollout.migration.phases import (
-    MigrationSession,
-    act,
-    chosen_action,
-    join,
-    judge_window,
-    observe_window,
-    verify_promised,
-    write_json,
-)
-from canary.rollout.migration.preflight import preflight
-from canary.rollout.migration.spec import MigrationError, MigrationRefused, MigrationSpec
+from canary.kafka.secrets import scrub_text
+from canary.rollout.core import RolloutError, RolloutRun
+from canary.rollout.core.run import RUN_FILE
+from canary.rollout.migration.session import MigrationSession
+from canary.rollout.migration.spec import MigrationError, MigrationSpec
 
-log = logging.getLogger(__name__)
+RESULT_FILE = "result.json"
 
 
-def run_migration(spec: MigrationSpec) -> dict:
-    """Preflight, window, judge, promote or roll back, verify. Returns the result (also out_dir/result.json).
-    Raises MigrationRefused before anything started, MigrationError when a step fails (every instance is closed
-    and the producer stopped either way)."""
-    spec.validate()
-    out = Path(spec.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    try:
-        checked = preflight(spec)
-    except MigrationRefused as exc:
-        write_json(out / "result.json", {"verdict": None, "refused": str(exc)})
-        raise
-    run_id = f"migration-{uuid.uuid4().hex[:8]}"
-    session = MigrationSession(spec, run_id)
-    result: dict = {"run_id": run_id, "spec": spec.to_dict(), "preflight": checked}
-    try:
-        result.update(join(session))
-        result["window"] = observe_window(session)
-        result.update(judge_window(session))
-        write_json(out / "result.json", result)
-        log.info("migration canary %s: %s (%s)", run_id, result["verdict"], result["reason"])
-        action = chosen_action(spec.action, result["verdict"])
-        result["action"] = act(session, action)
-        result["verify"] = verify_promised(session, action)
-        write_json(out / "result.json", result)
-        if not result["verify"]["ok"]:
-            raise MigrationError(f"{action} did not reach the promised state: "
-                                 f"{'; '.join(result['verify']['problems'])} (see {out / 'result.json'})")
-        return result
-    finally:
-        session.close()
+class MigrationRun(RolloutRun):
+    """One migration canary run in `spec.out_dir`. `session`: the service stand-in, from the join on; `result`: what
+    result.json holds (written by preflight when it refuses, by judge and by verify)."""
+
+    LOG_PREFIX = "migration "
+    spec: MigrationSpec
+
+    def __init__(self, spec: MigrationSpec):
+        out_dir = Path(spec.out_dir)
+        _refuse_another_run(out_dir, spec.effective_run_id)
+        super().__init__(spec, out_dir)
+        self.session: MigrationSession | None = None
+        self.holds_lock = False
+        self.result: dict = {}
+        if self.state.status.verified:
+            self.result = json.loads((out_dir / RESULT_FILE).read_text())
+        elif self.state.data["steps"]:
+            self._start_over()
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.spec.bootstrap_servers
+
+    def live_session(self) -> MigrationSession:
+        """The service stand-in this process started in the join; refuses when there is none."""
+        if self.session is None:
+            raise RolloutError(f"the {self.step} step needs the instances this process started in the join: a "
+                               f"migration run's steps run together (`kafka-canary migrate-protocol`, or "
+                               f"canary.rollout.migration.run_migration)")
+        return self.session
+
+    def write_result(self) -> Path:
+        path = self.run_dir / RESULT_FILE
+        path.write_text(scrub_text(json.dumps(self.result, indent=2, default=str), self.secret_values))
+        return path
+
+    def close(self) -> None:
+        """Ends what this process holds, whatever happened: every instance and the producer, and the cluster lock if
+        verify did not release it (nothing of the run outlives the process, so the lock has nothing left to guard,
+        and a held lock would only block the next rollout)."""
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+        if self.holds_lock:
+            released = self.lock.release(self.run_id)
+            self.holds_lock = False
+            self.audit.record(self.step, "lock released at the end of the process" if released else
+                              "lock was not held")
+
+    def _start_over(self) -> None:
+        data = self.state.data
+        self.audit.record("-", "started over", earlier_status=data["status"],
+                          earlier_steps={name: step["status"] for name, step in data["steps"].items()},
+                          why="the instances of a migration run ended with the process that ran them")
+        self.state.update(status="new", before=None, steps={}, verdict=None, window=None)
+
+
+def _refuse_another_run(out_dir: Path, run_id: str) -> None:
+    """One run per output directory: another spec's run there is refused (its files would be overwritten)."""
+    path = out_dir / RUN_FILE
+    if path.exists():
+        held = json.loads(path.read_text()).get("run_id")
+        if held != run_id:
+            raise MigrationError(f"{out_dir} holds the migration run {held} of another spec; use another --out "
+                                 f"directory (this spec's run is {run_id})")

@@ -1,15 +1,21 @@
-"""What a migration canary is asked to do (MigrationSpec) and the errors it raises."""
+"""What a migration canary is asked to do (MigrationSpec, from CLI flags or a YAML/JSON file) and the errors it
+raises."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import yaml
+
 from canary.clients.view import connection_settings
 from canary.errors import CanaryError
-from canary.kafka.secrets import redacted
+from canary.kafka.settings import client_settings_from_env
 from canary.lanes import canary_client_id
+from canary.rollout.spec import SpecIdentity
 
 Protocol = Literal["classic", "consumer"]
 Action = Literal["auto", "promote", "rollback"]
@@ -24,7 +30,7 @@ class MigrationRefused(MigrationError):
 
 
 @dataclass(frozen=True)
-class MigrationSpec:
+class MigrationSpec(SpecIdentity):
     """bootstrap_servers, topic, group: the service's cluster, topic and group id. baseline / canary: instance
     counts (baseline on classic, canary on consumer). rate: records/s the canary's producer writes. window_s: the
     compared window; disturb_at_s: when (into the window) one baseline instance restarts, restart_gap_s how long it
@@ -32,7 +38,10 @@ class MigrationSpec:
     eager range,roundrobin). remote_assignor: group.remote.assignor of consumer instances (None: the broker's
     default). client: librdkafka connection/security settings. action: after the verdict, `auto` (promote on
     PROMOTE, otherwise roll back), `promote` or `rollback` (a person decided). judge_config: YAML merged over the
-    migration's judge defaults. settle_timeout_s: how long the group may take to settle after each change."""
+    migration's judge defaults. settle_timeout_s: how long the group may take to settle after each change.
+    run_id: the run's id (default: one derived from the spec, so the same spec in the same out_dir finds its run)."""
+
+    RUN_ID_PREFIX = "migration"
 
     bootstrap_servers: str
     topic: str
@@ -50,6 +59,7 @@ class MigrationSpec:
     action: Action = "auto"
     judge_config: str | None = None
     settle_timeout_s: float = 120.0
+    run_id: str | None = None
 
     def validate(self) -> MigrationSpec:
         if not self.bootstrap_servers or not self.topic or not self.group:
@@ -79,8 +89,30 @@ class MigrationSpec:
         return {**connection_settings(self.client), "bootstrap.servers": self.bootstrap_servers}
 
     def to_dict(self) -> dict[str, Any]:
-        """The spec as written to result.json: JSON-able, every secret-named client setting masked."""
-        written = asdict(self)
-        written["out_dir"] = str(self.out_dir)
-        written["client"] = redacted(self.client)
-        return written
+        """The spec as run.json and result.json keep it: JSON-able, every secret-named client setting masked."""
+        return {**super().to_dict(), "out_dir": str(self.out_dir)}
+
+
+def load_migration_spec(source: str | Path | Mapping, environ: Mapping[str, str] | None = None) -> MigrationSpec:
+    """A spec from a YAML/JSON file or a mapping with MigrationSpec's fields; unknown fields are refused. With
+    `environ`, its KAFKA_CANARY_CLIENT_<KEY> variables add or override the client settings."""
+    if isinstance(source, Mapping):
+        raw: object = dict(source)
+    else:
+        try:
+            raw = yaml.safe_load(Path(source).read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise MigrationError(f"cannot read the migration spec {source}: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise MigrationError("the migration spec must be a mapping of MigrationSpec's fields")
+    known = {f.name for f in dataclasses.fields(MigrationSpec)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise MigrationError(f"unknown field(s) in the migration spec: {', '.join(unknown)}; known: "
+                             f"{', '.join(sorted(known))}")
+    client = {**(raw.get("client") or {}), **(client_settings_from_env(dict(environ)) if environ is not None else {})}
+    try:
+        spec = MigrationSpec(**{**raw, "out_dir": Path(raw.get("out_dir") or "."), "client": client})
+    except TypeError as exc:  # a required field missing
+        raise MigrationError(f"the migration spec is incomplete: {exc}") from exc
+    return spec.validate()

@@ -27,8 +27,9 @@ class Traffic:
         self.thread = threading.Thread(target=self._produce_until_stopped, name="migration-traffic", daemon=True)
 
     def _delivered(self, err: KafkaError | None, msg: Message) -> None:
-        if err is None:
-            self.ledger.ack(msg.partition(), msg.offset())
+        partition, offset = msg.partition(), msg.offset()
+        if err is None and partition is not None and offset is not None:
+            self.ledger.ack(partition, offset)
         else:
             self.ledger.produce_failed()
 

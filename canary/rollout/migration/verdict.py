@@ -61,8 +61,8 @@ def window_verdict(spec: MigrationSpec, events: list[RebalanceEvent], span: tupl
     `disturbances` completed disturbances, and the judge on the window's `observations` file (its verdict.json
     written to the spec's out_dir). Returns verdict, reason, disruption and the judge's part."""
     out_dir = Path(spec.out_dir)
-    slots = Counter(client_lane(name) for name in spec.names)
-    disruption = compare(account(events, span[0], span[1], dict(slots)), disturbances)
+    slots: dict[str, int] = dict(Counter(client_lane(name) for name in spec.names))
+    disruption = compare(account(events, span[0], span[1], slots), disturbances)
     judged = judge_observations(observations, out_dir, judge_config(spec.judge_config))
     verdict, reason = combine(disruption, judged)
     return {"verdict": verdict, "reason": reason, "disruption": disruption,

@@ -1,5 +1,5 @@
-"""The KIP-848 migration canary's spec: its input checks and instance names, the judge settings, the action after
-the verdict, and the CLI flags that build the spec."""
+"""The KIP-848 migration canary's spec: its input checks and instance names, the judge settings, the CLI flags and
+the spec file that build it, its run id and its secret-free form."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from canary.cli import build_parser
-from canary.rollout.migration import MigrationError, MigrationSpec, judge_config
+from canary.rollout.migration import MigrationError, MigrationSpec, judge_config, load_migration_spec
 from canary.rollout.migration.cli import spec_from_args
-from canary.rollout.migration.phases import chosen_action
 
 
 @pytest.mark.parametrize("kwargs,message", [
@@ -40,14 +39,6 @@ def test_the_judge_compares_only_lag_and_processing_and_a_file_is_merged_over_th
     assert {m.name: m.min_samples for m in merged.active}["lag_p99"] == 100
 
 
-@pytest.mark.parametrize("action,verdict,want", [
-    ("auto", "PROMOTE", "promote"), ("auto", "ROLLBACK", "rollback"), ("auto", "INCONCLUSIVE", "rollback"),
-    ("promote", "ROLLBACK", "promote"), ("rollback", "PROMOTE", "rollback"),
-])
-def test_auto_promotes_only_on_promote_and_a_persons_choice_overrules_the_verdict(action, verdict, want):
-    assert chosen_action(action, verdict) == want
-
-
 def test_the_cli_flags_build_the_spec(tmp_path):
     client = tmp_path / "client.json"
     client.write_text('{"security.protocol": "SSL"}')
@@ -58,3 +49,25 @@ def test_the_cli_flags_build_the_spec(tmp_path):
     assert (spec.canary, spec.window_s, spec.disturb_at_s, spec.action) == (2, 30.0, 10.0, "rollback")
     assert spec.client == {"security.protocol": "SSL"} and spec.out_dir == tmp_path / "run"
     assert args.func.__name__ == "cmd_migrate_protocol"
+
+
+def test_a_spec_file_builds_the_same_spec_and_refuses_unknown_fields_and_the_environment_adds_secrets(tmp_path):
+    path = tmp_path / "migration.yaml"
+    path.write_text(f"bootstrap_servers: x:1\ntopic: t\ngroup: g\nout_dir: {tmp_path / 'run'}\nwindow_s: 30\n"
+                    f"disturb_at_s: 10\nclient:\n  security.protocol: SASL_SSL\n")
+    spec = load_migration_spec(path, {"KAFKA_CANARY_CLIENT_SASL_PASSWORD": "s3cret"})
+    assert spec == MigrationSpec("x:1", "t", "g", tmp_path / "run", window_s=30, disturb_at_s=10,
+                                 client={"security.protocol": "SASL_SSL", "sasl.password": "s3cret"})
+    assert spec.secret_values == ["s3cret"] and "s3cret" not in str(spec.to_dict())
+    with pytest.raises(MigrationError, match="unknown field.*windw"):
+        load_migration_spec({"bootstrap_servers": "x:1", "topic": "t", "group": "g", "windw": 3})
+    with pytest.raises(MigrationError, match="incomplete"):
+        load_migration_spec({"topic": "t"})
+
+
+def test_the_run_id_comes_from_the_spec_unless_given():
+    spec = MigrationSpec("x:1", "t", "g", Path("runs/a"))
+    assert spec.effective_run_id.startswith("migration-")
+    assert spec.effective_run_id == MigrationSpec("x:1", "t", "g", Path("runs/a")).effective_run_id
+    assert spec.effective_run_id != MigrationSpec("x:1", "t", "g", Path("runs/b")).effective_run_id
+    assert MigrationSpec("x:1", "t", "g", Path("."), run_id="billing-1").effective_run_id == "billing-1"
