@@ -35,7 +35,8 @@ class MigrationRun(RolloutRun):
         self.holds_lock = False
         self.result: dict = {}
         if self.state.status.verified:
-            self.result = json.loads((out_dir / RESULT_FILE).read_text())
+            written = out_dir / RESULT_FILE
+            self.result = json.loads(written.read_text()) if written.exists() else {}
         elif self.state.data["steps"]:
             self._start_over()
 
