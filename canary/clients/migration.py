@@ -56,7 +56,6 @@ log = logging.getLogger(__name__)
 
 Protocol = Literal["classic", "consumer"]
 Action = Literal["auto", "promote", "rollback"]
-PROTOCOLS: tuple[str, ...] = ("classic", "consumer")
 # Broker policies that let a non-empty classic group take its first consumer-protocol member (KIP-848 online upgrade).
 UPGRADE_POLICIES = ("upgrade", "bidirectional")
 # The judged client metrics; every other judge metric is off (the instances write no produce or probe data).

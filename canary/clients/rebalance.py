@@ -32,7 +32,6 @@ from canary.judge.core import FAIL, INCONCLUSIVE, INSUFFICIENT, PASS, PROMOTE, R
 from canary.observations import LANES, Lane
 
 EventKind = Literal["assigned", "revoked", "lost", "closing"]
-EVENT_KINDS: tuple[str, ...] = ("assigned", "revoked", "lost", "closing")
 
 
 @dataclass(frozen=True)
