@@ -325,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     fin.add_argument("--json", action="store_true")
 
     # Other areas add their subcommands here, one `register(sub)` call each.
-    __import__("canary.judge.cli", fromlist=["register"]).register(sub)
+    __import__("canary.analysis.cli", fromlist=["register"]).register(sub)
     __import__("canary.probe.cli", fromlist=["register"]).register(sub)
     __import__("canary.rollout.cli", fromlist=["register"]).register(sub)
     __import__("canary.rollout.client.cli", fromlist=["register"]).register(sub)

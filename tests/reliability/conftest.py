@@ -1,5 +1,5 @@
 """Airflow in this process (the trigger form, the hook, the preflight operator) gets a private AIRFLOW_HOME, the
-project's DAGs and plugins; spark_jobs/ is importable (a folder of jobs, not an installed package)."""
+project's DAGs and plugins."""
 
 from __future__ import annotations
 
