@@ -1,5 +1,5 @@
 """Observations files for the analysis tests: a two-lane probe run in which the canary can lose messages, and a
-judge config small runs can decide with."""
+judge config small runs can decide with. (tests/ is on sys.path: the suite's conftest.py lives there.)"""
 
 from __future__ import annotations
 
