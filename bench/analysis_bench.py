@@ -16,7 +16,6 @@ import argparse
 import sys
 import tempfile
 import time
-from argparse import Namespace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -24,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-from spark_jobs import canary_analysis as job  # noqa: E402
+from canary.analysis import AnalysisRequest, job  # noqa: E402
 
 START = 1_700_000_000_000
 WINDOW_MS = 3_600_000
@@ -71,8 +70,7 @@ def analysis(path: Path) -> tuple[float, str]:
     try:
         with tempfile.TemporaryDirectory() as out:
             start = time.monotonic()
-            verdict = job.run(spark, Namespace(observations=str(path), from_=None, to=None, out=Path(out),
-                                               config=None, run_id=None, bucket_s=10.0, interim=False))
+            verdict = job.run(spark, AnalysisRequest(path, out, bucket_s=10.0))
             return time.monotonic() - start, verdict["verdict"]
     finally:
         spark.stop()

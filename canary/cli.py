@@ -219,7 +219,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from canary.demo import run_demo
 
     return run_demo(brokers=args.brokers, version=args.version, directory=args.dir, keep=args.keep, bad=args.bad,
-                    engine=args.engine, upgrade=args.upgrade)
+                    engine=args.engine, upgrade=args.upgrade, project=args.project)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -250,6 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--dir", type=Path, help="working directory: Airflow home, cluster, run directories "
                                                "(default: a temporary one)")
     demo.add_argument("--keep", action="store_true", help="leave the cluster running")
+    demo.add_argument("--project", type=Path, metavar="DIR",
+                      help="the kafka-canary checkout whose DAGs and Airflow provider run (default: "
+                           "$KAFKA_CANARY_PROJECT, else the working directory)")
     demo.set_defaults(func=cmd_demo)
 
     cluster = sub.add_parser("cluster", help="the embedded local KRaft cluster")
@@ -325,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     fin.add_argument("--json", action="store_true")
 
     # Other areas add their subcommands here, one `register(sub)` call each.
-    __import__("canary.judge.cli", fromlist=["register"]).register(sub)
+    __import__("canary.analysis.cli", fromlist=["register"]).register(sub)
     __import__("canary.probe.cli", fromlist=["register"]).register(sub)
     __import__("canary.rollout.cli", fromlist=["register"]).register(sub)
     __import__("canary.rollout.client.cli", fromlist=["register"]).register(sub)

@@ -6,7 +6,9 @@ runs for real (the probe on real brokers, the analysis through SparkSubmitOperat
 verdict and the report's path and tears the cluster down. `bad=True` gives the canary brokers a config no
 probe message fits (message.max.bytes=100): the gate rolls it back.
 
-Airflow is driven through its CLI, never imported: canary/ stays free of Airflow.
+Airflow is driven through its CLI, never imported: canary/ stays free of Airflow. The DAGs and the Airflow provider
+are the project's (dags/, plugins/), not the pip package's: the demo runs those of a checkout of the repository
+(project_dir).
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from pathlib import Path
 
 from canary.cluster.distribution import BASELINE_VERSION, TARGET_VERSION
 from canary.cluster.local import LocalCluster
+from canary.errors import CanaryError
 
-REPO = Path(__file__).resolve().parents[1]
 DAG_ID = "kafka_broker_canary"
+PROJECT_ENV = "KAFKA_CANARY_PROJECT"
 CONN_ID = "kafka_canary_default"
 # Enough traffic for the judge in a short window (one canary partition at 50 msg/s); the first 15 s, while the
 # probe's consumer joins its group, are not judged. The latency floors and no e2e p99 SLO suit a saturated shared
@@ -70,16 +73,31 @@ def demo_params(bad: bool = False, engine: str = "spark", window: str = "60s", u
             "engine": engine, "finalize": True, "on_inconclusive": "rollback", "client_delay_ms": 0}
 
 
-def airflow_env(home: Path, runs: Path, cluster_dir: Path) -> dict[str, str]:
-    """The environment of every `airflow` command: a private AIRFLOW_HOME on SQLite, the project's DAGs and
-    plugins, the cluster's connection (JSON in AIRFLOW_CONN_*) and where rollouts keep their run directories."""
+def project_dir(folder: str | Path | None = None) -> Path:
+    """The checkout whose DAGs (dags/) and Airflow provider (plugins/) Airflow runs: `folder`, else
+    $KAFKA_CANARY_PROJECT, else the working directory (`make demo` runs in the checkout). Raises CanaryError when
+    that folder has no DAGs and provider."""
+    project = Path(folder or os.environ.get(PROJECT_ENV) or Path.cwd()).resolve()
+    missing = [need for need in (f"dags/{DAG_ID}.py", "plugins/kafka_canary_provider") if not (project / need).exists()]
+    if missing:
+        raise CanaryError(f"{project} has no {' and no '.join(missing)}: Airflow runs the DAGs and the provider of a "
+                          f"checkout of the kafka-canary repository; run this in one, or set {PROJECT_ENV} "
+                          f"(kafka-canary demo: --project DIR)")
+    return project
+
+
+def airflow_env(home: Path, runs: Path, cluster_dir: Path, project: str | Path | None = None) -> dict[str, str]:
+    """The environment of every `airflow` command: a private AIRFLOW_HOME on SQLite, the DAGs and plugins of the
+    project checkout (project_dir(project)), the cluster's connection (JSON in AIRFLOW_CONN_*) and where rollouts
+    keep their run directories. The tasks import canary from this interpreter's environment."""
+    repo = project_dir(project)
     env = dict(os.environ)
     bin_dir = str(Path(sys.executable).parent)
     env.update({
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(repo / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(repo / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
@@ -88,7 +106,7 @@ def airflow_env(home: Path, runs: Path, cluster_dir: Path) -> dict[str, str]:
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
         "KAFKA_CANARY_RUNS": str(runs),
         "PATH": os.pathsep.join([bin_dir, env.get("PATH", "")]),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "plugins"), str(REPO), env.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(repo / "plugins"), env.get("PYTHONPATH")])),
     })
     return env
 
@@ -134,12 +152,15 @@ def run_outcome(runs: Path) -> dict | None:
 
 
 def run_demo(brokers: int = 4, version: str = BASELINE_VERSION, directory: Path | None = None,
-             keep: bool = False, bad: bool = False, engine: str = "spark", upgrade: bool = False) -> int:
-    """Returns 0 when the rollout finished and was verified (promoted, or rolled back for a bad canary)."""
+             keep: bool = False, bad: bool = False, engine: str = "spark", upgrade: bool = False,
+             project: Path | None = None) -> int:
+    """Returns 0 when the rollout finished and was verified (promoted, or rolled back for a bad canary). `project`:
+    the checkout whose DAGs run (project_dir)."""
+    project = project_dir(project)  # before anything is made
     workdir = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="kafka-canary-demo-"))
     home, runs, cluster_dir = workdir / "airflow", workdir / "rollouts", workdir / "cluster"
     home.mkdir(parents=True, exist_ok=True)
-    env = airflow_env(home, runs, cluster_dir)
+    env = airflow_env(home, runs, cluster_dir, project)
     started = time.monotonic()
     change = ", ".join(f"{k}={v}" for k, v in (BAD_CONFIG if bad else {} if upgrade else GOOD_CONFIG).items())
     change = ", ".join(filter(None, [f"Kafka {version} → {TARGET_VERSION}" if upgrade else "", change]))

@@ -41,7 +41,7 @@ def _request(key: str) -> str:
 
 def _kafka_connector_jars() -> str:
     """Spark's Kafka source jars (resolved from Maven Central once, cached); called when the task renders."""
-    from canary.judge.cli import kafka_connector_jars
+    from canary.analysis.connector import kafka_connector_jars
 
     return ",".join(str(j) for j in kafka_connector_jars())
 

@@ -6,7 +6,9 @@ lane and version) can take its place.
     fleet.start(Instance("orders-consumer-0", "consumer", "baseline", "v1", 0, 2))   # idempotent
     fleet.stop("orders-consumer-0")                                                  # SIGTERM, then SIGKILL
 
-Every instance runs `python -m <module> …` (default `examples.services.<role>`) with its instance id as client.id
+Every instance runs `python -m <module> …` with this interpreter: by default `canary.examples.services.<role>`, the
+sample services shipped with the library; a module of your own is imported from `cwd` (also the instances' working
+directory; without it they run in the deployer's directory). It gets its instance id as client.id
 (and group.instance.id for consumers; canary instances carry the client marker, canary.lanes.canary_client_id),
 its version, its lane, and `KAFKA_CANARY_RUN_ID` so its observations carry the fleet's run id. The pid, start time
 and version of each instance are kept in `instances.json`; a process is only signalled when it is provably the one
@@ -35,7 +37,7 @@ from canary.observations import Lane
 
 STATE_FILE = "instances.json"
 ROLES = ("producer", "consumer")
-DEFAULT_MODULE = "examples.services.{role}"
+DEFAULT_MODULE = "canary.examples.services.{role}"
 
 
 class DeployError(CanaryError):
@@ -78,8 +80,7 @@ class ServiceDeployer:
         self.topic, self.group, self.rate, self.run_id = topic, group, rate, run_id
         self.refresh_interval, self.module, self.stop_timeout = refresh_interval, module, stop_timeout
         self.tie_to_parent = tie_to_parent
-        # The sample services live beside the library (examples/); a real module only needs to be importable.
-        self.cwd = Path(cwd) if cwd else Path(__file__).resolve().parents[2]
+        self.cwd = Path(cwd).resolve() if cwd else None
         self.client_file = self.directory / "client.json"
         settings = json.dumps(dict(client or {}), sort_keys=True)
         if not self.client_file.exists() or self.client_file.read_text() != settings:
@@ -142,11 +143,12 @@ class ServiceDeployer:
         else:
             cmd += ["--group", self.group, "--instance", str(wanted.instance), "--instances", str(wanted.instances)]
         cmd += ["--", self.marker(wanted.name)]  # ignored by the service; proves the process is ours
-        env = dict(os.environ) | {RUN_ID_ENV: self.run_id, "PYTHONUNBUFFERED": "1",
-                                  "PYTHONPATH": os.pathsep.join(filter(None, [str(self.cwd),
-                                                                              os.environ.get("PYTHONPATH")]))}
+        env = dict(os.environ) | {RUN_ID_ENV: self.run_id, "PYTHONUNBUFFERED": "1"}
+        if self.cwd is not None:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.cwd), os.environ.get("PYTHONPATH")]))
         try:
-            pid, started = process.start(cmd, self.cwd, log_file, tie_to_parent=self.tie_to_parent, env=env)
+            pid, started = process.start(cmd, self.cwd or self.directory, log_file, tie_to_parent=self.tie_to_parent,
+                                         env=env)
         except RuntimeError as exc:
             raise DeployError(f"instance {wanted.name} did not start: {exc}") from exc
         state = self._state()

@@ -236,10 +236,8 @@ def start(listen_port: int, target: str, delay_ms: float, mark: str, cwd: Path, 
 
     Raises RuntimeError (naming the log file) when it exits or does not listen within `timeout`.
     """
-    package_root = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
-    pid, started = process.start(command(listen_port, target, delay_ms, mark), cwd, log_file, tie_to_parent,
-                                 env=env)
+    # `python -m canary.faults.proxy` with this interpreter: it imports the same installed canary as this process.
+    pid, started = process.start(command(listen_port, target, delay_ms, mark), cwd, log_file, tie_to_parent)
     if not process.wait_listening(listen_port, timeout, alive=lambda: process.is_ours(pid, started, mark)):
         process.stop(pid, started, mark, kill=True, timeout=5)
         raise RuntimeError(f"the delay proxy on port {listen_port} did not start listening; see {log_file}")

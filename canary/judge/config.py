@@ -17,7 +17,7 @@ from canary.observations import OUTCOMES
 
 KINDS = ("rate", "quantile", "throughput")
 DIRECTIONS = ("increase", "decrease")  # which change is bad
-# Histogram sources the Spark job produces (see spark_jobs/canary_analysis.py).
+# Histogram sources the Spark job produces (see canary/analysis/job.py).
 SOURCES = ("e2e_latency_ms", "produce_latency_ms", "processing_ms", "lag")
 FAILURES = ("produce_error", "lost", "consume_error")
 

@@ -1,7 +1,7 @@
 """The judge: canary vs baseline, metric by metric, from the Spark job's aggregates (DESIGN.md §6).
 
 Input: `Aggregates` — counts per lane × time bucket × metric × histogram bin (see
-spark_jobs/canary_analysis.py for how they are made). Output: the verdict as a JSON-able dict
+canary/analysis/job.py for how they are made). Output: the verdict as a JSON-able dict
 (schema in canary/judge/README.md, version `VERDICT_SCHEMA_VERSION`).
 """
 

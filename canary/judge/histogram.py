@@ -53,11 +53,6 @@ def quantile(hist: Mapping[int, int], q: float) -> float | None:
     return representative(max(hist))
 
 
-def at_least(hist: Mapping[int, int], k: int) -> int:
-    """How many values are >= lower(k)."""
-    return sum(c for b, c in hist.items() if b >= k)
-
-
 def merge(hists) -> dict[int, int]:
     out: dict[int, int] = {}
     for h in hists:

@@ -18,7 +18,7 @@ import os
 import re
 import socket
 import uuid
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from canary.kafka.secrets import redacted
@@ -76,9 +76,6 @@ class ProbeConfig:
         managed = sorted(set(self.client) & _MANAGED)
         if managed:
             raise ConfigError(f"client settings {managed} are managed by the probe; remove them from the config")
-
-    def with_overrides(self, **changes) -> ProbeConfig:
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     def describe(self) -> dict:
         """JSON-able, secrets redacted."""

@@ -1,30 +1,17 @@
-"""The final analysis of a rollout's window, as both kinds run it: the Spark job on the observations, or the
-judge in-process (engine: inline); a failed analysis is INCONCLUSIVE, never PROMOTE."""
+"""The final analysis of a rollout's window, as both kinds run it (canary.analysis): the Spark job on the
+observations, or the judge in-process (engine: inline); a failed analysis is INCONCLUSIVE, never PROMOTE."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import yaml
-
-from canary.judge import INCONCLUSIVE, Aggregates, judge
-from canary.observations import read_file_counted
+from canary import analysis
+from canary.analysis import AnalysisRequest, inline, write_judge_config
+from canary.judge import INCONCLUSIVE
 from canary.rollout.core import ClusterRun
 
-
-def aggregates(path: Path, config) -> tuple[Aggregates, int]:
-    """A probe's observations file aggregated for the judge, and how many observations were usable; unusable
-    records are excluded and counted per reason in the verdict, as the Spark job does (the one reader, shared
-    with the health sweep)."""
-    parsed, bad = read_file_counted(path)
-    return Aggregates.from_observations(parsed, int(config.bucket_s * 1000), bad), len(parsed)
-
-
-def write_judge_config(config, path: Path) -> Path:
-    """The judge config as the Spark job reads it back: YAML (YAML 1.1 would read JSON's 1e-07 as a string)."""
-    path.write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
-    return path
+SPARK_TIMEOUT_S = 900
 
 
 def analysis_request(run: ClusterRun, *, observations: Path, from_ms: int, to_ms: int, source_run_id: str,
@@ -48,30 +35,25 @@ def final_verdict(run: ClusterRun, request: dict, observations: Path, config) ->
 
 
 def spark_verdict(request: dict) -> dict:
-    """The Spark job's verdict for `request` (analysis_request): the verdict.json it already wrote, else the job
-    run now."""
-    from canary.judge.cli import run_analysis
-
+    """The Spark job's verdict for `request` (analysis_request): the verdict.json it already wrote (the Airflow
+    DAG's Spark task), else the job run now."""
     out = Path(request["out"])
     verdict_file = out / "verdict.json"
-    code, failure = None, None
-    if not verdict_file.exists():
+    if verdict_file.exists():
+        verdict, failure = json.loads(verdict_file.read_text()), None
+    else:
         try:
-            with open(out / "spark.log", "w") as spark_log:
-                code = run_analysis(request["observations"], out, from_ms=request["from_ms"], to_ms=request["to_ms"],
-                                    config=request["config"], run_id=request["run_id"], timeout=900, log=spark_log)
+            result = analysis.analyze(AnalysisRequest(**request), timeout=SPARK_TIMEOUT_S, log=out / "spark.log")
+            verdict, failure = result.verdict, f"exit {result.exit_code}"
         except Exception as exc:  # it could not start (no spark-submit, the Kafka source not resolvable, …)
-            failure = f"{type(exc).__name__}: {exc}"
-    if failure or code == 2 or not verdict_file.exists():
+            verdict, failure = None, f"{type(exc).__name__}: {exc}"
+    if verdict is None:
         # A failed analysis never promotes: a person decides, or the rollout rolls back.
-        return {"verdict": INCONCLUSIVE, "reason": f"the Spark analysis failed ({failure or f'exit {code}'}); see "
+        return {"verdict": INCONCLUSIVE, "reason": f"the Spark analysis failed ({failure}); see "
                                                    f"{out / 'spark.log'}", "engine": "spark"}
-    verdict = json.loads(verdict_file.read_text())
     return {"verdict": verdict["verdict"], "reason": verdict["reason"], "engine": "spark"}
 
 
 def inline_verdict(observations: Path, out: Path, config) -> dict:
-    verdict = judge(aggregates(observations, config)[0], config, final=True)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "verdict.json").write_text(json.dumps(verdict, indent=2))
+    verdict = inline.judge_file(observations, out, config)
     return {"verdict": verdict["verdict"], "reason": verdict["reason"], "engine": "inline"}

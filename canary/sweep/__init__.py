@@ -22,7 +22,7 @@ One sweep:
 4. **decide** — DEGRADED when an SLO guard is breached or the comparison finds a regression (the judge's
    ROLLBACK); INCONCLUSIVE when the data do not suffice (the judge's INCONCLUSIVE); else HEALTHY.
 5. **keep** — the sweep's aggregates appended to the history store: one Parquet file per sweep,
-   `<history root>/<cluster>/<sweep id>.parquet`, rows as spark_jobs/canary_analysis.summarize() writes them
+   `<history root>/<cluster>/<sweep id>.parquet`, rows as canary.analysis.job.summarize() writes them
    (lane, metric, bucket_start_ms, count, histogram, run), the sweep's settings, verdict and summary in the
    file's key-value metadata (`kafka_canary.sweep`). The oldest files beyond `keep_history` are removed.
 6. **report** — `<out>/result.json`, `<out>/report.html`, the trend of the last `trend_sweeps` sweeps

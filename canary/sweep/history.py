@@ -1,5 +1,5 @@
 """A cluster's sweep history: one sweep's aggregates as rows (SweepRecord) and the store that keeps them,
-`<root>/<cluster>/<sweep id>.parquet`, one file per sweep. The rows are those spark_jobs/canary_analysis.summarize()
+`<root>/<cluster>/<sweep id>.parquet`, one file per sweep. The rows are those canary.analysis.job.summarize()
 writes (lane, metric, bucket_start_ms, count, histogram, run); the sweep's settings, verdict and summary are in the
 file's key-value metadata (`kafka_canary.sweep`)."""
 

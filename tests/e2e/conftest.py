@@ -11,5 +11,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="kafka-canary-airflow-e2e-"))
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ.setdefault("KAFKA_CANARY_PROJECT", str(REPO))  # the DAGs `airflow` commands run
 if str(REPO / "plugins") not in sys.path:
     sys.path.insert(0, str(REPO / "plugins"))

@@ -4,7 +4,7 @@ measured: every record acknowledged during the test is processed at least once a
 
 One 3-broker cluster for the module; broker 3 is the standing canary broker (its rack carries the marker) but is never
 the preferred leader of the service topic, so canary partitions exist only while a rollout has the lane open. Each
-test has its own topic and its own fleet (examples/services, started by the ServiceDeployer)."""
+test has its own topic and its own fleet (canary/examples/services, started by the ServiceDeployer)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Airflow in this process (the trigger form, the hook, the preflight operator) gets a private AIRFLOW_HOME, the
-project's DAGs and plugins; spark_jobs/ is importable (a folder of jobs, not an installed package)."""
+project's DAGs and plugins."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="kafka-canary-airf
 os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(REPO / "dags"))
 os.environ.setdefault("AIRFLOW__CORE__PLUGINS_FOLDER", str(REPO / "plugins"))
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ.setdefault("KAFKA_CANARY_PROJECT", str(REPO))  # the DAGs `airflow` commands run
 for path in (REPO / "plugins", REPO):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))

@@ -693,20 +693,20 @@ def controller_restart(cluster: LocalCluster, work: Path) -> Result:
 def analysis_timeout(cluster: LocalCluster, work: Path, seconds: float = 5.0) -> Result:
     """(f) The Spark analysis of a canary the gate would promote (it looks only at lost messages, so no interim
     look stops the window first) times out: the real job, its time limit cut to a few seconds at the engine
-    boundary (canary.judge.cli.run_analysis). The gate must not promote; the canary is rolled back."""
+    boundary (canary.analysis.analyze). The gate must not promote; the canary is rolled back."""
     result = Result("f", f"the Spark analysis timed out (limit cut to {seconds:g} s)")
     run_dir = work / "f"
     spec = load_spec(spec_raw(cluster, "fault-f", 10, judge={"engine": "spark", "config": PROMOTING_JUDGE}))
-    from canary.judge import cli as judge_cli
+    from canary import analysis
 
-    real = judge_cli.run_analysis
+    real = analysis.analyze
     calls: list[int] = []
 
-    def cut_short(*args, **kwargs) -> int:
+    def cut_short(*args, **kwargs) -> analysis.AnalysisResult:
         calls.append(int(time.time() * 1000))
         return real(*args, **{**kwargs, "timeout": seconds})
 
-    with observed(result, cluster, run_dir), mock.patch.object(judge_cli, "run_analysis", cut_short):
+    with observed(result, cluster, run_dir), mock.patch.object(analysis, "analyze", cut_short):
         _run(lambda: Rollout(spec, run_dir), result)
     result.fault_ms = calls[0] if calls else None
     result.notes.append(f"analysis calls: {len(calls)}")

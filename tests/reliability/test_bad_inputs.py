@@ -11,7 +11,6 @@ import random
 import subprocess
 import sys
 import time
-from argparse import Namespace
 from pathlib import Path
 
 import pytest
@@ -226,9 +225,9 @@ def _check_verdict(case: Case, verdict: dict, engine: str) -> None:
 
 
 def run_observations(case: Case, request, tmp_path, monkeypatch, cluster) -> None:
+    from canary.analysis import AnalysisRequest, job, write_judge_config
     from canary.judge.config import config_from_dict
     from canary.rollout import judging
-    from spark_jobs import canary_analysis as job
 
     path = tmp_path / "observations.jsonl"
     path.write_text("\n".join(observation_lines(case.input, int(time.time() * 1000))) + "\n")
@@ -241,9 +240,8 @@ def run_observations(case: Case, request, tmp_path, monkeypatch, cluster) -> Non
 
     # The Spark job, as spark-submit runs it (extract, parse, transform, judge, report).
     out = tmp_path / "spark"
-    args = Namespace(observations=str(path), from_=None, to=None, out=out, run_id=None, bucket_s=None, interim=False,
-                     config=str(judging.write_judge_config(config, tmp_path / "judge.yaml")))
-    verdict = job.run(request.getfixturevalue("spark"), args)
+    analysis = AnalysisRequest(path, out, config=write_judge_config(config, tmp_path / "judge.yaml"))
+    verdict = job.run(request.getfixturevalue("spark"), analysis)
     _check_verdict(case, verdict, "Spark job")
     assert verdict["data_quality"]["excluded"] == inline["data_quality"]["excluded"]
     assert json.loads((out / "verdict.json").read_text())["reason"] == verdict["reason"]

@@ -256,17 +256,18 @@ def test_a_failure_without_a_message_is_named_by_its_type(monkeypatch, tmp_path)
 
 @pytest.mark.parametrize("analysis", ["exit 2", "exit 1 without a verdict", "raises"])
 def test_a_failed_spark_analysis_is_inconclusive(monkeypatch, tmp_path, analysis):
-    from canary.judge import cli as judge_cli
+    from canary import analysis as library
+    from canary.analysis.result import AnalysisResult
 
     r = Offline(tmp_path, engine_name="spark")
     r.window()
 
-    def run_analysis(observations, out, **kwargs):
+    def analyze(request, **kwargs):
         if analysis == "raises":
-            raise FileNotFoundError(2, "No such file or directory", "spark-submit")
-        return 2 if analysis == "exit 2" else 1
+            raise library.SparkSubmitError("cannot run spark-submit: No such file or directory")
+        return AnalysisResult.from_job("spark", 2 if analysis == "exit 2" else 1, request.out)
 
-    monkeypatch.setattr(judge_cli, "run_analysis", run_analysis)
+    monkeypatch.setattr(library, "analyze", analyze)
     verdict = BROKER.step("judge")(r)
     assert verdict["verdict"] == INCONCLUSIVE, verdict
     assert "Spark analysis failed" in verdict["reason"]
@@ -275,10 +276,11 @@ def test_a_failed_spark_analysis_is_inconclusive(monkeypatch, tmp_path, analysis
 
 def test_a_failed_analysis_is_never_promoted_by_the_engine(monkeypatch, tmp_path):
     """The whole engine with a failing analysis: the verdict is INCONCLUSIVE and, unapproved, rolled back."""
-    from canary.judge import cli as judge_cli
+    from canary import analysis
+    from canary.analysis.result import AnalysisResult
 
     r = Offline(tmp_path, engine_name="spark")
-    monkeypatch.setattr(judge_cli, "run_analysis", lambda *a, **k: 2)
+    monkeypatch.setattr(analysis, "analyze", lambda request, **k: AnalysisResult.from_job("spark", 2, request.out))
     result = run_all(_fake_kind(), r)
     assert "promote" not in r.calls and r.calls[-2:] == ["rollback", "verify"], r.calls
     assert result["verdict"] == INCONCLUSIVE and result["outcome"] != PROMOTE

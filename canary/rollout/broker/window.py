@@ -5,19 +5,19 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from canary.analysis.inline import aggregate
 from canary.judge import judge
 from canary.kafka import health
 from canary.probe.runner import Probe
 from canary.rollout.broker.probes import probe_config
 from canary.rollout.broker.rollout import Rollout
-from canary.rollout.judging import aggregates
 from canary.rollout.spec import judge_settings
 from canary.rollout.window import fail_fast_verdict, watch_window
 
 
 def interim_look(observations: Path, config) -> dict:
     """The judge's interim look at the window's observations so far."""
-    agg, usable = aggregates(observations, config)
+    agg, usable = aggregate(observations, config)
     verdict = judge(agg, config, final=False)
     return {"verdict": verdict["verdict"], "reason": verdict["reason"], "observations": usable}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from canary.analysis import inline
 from canary.judge import ROLLBACK, judge
 from canary.rollout import judging
 from canary.rollout.client.observations import fetch_observations
@@ -20,7 +21,7 @@ def look(run: ClientRollout, start_ms: int, end_ms: int, name: str, final: bool)
     path = run.run_dir / f"observations-{name}.jsonl"
     count = fetch_observations(run.bootstrap_servers, run.spec.client, run.spec.service.observations_run_id, start_ms,
                                end_ms, path)
-    agg, usable = judging.aggregates(path, config)
+    agg, usable = inline.aggregate(path, config)
     verdict = judge(agg, config, final=final)
     return {"verdict": verdict["verdict"], "reason": verdict["reason"], "observations": count, "usable": usable}
 

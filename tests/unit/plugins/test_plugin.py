@@ -142,17 +142,6 @@ def test_warm_up_trigger_times_out_with_what_is_missing(monkeypatch):
     assert events[0].payload["missing"] == "broker 4 not registered yet"
 
 
-def test_analysis_config_file_reads_back_as_written(tmp_path):
-    from canary.demo import FAST_JUDGE
-    from canary.judge import load_config
-    from canary.judge.config import config_from_dict
-    from canary.rollout.judging import write_judge_config
-
-    config = config_from_dict(FAST_JUDGE)
-    path = write_judge_config(config, tmp_path / "judge.yaml")  # what steps.analysis_request writes
-    assert load_config(path).to_dict() == config.to_dict()
-
-
 class _FakeTI:
     def __init__(self, xcoms: dict):
         self.xcoms = xcoms

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 
 from canary import sweep
+from canary.analysis import job
 from canary.judge import Aggregates
 from canary.observations import Observation
-from spark_jobs import canary_analysis as job
 
 COMMON = dict(run_id="sweep-x", kind="probe", source="probe-0", topic="__kafka_canary", producer_id="p")
 

@@ -8,5 +8,5 @@ Versions (`--version`), the behaviour a rollout compares:
 | v1, v2 | well-formed JSON orders | parses each order, ~1 ms of work |
 | v2-bad | 5 % of the records are malformed (not JSON) | slow (~20 ms per record) and fails 5 % of the orders |
 
-Run by canary.clients.deployer.ServiceDeployer: `python -m examples.services.producer --help`.
+Run by canary.clients.deployer.ServiceDeployer: `python -m canary.examples.services.producer --help`.
 """

@@ -16,8 +16,8 @@ import time
 import zlib
 
 from canary.clients import LaneProducer
+from canary.examples.services.common import BAD, RecordsLog, client_settings, parser, setup_logging, stop_on_sigterm
 from canary.kafka.clients import QUIET_LOGGER
-from examples.services.common import BAD, RecordsLog, client_settings, parser, setup_logging, stop_on_sigterm
 
 MALFORMED_SHARE = 0.05
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-from argparse import Namespace
 
 from pyspark.testing import assertDataFrameEqual
 
+from canary.analysis import AnalysisRequest, job
 from canary.judge import Aggregates
 from canary.judge import histogram as H
 from canary.observations import Observation
-from spark_jobs import canary_analysis as job
 
 COMMON = dict(run_id="run-1", kind="probe", source="probe-0", topic="canary", leader=1, producer_id="p")
 
@@ -75,8 +74,7 @@ def test_whole_run_on_parquet_writes_verdict_aggregates_and_report(spark, tmp_pa
     source = tmp_path / "obs.parquet"
     spark.createDataFrame(records, job.OBSERVATION_SCHEMA).write.parquet(str(source))
     out = tmp_path / "out"
-    verdict = job.run(spark, Namespace(observations=str(source), from_=None, to=None, out=out, config=None,
-                                       run_id="run-1", bucket_s=10.0, interim=False))
+    verdict = job.run(spark, AnalysisRequest(source, out, run_id="run-1", bucket_s=10.0))
     assert verdict["verdict"] == "ROLLBACK"
     assert {m["name"]: m["decision"] for m in verdict["metrics"]}["loss_rate"] == "FAIL"
     assert json.loads((out / "verdict.json").read_text())["verdict"] == "ROLLBACK"

@@ -15,8 +15,8 @@ import time
 import zlib
 
 from canary.clients import LaneConsumer
+from canary.examples.services.common import BAD, RecordsLog, client_settings, parser, setup_logging, stop_on_sigterm
 from canary.kafka.clients import QUIET_LOGGER
-from examples.services.common import BAD, RecordsLog, client_settings, parser, setup_logging, stop_on_sigterm
 
 FAILURE_SHARE = 0.05
 

@@ -15,8 +15,8 @@ BAD = "v2-bad"
 
 
 def parser(role: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"python -m examples.services.{role}",
-                                description=f"the sample {role} service (examples/services)")
+    p = argparse.ArgumentParser(prog=f"python -m canary.examples.services.{role}",
+                                description=f"the sample {role} service (canary/examples/services)")
     p.add_argument("--bootstrap", required=True)
     p.add_argument("--topic", required=True)
     p.add_argument("--id", required=True, help="instance id: client.id (and group.instance.id of a consumer)")

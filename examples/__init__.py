@@ -1,1 +1,0 @@
-"""Sample applications built on the kafka-canary library."""
