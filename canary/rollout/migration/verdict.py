@@ -3,18 +3,16 @@ through the judge, combined worst first."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from canary.analysis.inline import judge_file
 from canary.clients.rebalance import RebalanceEvent, account, combine, compare
-from canary.judge import Aggregates, judge
 from canary.judge.config import DEFAULT_METRICS, JudgeConfig, config_from_dict
 from canary.lanes import client_lane
-from canary.observations import read_file_counted
 from canary.rollout.migration.spec import MigrationError, MigrationSpec
 
 # The judged client metrics; every other judge metric is off (the instances write no produce or probe data).
@@ -43,10 +41,7 @@ def judge_config(path: str | None = None) -> JudgeConfig:
 def judge_observations(path: Path, out_dir: Path, config: JudgeConfig) -> dict:
     """The judge's verdict on the window's observations file (the reader the rollout and the Spark job share),
     written to out_dir/verdict.json."""
-    parsed, bad = read_file_counted(path)
-    verdict = judge(Aggregates.from_observations(parsed, int(config.bucket_s * 1000), bad), config, final=True)
-    (out_dir / "verdict.json").write_text(json.dumps(verdict, indent=2))
-    return verdict
+    return judge_file(path, out_dir, config)
 
 
 def metric_summary(verdict: dict) -> dict:
