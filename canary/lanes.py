@@ -1,4 +1,4 @@
-"""The canary marker convention (DESIGN.md §2), in one place.
+"""The canary marker convention (docs/design.md), in one place.
 
 Upstream Kafka has no broker `pod` field yet (the KIP's marker), so the marker travels in
 metadata every client can read: `broker.rack`. A broker is a **canary broker** when its rack

@@ -1,4 +1,4 @@
-"""The observation: one record of what a probe or an instrumented client saw (DESIGN.md §2).
+"""The observation: one record of what a probe or an instrumented client saw (docs/design.md).
 
 Shared contract between the producers of observations (probe, lane-aware clients) and their
 reader (the Spark analysis). Serialized as one JSON object per record; `schema` versions it.

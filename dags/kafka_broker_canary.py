@@ -1,5 +1,5 @@
-"""The gated broker rollout of DESIGN.md §3 as an Airflow DAG (the tasks are thin: everything they do is in
-canary.rollout.steps, reachable with `kafka-canary rollout …` too)."""
+"""The gated broker rollout of docs/design.md as an Airflow DAG (the tasks are thin: everything they do is in
+canary.rollout.broker, reachable with `kafka-canary rollout …` too)."""
 
 from __future__ import annotations
 

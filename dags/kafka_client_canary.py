@@ -1,5 +1,5 @@
 """The gated rollout of a producer/consumer service's new version (the client side of canary isolation) as an
-Airflow DAG. The tasks are thin: everything they do is in canary.rollout.client_steps, reachable with
+Airflow DAG. The tasks are thin: everything they do is in canary.rollout.client, reachable with
 `kafka-canary client-rollout …` too."""
 
 from __future__ import annotations

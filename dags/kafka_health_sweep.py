@@ -1,4 +1,4 @@
-"""The scheduled health sweep (DESIGN.md §1): every registered cluster is probed, compared with its own history,
+"""The scheduled health sweep (docs/design.md): every registered cluster is probed, compared with its own history,
 published as an asset and alerted on when DEGRADED. Everything a sweep does is canary.sweep.run_sweep, reachable
 with `kafka-canary sweep …` too."""
 

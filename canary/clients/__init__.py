@@ -1,4 +1,4 @@
-"""Lane-aware Kafka clients for services (DESIGN.md §1 "client library", the KIP's canary isolation): a canary
+"""Lane-aware Kafka clients for services (docs/design.md "client library", the KIP's canary isolation): a canary
 instance of a service produces only to canary partitions and consumes only canary partitions; a baseline instance
 only the others. Docs: docs/clients.md.
 

@@ -1,4 +1,4 @@
-"""The statistical gate (DESIGN.md §6): pure Python, fed the Spark job's aggregates."""
+"""The statistical gate (docs/design.md): pure Python, fed the Spark job's aggregates."""
 
 from canary.judge.config import DEFAULT_METRICS, ConfigError, JudgeConfig, MetricSpec, load_config
 from canary.judge.core import (

@@ -1,4 +1,4 @@
-"""The canary probe (DESIGN.md §2): synthetic produce+consume traffic on the canary topic that says,
+"""The canary probe (docs/design.md): synthetic produce+consume traffic on the canary topic that says,
 per partition, per leader broker and per lane, whether Kafka works as a user sees it.
 
 Modules, one job each: `config` (settings from file/env/flags, secrets redacted), `topic`

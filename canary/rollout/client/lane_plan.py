@@ -1,6 +1,6 @@
 """Opening and closing the canary lane of a service topic, planned (pure) from the topic's replica lists.
 
-Canary partitions of a service topic exist only during a client rollout (the KIP's canary isolation, DESIGN.md §2):
+Canary partitions of a service topic exist only during a client rollout (the KIP's canary isolation, docs/design.md):
 
 - **open**: for K partitions that have a replica on a canary broker, that replica goes first in the replica list and
   a preferred leader election makes it the leader. A reassignment that only reorders the same replicas moves no

@@ -1,5 +1,5 @@
 """LearnerWarmUpTrigger: waits, in the triggerer, until every canary broker is back in the ISR of each
-partition it hosts (DESIGN.md: learner warm-up). It only reads cluster metadata, so running it twice is
+partition it hosts (docs/design.md: learner warm-up). It only reads cluster metadata, so running it twice is
 harmless; the connection is looked up by id in the triggerer, so no secret is stored with the trigger."""
 
 from __future__ import annotations

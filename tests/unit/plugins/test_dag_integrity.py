@@ -1,5 +1,5 @@
 """Every DAG in dags/ imports without errors; the broker rollout DAG has the task graph and the typed trigger
-form of DESIGN.md §3, and its form refuses bad values before any task runs."""
+form of docs/design.md, and its form refuses bad values before any task runs."""
 
 from __future__ import annotations
 
