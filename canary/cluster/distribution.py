@@ -14,11 +14,13 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from canary.errors import FeatureError, SetupError
+from canary.kafka import features
 from canary.kafka.secrets import scrub_text
 
 BASELINE_VERSION = "3.9.2"  # latest 3.9.x: the last release line that still has ZooKeeper mode
@@ -243,3 +245,15 @@ def release_levels(release: str, tool: KafkaDistribution) -> dict[str, int]:
     if "metadata.version" not in levels:
         raise FeatureError(f"Kafka {tool.version} gave no feature mapping for release {release}: {out.strip()}")
     return levels
+
+
+def finalize_levels(versions: Iterable[str], release: str | None = None) -> dict[str, int]:
+    """The feature levels to finalize on a cluster whose nodes run `versions`: those `release` (default: the
+    release every node runs) maps to, per the newest version's tool, except levels of 0 and the features
+    never raised unless named (canary.kafka.features.NOT_BY_DEFAULT). Raises FeatureError, SetupError."""
+    versions = list(versions)
+    newest = max(versions, key=parse_version)
+    oldest = min(versions, key=parse_version)
+    release = release or release_of(oldest)
+    mapped = release_levels(release, ensure(newest))
+    return {name: level for name, level in mapped.items() if name not in features.NOT_BY_DEFAULT and level > 0}

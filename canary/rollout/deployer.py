@@ -69,12 +69,12 @@ class LocalDeployer:
 
     def brokers(self) -> list[BrokerInfo]:
         self.cluster.reload()
-        return [BrokerInfo(n.node_id, n.version, dict(n.config), n.rack, self.cluster._is_running(n),
+        return [BrokerInfo(n.node_id, n.version, dict(n.config), n.rack, self.cluster.is_running(n),
                            float(getattr(n, "client_delay_ms", 0.0) or 0.0)) for n in self.cluster.state.brokers]
 
     def controllers(self) -> list[ControllerInfo]:
         self.cluster.reload()
-        return [ControllerInfo(n.node_id, n.version, self.cluster._is_running(n))
+        return [ControllerInfo(n.node_id, n.version, self.cluster.is_running(n))
                 for n in self.cluster.state.controllers]
 
     def prepare(self, version: str) -> None:

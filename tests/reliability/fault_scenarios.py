@@ -457,7 +457,7 @@ def heal(cluster: LocalCluster) -> list[str]:
     fixed = []
     cluster.reload()
     for n in cluster.state.nodes:
-        if not cluster._is_running(n):
+        if not cluster.is_running(n):
             cluster.start_node(n.node_id, wait=False)
             fixed.append(f"started {n.role} {n.node_id}")
     cluster.wait_healthy(180)
