@@ -33,7 +33,7 @@ from canary.analysis.result import summary
 from canary.errors import CanaryError
 from canary.judge import EXIT_CODES, Aggregates, judge, load_config
 from canary.judge import histogram as H
-from canary.judge.core import BAD_LANE, BAD_PREFIX, OUTCOME_PREFIX
+from canary.judge.aggregates import BAD_LANE, BAD_PREFIX, OUTCOME_PREFIX
 from canary.observations import (
     FUTURE_SLACK_MS,
     LANES,

@@ -28,7 +28,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-from canary.judge.core import FAIL, INCONCLUSIVE, INSUFFICIENT, PASS, PROMOTE, ROLLBACK
+from canary.judge.evidence import FAIL, INSUFFICIENT, PASS
+from canary.judge.verdict import INCONCLUSIVE, PROMOTE, ROLLBACK
 from canary.observations import LANES, Lane
 
 EventKind = Literal["assigned", "revoked", "lost", "closing"]

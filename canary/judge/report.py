@@ -8,7 +8,7 @@ import io
 from pathlib import Path
 
 from canary.judge import histogram as H
-from canary.judge.core import Aggregates
+from canary.judge.aggregates import Aggregates
 
 COLOURS = {"canary": "#d95f02", "baseline": "#1b9e77", "PROMOTE": "#1b7e3c", "ROLLBACK": "#b2182b",
            "INCONCLUSIVE": "#8c6d1f"}

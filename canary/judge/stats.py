@@ -136,29 +136,37 @@ def tail_log_e(risk_c, surv_c, risk_b, surv_b, entry_weight: float = 0.25, exact
     width = np.minimum(went, risk_c) - np.maximum(0, went - risk_b)
     grid = TAIL_GRID
     steps = np.zeros((*risk_c.shape, grid.size))
-
     wide = use & (width > exact_width)
     if wide.any():
-        p = risk_c[wide] / n[wide]
-        by_went = (went <= n - went)[wide]
-        # Going on is the canary's bad outcome (odds ratio psi > 1); stopping is its good one (odds 1 / psi).
-        x = np.where(by_went, surv_c[wide], risk_c[wide] - surv_c[wide])[:, None]
-        k = np.where(by_went, went[wide], n[wide] - went[wide])[:, None]
-        psi = np.where(by_went[:, None], grid, 1 / grid)
-        steps[wide] = x * np.log(psi) - k * np.log1p(p[:, None] * (psi - 1))
+        steps[wide] = _binomial_bound_log_lr(risk_c[wide], surv_c[wide], n[wide], went[wide], grid)
+    _exact_tables_log_lr(steps, use & ~wide, width, risk_c, surv_c, risk_b, went, np.log(grid), exact_width, chunk)
+    log_prior = -np.log(grid.size)
+    inside = _lse(np.cumsum(steps[:, 1:].sum(axis=1), axis=0) + log_prior, axis=1)
+    every = _lse(np.cumsum(steps.sum(axis=1), axis=0) + log_prior, axis=1)
+    return np.logaddexp(inside + np.log1p(-entry_weight), every + np.log(entry_weight))
 
+
+def _binomial_bound_log_lr(risk_c, surv_c, n, went, grid: np.ndarray) -> np.ndarray:
+    """Per wide table (1-d arrays) and alternative: psi^x / E_binomial[psi^X], x the canary's share of the
+    smaller of {went on, stopped}."""
+    p = risk_c / n
+    by_went = went <= n - went
+    # Going on is the canary's bad outcome (odds ratio psi > 1); stopping is its good one (odds 1 / psi).
+    x = np.where(by_went, surv_c, risk_c - surv_c)[:, None]
+    k = np.where(by_went, went, n - went)[:, None]
+    psi = np.where(by_went[:, None], grid, 1 / grid)
+    return x * np.log(psi) - k * np.log1p(p[:, None] * (psi - 1))
+
+
+def _exact_tables_log_lr(steps: np.ndarray, narrow: np.ndarray, width: np.ndarray, risk_c, surv_c, risk_b, went,
+                         log_alt: np.ndarray, exact_width: int, chunk: int) -> None:
+    """Fills steps[narrow] with Fisher's exact log likelihood ratios, `chunk` tables at a time."""
     # Exact tables grouped by support width (most are 1-3 wide), so padding costs little.
-    log_alt = np.log(grid)
-    narrow = use & ~wide
     for lo, hi in ((0, 2), (2, 4), (4, 8), (8, 16), (16, 32), (32, exact_width)):
         group = np.argwhere(narrow & (width > lo) & (width <= hi))
         for i in range(0, len(group), chunk):
             idx = tuple(group[i:i + chunk].T)
             steps[idx] = _hypergeom_log_lr(surv_c[idx], went[idx], risk_c[idx], risk_b[idx], 0.0, log_alt)
-    log_prior = -np.log(grid.size)
-    inside = _lse(np.cumsum(steps[:, 1:].sum(axis=1), axis=0) + log_prior, axis=1)
-    every = _lse(np.cumsum(steps.sum(axis=1), axis=0) + log_prior, axis=1)
-    return np.logaddexp(inside + np.log1p(-entry_weight), every + np.log(entry_weight))
 
 
 # The log-rank statistic is used as a normal variate only with at least this much information (variance).

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from canary.judge import Aggregates, JudgeConfig
-from canary.judge.core import SLO_SHARE
+from canary.judge.alpha import SLO_SHARE
 from canary.observations import LANES
 from canary.sweep.config import HEALTHY
 from canary.sweep.history import HistoryEntry, Row, SweepRecord

@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from canary.judge import histogram
+from canary.judge.aggregates import OUTCOME_PREFIX
 from canary.judge.config import FAILURES
-from canary.judge.core import OUTCOME_PREFIX
 from canary.observations import LANES
 from canary.sweep.history import Row
 

@@ -30,7 +30,7 @@ from waiting import wait_until
 
 from canary.clients import ClientMetrics, LaneConsumer, LaneProducer, LaneView
 from canary.cluster.local import LocalCluster
-from canary.judge.core import Aggregates
+from canary.judge.aggregates import Aggregates
 from canary.kafka.clients import QUIET_LOGGER
 from canary.lanes import canary_rack
 from canary.observations import OBSERVATIONS_TOPIC, Observation

@@ -16,7 +16,7 @@ import pytest
 
 from canary.errors import CanaryError
 from canary.judge import Aggregates, judge
-from canary.judge.core import SLO_SHARE
+from canary.judge.alpha import SLO_SHARE
 from canary.observations import Observation
 from canary.sweep import (
     DEGRADED,

@@ -1,0 +1,104 @@
+"""The judge's input: the Spark job's aggregates, counts per lane × time bucket × metric × histogram bin
+(see canary/analysis/job.py for how they are made), and the window as every metric sees it."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from canary.judge import histogram as H
+from canary.judge.config import JudgeConfig
+from canary.observations import LANES
+
+OUTCOME_PREFIX, BAD_PREFIX, BAD_LANE = "outcome.", "bad.", "_bad"
+
+
+@dataclass
+class Aggregates:
+    """cells[(lane, metric)][bucket_start_ms][bin] = count. Metrics: `outcome.<outcome>` (bin 0),
+    `partition` (bin = partition number), and the histogram sources of canary.judge.config.SOURCES.
+    bad[reason] = observations excluded for that reason."""
+
+    bucket_ms: int
+    cells: dict = field(default_factory=lambda: defaultdict(lambda: defaultdict(dict)))
+    bad: dict = field(default_factory=dict)
+    run_ids: list = field(default_factory=list)
+
+    @classmethod
+    def from_rows(cls, rows: Iterable, bucket_ms: int, run_ids: Iterable[str] = ()) -> Aggregates:
+        """rows: (lane, bucket_start_ms, metric, bin, count) tuples or dicts with those keys."""
+        agg = cls(bucket_ms=int(bucket_ms), run_ids=sorted(set(run_ids)))
+        for row in rows:
+            if isinstance(row, dict):
+                row = (row["lane"], row["bucket_start_ms"], row["metric"], row["bin"], row["count"])
+            lane, bucket, metric, bin_index, count = row
+            if lane == BAD_LANE:
+                reason = metric.removeprefix(BAD_PREFIX)
+                agg.bad[reason] = agg.bad.get(reason, 0) + int(count)
+                continue
+            cell = agg.cells[(lane, metric)][int(bucket)]
+            cell[int(bin_index)] = cell.get(int(bin_index), 0) + int(count)
+        return agg
+
+    @classmethod
+    def from_observations(cls, observations: Iterable, bucket_ms: int, bad: dict[str, int] | None = None
+                          ) -> Aggregates:
+        """Reference aggregation of Observation objects in plain Python (the Spark job does the same at
+        scale): for tests, simulations and small interim checks without Spark. `bad`: records already excluded
+        while reading, per reason (canary.observations.read_observations), counted in the verdict."""
+        counts: dict[tuple, int] = defaultdict(int)
+        for reason, excluded in (bad or {}).items():
+            counts[(BAD_LANE, -1, BAD_PREFIX + reason, 0)] += excluded
+        run_ids = set()
+        for obs in observations:
+            bucket = obs.send_ts // bucket_ms * bucket_ms
+            run_ids.add(obs.run_id)
+            if (obs.receive_ts is not None and obs.receive_ts < obs.send_ts
+                    or obs.ack_ts is not None and obs.ack_ts < obs.send_ts):
+                counts[(BAD_LANE, bucket, BAD_PREFIX + "clock_skew", 0)] += 1
+                continue
+            counts[(obs.lane, bucket, OUTCOME_PREFIX + obs.outcome, 0)] += 1
+            counts[(obs.lane, bucket, "partition", obs.partition)] += 1
+            for metric, value in (("e2e_latency_ms", obs.e2e_latency_ms),
+                                  ("produce_latency_ms", obs.produce_latency_ms),
+                                  ("processing_ms", obs.processing_ms), ("lag", obs.lag)):
+                if value is not None:
+                    counts[(obs.lane, bucket, metric, H.bin_of(value))] += 1
+        return cls.from_rows([(*key, count) for key, count in counts.items()], bucket_ms, run_ids)
+
+    def buckets(self) -> list[int]:
+        return sorted({b for (lane, _), by in self.cells.items() if lane in LANES for b in by})
+
+    def hist(self, lane: str, metric: str, bucket: int) -> dict[int, int]:
+        by_bucket = self.cells.get((lane, metric))
+        return by_bucket.get(bucket, {}) if by_bucket else {}
+
+    def outcomes(self, lane: str, bucket: int) -> dict[str, int]:
+        return {metric.removeprefix(OUTCOME_PREFIX): by.get(bucket, {}).get(0, 0)
+                for (ln, metric), by in self.cells.items() if ln == lane and metric.startswith(OUTCOME_PREFIX)}
+
+
+class Window:
+    """The window as every metric sees it: its buckets in and after the warm-up, and per lane the trials
+    (observations) and partitions of each bucket after the warm-up. `final`: the final look, else an
+    interim one."""
+
+    def __init__(self, agg: Aggregates, config: JudgeConfig, final: bool = True):
+        self.agg, self.config, self.final = agg, config, final
+        self.all_buckets = agg.buckets()
+        start = self.all_buckets[0] if self.all_buckets else 0
+        self.warmup_end = start + int(config.warmup_s * 1000)
+        self.warmup = [b for b in self.all_buckets if b < self.warmup_end]
+        self.buckets = [b for b in self.all_buckets if b >= self.warmup_end]
+        self.outcomes = {lane: [agg.outcomes(lane, b) for b in self.buckets] for lane in LANES}
+        self.trials = {lane: np.array([sum(o.values()) for o in self.outcomes[lane]], dtype=float) for lane in LANES}
+        self.partitions = {lane: np.array([len(agg.hist(lane, "partition", b)) for b in self.buckets], dtype=float)
+                           for lane in LANES}
+
+    def events(self, lane: str, names: Iterable[str]) -> np.ndarray:
+        """Per bucket after the warm-up, the lane's observations with one of the outcomes `names`."""
+        names = tuple(names)
+        return np.array([sum(o.get(name, 0) for name in names) for o in self.outcomes[lane]], dtype=float)

@@ -1,0 +1,140 @@
+"""The judge: canary vs baseline, metric by metric, and the verdict from the metrics' decisions.
+
+Input: `Aggregates` (canary.judge.aggregates). Output: the verdict as a JSON-able dict (schema in
+canary/judge/README.md, version `VERDICT_SCHEMA_VERSION`).
+"""
+
+from __future__ import annotations
+
+from canary.judge.aggregates import Aggregates, Window
+from canary.judge.alpha import Alphas, count_tests, metric_shares
+from canary.judge.config import JudgeConfig, MetricSpec
+from canary.judge.evidence import FAIL, INSUFFICIENT, NO_DATA, PASS, metric_result
+from canary.judge.quantiles import quantile_test
+from canary.judge.rates import rate_test, throughput_test
+from canary.observations import LANES
+
+VERDICT_SCHEMA = "kafka-canary/verdict"
+VERDICT_SCHEMA_VERSION = 1
+PROMOTE, ROLLBACK, INCONCLUSIVE = "PROMOTE", "ROLLBACK", "INCONCLUSIVE"
+
+
+def judge(agg: Aggregates, config: JudgeConfig | None = None, final: bool = True) -> dict:
+    """The verdict for one run. final=False is an interim look: only a critical metric's regression
+    decides (ROLLBACK, fail fast); otherwise the verdict is INCONCLUSIVE and the rollout continues."""
+    config = (config or JudgeConfig()).validate()
+    window = Window(agg, config, final)
+    tested = [m for m in config.active if _has_data(window, m)]
+    shares = metric_shares(config.alpha, config.active, tested)
+    results = [judge_metric(window, m, shares[m.name]) if _has_data(window, m) else _no_data(m, shares[m.name])
+               for m in config.active]
+    empty = [lane for lane in LANES if window.trials[lane].sum() == 0]
+    verdict, reason = _decide(window, results, empty)
+    excluded = int(sum(agg.bad.values()))
+    valid = int(sum(window.trials[lane].sum() for lane in LANES)) + sum(
+        sum(agg.outcomes(lane, b).values()) for lane in LANES for b in window.warmup)
+    if verdict == PROMOTE and excluded > config.max_excluded_share * (excluded + valid):
+        verdict = INCONCLUSIVE
+        reason = (f"too much bad data to promote: {excluded} of {excluded + valid} observations excluded "
+                  f"(more than max_excluded_share {config.max_excluded_share:g}); the excluded part could hide "
+                  f"a regression")
+    if agg.bad:
+        # Excluded data is never passed over in silence: the reason a person reads names it.
+        reason += (f" ({sum(agg.bad.values())} observation(s) excluded: "
+                   + ", ".join(f"{k} {v}" for k, v in sorted(agg.bad.items())) + ")")
+    return {
+        "schema": VERDICT_SCHEMA,
+        "schema_version": VERDICT_SCHEMA_VERSION,
+        "verdict": verdict,
+        "reason": reason,
+        "score": _score(results),
+        "final": final,
+        "run_ids": list(agg.run_ids),
+        "window": _window_summary(window),
+        "lanes": {lane: {"observations": int(window.trials[lane].sum()),
+                         "partitions": int(window.partitions[lane].max()) if window.buckets else 0}
+                  for lane in LANES},
+        "data_quality": {"excluded": dict(sorted(agg.bad.items())), "excluded_total": excluded, "valid_total": valid,
+                         "empty_lanes": empty},
+        "alpha": {"total": config.alpha, "tests": sum(count_tests(m) for m in tested),
+                  "per_metric": config.alpha / max(1, len(tested)),
+                  "by_metric": {m.name: shares[m.name] for m in tested}},
+        "metrics": results,
+        "config": config.to_dict(),
+    }
+
+
+def judge_metric(window: Window, metric: MetricSpec, share: float) -> dict:
+    """One metric's result, tested with its `share` of alpha; INSUFFICIENT_DATA instead of a PASS on too
+    few samples."""
+    alphas = Alphas.split(metric, share)
+    result = metric_result(metric, alphas.test)
+    if metric.kind == "rate":
+        rate_test(window, metric, alphas, result)
+    elif metric.kind == "throughput":
+        throughput_test(window, metric, alphas.test, result)
+    else:
+        quantile_test(window, metric, alphas, result)
+    short = result.pop("insufficient", None)
+    if short and result["decision"] == PASS:
+        result["decision"], result["reason"] = INSUFFICIENT, f"{short} ({result['reason']})"
+    return result
+
+
+def _decide(window: Window, results: list[dict], empty: list[str]) -> tuple[str, str]:
+    """The verdict and its reason from the metrics' decisions: a regression rolls back (at an interim look a
+    critical one only); too little data, or an interim look, is INCONCLUSIVE; else PROMOTE."""
+    config = window.config
+    failed = [r for r in results if r["decision"] == FAIL]
+    critical_failed = [r for r in failed if r["critical"]]
+    missing = [r for r in results if r["decision"] in (NO_DATA, INSUFFICIENT) and r["must_have_data"]]
+    if critical_failed:
+        return ROLLBACK, "critical regression: " + "; ".join(f"{r['name']}: {r['reason']}" for r in critical_failed)
+    if window.final and failed:
+        return ROLLBACK, "regression: " + "; ".join(f"{r['name']}: {r['reason']}" for r in failed)
+    if not window.all_buckets:
+        return INCONCLUSIVE, "no valid observations in the window"
+    if empty:
+        return INCONCLUSIVE, f"no observations after the warm-up in lane(s) {', '.join(empty)}"
+    if len(window.buckets) < config.min_buckets:
+        return INCONCLUSIVE, (f"only {len(window.buckets)} time bucket(s) after the warm-up, "
+                              f"{config.min_buckets} needed")
+    if missing:
+        return INCONCLUSIVE, "not enough data: " + "; ".join(f"{r['name']}: {r['reason']}" for r in missing)
+    if not window.final:
+        return INCONCLUSIVE, ("interim look: no critical regression, continue" +
+                              (f" (non-critical regressions so far: {', '.join(r['name'] for r in failed)})"
+                               if failed else ""))
+    decided = [r for r in results if r["decision"] in (PASS, FAIL)]
+    return PROMOTE, f"no regression beyond the floors in {len(decided)} metric(s) at alpha {config.alpha}"
+
+
+def _score(results: list[dict]) -> float:
+    """The weighted share (in %) of the decided metrics that passed."""
+    decided = [r for r in results if r["decision"] in (PASS, FAIL)]
+    weight = sum(r["weight"] for r in decided)
+    return round(100 * sum(r["weight"] for r in decided if r["decision"] == PASS) / weight, 1) if weight else 0.0
+
+
+def _window_summary(window: Window) -> dict:
+    bucket_ms = window.agg.bucket_ms
+    return {
+        "start_ms": window.all_buckets[0] if window.all_buckets else None,
+        "end_ms": window.all_buckets[-1] + bucket_ms if window.all_buckets else None,
+        "warmup_end_ms": window.warmup_end if window.all_buckets else None,
+        "bucket_ms": bucket_ms,
+        "buckets_analysed": len(window.buckets),
+        "buckets_warmup": len(window.warmup),
+    }
+
+
+def _has_data(window: Window, metric: MetricSpec) -> bool:
+    if metric.kind != "quantile":
+        return bool(window.trials["canary"].sum() + window.trials["baseline"].sum())
+    return any(window.agg.hist(lane, metric.source, b) for lane in ("canary", "baseline") for b in window.buckets)
+
+
+def _no_data(metric: MetricSpec, alpha: float) -> dict:
+    result = metric_result(metric, alpha)
+    result["reason"] = "no data in either lane after the warm-up"
+    return result
