@@ -1,4 +1,4 @@
-"""Reconciling the canary topic to the rules of DESIGN.md §5 (Strimzi proposal).
+"""Reconciling the canary topic to its rules (after the Strimzi canary proposal):
 
 - one partition per live broker, each broker the preferred leader (first replica) of one;
 - RF = min(brokers, 3), `min.insync.replicas` = max(1, RF - 1), small segment and retention bytes;
@@ -142,92 +142,110 @@ def plan(spec: TopicSpec, state: TopicState, previous_owners: dict[int, int] | N
     order = rack_interleaved(brokers)
     rf = min(len(brokers), 3)
     wanted_configs = spec.configs(rf)
-
     if not state.exists:
-        load: dict[int, int] = {}
-        assignment = []
-        for broker in sorted(brokers):
-            replicas = [broker, *_followers(broker, order, rf, brokers)]
-            for b in replicas:
-                load[b] = load.get(b, 0) + 1
-            assignment.append(replicas)
-        owners = {b: p for p, b in enumerate(sorted(brokers))}
+        assignment = [_replica_set(broker, order, rf, brokers) for broker in sorted(brokers)]
+        owners = {broker: partition for partition, broker in enumerate(sorted(brokers))}
         return ReconcilePlan(rf, assignment, [], {}, [], wanted_configs, owners, [])
 
-    parts = state.partitions
-    headed: dict[int, list[int]] = {}
-    for p in sorted(parts):
-        replicas = parts[p].replicas
-        if replicas and replicas[0] in brokers:
-            headed.setdefault(replicas[0], []).append(p)
-    previous = previous_owners or {}
+    owners, new_owners, orphans = _ownership(state, rf, previous_owners or {})
+    load = _replica_load(state)
+    reassign = _reassignments(state, owners, order, rf, load)
+    add: list[list[int]] = []
+    next_partition = max(state.partitions, default=-1) + 1
+    for broker in new_owners:  # a broker with no partition to take over gets a new one
+        owners[broker] = next_partition
+        next_partition += 1
+        add.append(_replica_set(broker, order, rf, brokers))
+    configs = {key: value for key, value in wanted_configs.items() if state.configs.get(key) != value}
+    return ReconcilePlan(rf, None, add, reassign, _elections(state, owners, reassign), configs,
+                         dict(sorted(owners.items())), orphans)
 
-    def claim(broker: int, p: int) -> tuple[bool, bool, int]:
+
+def _replica_set(leader: int, order: list[int], rf: int, brokers: dict[int, str | None]) -> list[int]:
+    """The replicas of a partition `leader` leads: itself first (the preferred leader), then its followers."""
+    return [leader, *_followers(leader, order, rf, brokers)]
+
+
+def _ownership(state: TopicState, rf: int, previous: dict[int, int]) -> tuple[dict[int, int], list[int], list[int]]:
+    """Which partition each live broker owns (leads by preference): (owners broker -> partition, the brokers
+    that need a new partition, the orphans no live broker owns)."""
+    brokers, parts = state.brokers, state.partitions
+    headed: dict[int, list[int]] = {}
+    for partition in sorted(parts):
+        replicas = parts[partition].replicas
+        if replicas and replicas[0] in brokers:
+            headed.setdefault(replicas[0], []).append(partition)
+
+    def claim(broker: int, partition: int) -> tuple[bool, bool, int]:
         # the partition it owned before; else one whose replica set is whole (an orphan moved onto this broker
         # has lost a replica); else the lowest id
-        replicas = parts[p].replicas
+        replicas = parts[partition].replicas
         whole = len(replicas) == rf and all(b in brokers for b in replicas)
-        return previous.get(broker) != p, not whole, p
+        return previous.get(broker) != partition, not whole, partition
 
-    owners = {b: min(ps, key=lambda p, b=b: claim(b, p)) for b, ps in sorted(headed.items())}
+    owners = {broker: min(led, key=lambda p, broker=broker: claim(broker, p)) for broker, led in sorted(headed.items())}
     free_brokers = [b for b in sorted(brokers) if b not in owners]
     unowned = [p for p in sorted(parts) if p not in owners.values()]
     for broker in free_brokers:
         if unowned:  # scale up again: a new broker takes over an orphan
             owners[broker] = unowned.pop(0)
     new_owners = [b for b in free_brokers if b not in owners]
-    orphans = unowned
+    return owners, new_owners, unowned
 
-    load = {b: 0 for b in brokers}
-    for p in parts.values():
-        for b in p.replicas:
-            if b in load:
-                load[b] += 1
 
+def _replica_load(state: TopicState) -> dict[int, int]:
+    """Live broker -> how many of the topic's replicas it holds."""
+    load = {broker: 0 for broker in state.brokers}
+    for partition in state.partitions.values():
+        for broker in partition.replicas:
+            if broker in load:
+                load[broker] += 1
+    return load
+
+
+def _reassignments(state: TopicState, owners: dict[int, int], order: list[int], rf: int,
+                   load: dict[int, int]) -> dict[int, list[int]]:
+    """New replica sets for the partitions whose current one breaks the rules (acceptable ones are kept):
+    an owned partition gets its owner's replica set, an orphan keeps its live replicas and is filled up
+    with the least loaded brokers. `load` is kept up to date as replicas move."""
+    brokers, parts = state.brokers, state.partitions
     reassign: dict[int, list[int]] = {}
-    leader_of = {p: b for b, p in owners.items()}
-    for p in sorted(parts):
-        if p in state.reassigning:
+    leader_of = {partition: broker for broker, partition in owners.items()}
+    for partition in sorted(parts):
+        if partition in state.reassigning:
             continue  # converge on the next pass, once the reassignment in flight is done
-        current = parts[p].replicas
-        want_leader = leader_of.get(p)
+        current = parts[partition].replicas
+        want_leader = leader_of.get(partition)
         if _acceptable(current, want_leader, rf, brokers):
             continue
         if want_leader is not None:
-            target = [want_leader, *_followers(want_leader, order, rf, brokers)]
+            target = _replica_set(want_leader, order, rf, brokers)
         else:  # orphan: keep its live replicas, fill up with the least loaded brokers
             target = [b for b in current if b in brokers][:rf]
-            for b in sorted(brokers, key=lambda x: (load[x], order.index(x))):
+            for broker in sorted(brokers, key=lambda b: (load[b], order.index(b))):
                 if len(target) == rf:
                     break
-                if b not in target:
-                    target.append(b)
-        for b in current:
-            if b in load:
-                load[b] -= 1
-        for b in target:
-            load[b] += 1
-        reassign[p] = target
+                if broker not in target:
+                    target.append(broker)
+        for broker in current:
+            if broker in load:
+                load[broker] -= 1
+        for broker in target:
+            load[broker] += 1
+        reassign[partition] = target
+    return reassign
 
-    add: list[list[int]] = []
-    next_partition = max(parts, default=-1) + 1
-    for broker in new_owners:
-        replicas = [broker, *_followers(broker, order, rf, brokers)]
-        for b in replicas:
-            load[b] += 1
-        owners[broker] = next_partition
-        next_partition += 1
-        add.append(replicas)
 
+def _elections(state: TopicState, owners: dict[int, int], reassign: dict[int, list[int]]) -> list[int]:
+    """The owned partitions led by another broker while the owner is in the ISR (a reassigned one waits for
+    its reassignment)."""
     elect = []
-    for broker, p in owners.items():
-        if p in parts and p not in reassign and p not in state.reassigning:
-            current = parts[p]
+    for broker, partition in owners.items():
+        if partition in state.partitions and partition not in reassign and partition not in state.reassigning:
+            current = state.partitions[partition]
             if current.leader != broker and broker in current.isr:
-                elect.append(p)
-
-    configs = {k: v for k, v in wanted_configs.items() if state.configs.get(k) != v}
-    return ReconcilePlan(rf, None, add, reassign, sorted(elect), configs, dict(sorted(owners.items())), orphans)
+                elect.append(partition)
+    return sorted(elect)
 
 
 def _await_partitions(admin: TopicAdmin, topic: str, count: int, wait: float) -> None:
