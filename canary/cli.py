@@ -233,7 +233,26 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kafka-canary", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_setup_and_demo(sub)
+    cluster = sub.add_parser("cluster", help="the embedded local KRaft cluster")
+    actions = cluster.add_subparsers(dest="action", required=True)
+    _add_cluster_lifecycle(actions)
+    _add_cluster_nodes(actions)
+    _add_cluster_features(actions)
 
+    # Other areas add their subcommands here, one `register(sub)` call each.
+    __import__("canary.analysis.cli", fromlist=["register"]).register(sub)
+    __import__("canary.probe.cli", fromlist=["register"]).register(sub)
+    __import__("canary.rollout.cli", fromlist=["register"]).register(sub)
+    __import__("canary.rollout.client.cli", fromlist=["register"]).register(sub)
+    __import__("canary.release", fromlist=["register"]).register(sub)
+    __import__("canary.sweep.cli", fromlist=["register"]).register(sub)
+    __import__("canary.airflow_stack", fromlist=["register"]).register(sub)
+    __import__("canary.rollout.migration.cli", fromlist=["register"]).register(sub)
+    return parser
+
+
+def _add_setup_and_demo(sub: argparse._SubParsersAction) -> None:
     setup = sub.add_parser("setup", help="check Java and Maven, fetch Kafka releases into the cache")
     setup.add_argument("versions", nargs="*", help="Kafka versions (default: the baseline and target)")
     setup.set_defaults(func=cmd_setup)
@@ -255,19 +274,21 @@ def build_parser() -> argparse.ArgumentParser:
                            "$KAFKA_CANARY_PROJECT, else the working directory)")
     demo.set_defaults(func=cmd_demo)
 
-    cluster = sub.add_parser("cluster", help="the embedded local KRaft cluster")
-    csub = cluster.add_subparsers(dest="action", required=True)
 
-    def add(name: str, func, help_text: str, timeout: bool = True) -> argparse.ArgumentParser:
-        p = csub.add_parser(name, help=help_text)
-        p.add_argument("--dir", type=Path, default=default_cluster_dir(),
-                       help="cluster directory (default: $KAFKA_CANARY_CLUSTER_DIR or %(default)s)")
-        if timeout:
-            p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for health")
-        p.set_defaults(func=func)
-        return p
+def _cluster_action(actions: argparse._SubParsersAction, name: str, func, help_text: str,
+                    timeout: bool = True) -> argparse.ArgumentParser:
+    """A `kafka-canary cluster` action: every one takes --dir, those that wait for health --timeout."""
+    action = actions.add_parser(name, help=help_text)
+    action.add_argument("--dir", type=Path, default=default_cluster_dir(),
+                        help="cluster directory (default: $KAFKA_CANARY_CLUSTER_DIR or %(default)s)")
+    if timeout:
+        action.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for health")
+    action.set_defaults(func=func)
+    return action
 
-    up = add("up", cmd_cluster_up, "format and start a cluster, wait until healthy")
+
+def _add_cluster_lifecycle(actions: argparse._SubParsersAction) -> None:
+    up = _cluster_action(actions, "up", cmd_cluster_up, "format and start a cluster, wait until healthy")
     up.add_argument("--brokers", type=int, default=3)
     up.add_argument("--controllers", type=int, default=1, help="controller quorum size: 1, 3 or 5")
     up.add_argument("--version", default=distribution.BASELINE_VERSION, help="Kafka version of every node")
@@ -280,63 +301,62 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the brokers' client listener: plaintext (default) or sasl_ssl (TLS with certificates made "
                          "here, SCRAM-SHA-512 user admin; see docs/security.md)")
 
-    status = add("status", cmd_cluster_status, "nodes, versions, pids and health", timeout=False)
+    status = _cluster_action(actions, "status", cmd_cluster_status, "nodes, versions, pids and health", timeout=False)
     status.add_argument("--json", action="store_true")
-    add("down", cmd_cluster_down, "stop every node and delete the data (logs are kept)", timeout=False)
-    client_config = add("client-config", cmd_cluster_client_config,
-                        "the librdkafka settings a client of this cluster needs (properties lines)", timeout=False)
+    _cluster_action(actions, "down", cmd_cluster_down, "stop every node and delete the data (logs are kept)",
+                    timeout=False)
+    client_config = _cluster_action(actions, "client-config", cmd_cluster_client_config,
+                                    "the librdkafka settings a client of this cluster needs (properties lines)",
+                                    timeout=False)
     client_config.add_argument("--show-secret", action="store_true", help="include sasl.password")
     client_config.add_argument("--json", action="store_true", help="a JSON object (a spec's cluster.client)")
 
-    for role, func in (("broker", cmd_cluster_restart_broker), ("controller", cmd_cluster_restart_controller)):
-        p = add(f"restart-{role}", func, f"restart one {role}, optionally on another version or config")
-        p.add_argument("id", type=int)
-        p.add_argument("--version", help="Kafka version to run after the restart")
-        if role == "broker":
-            p.add_argument("--config", action="append", metavar="KEY=VALUE",
-                           help="set a config override; KEY= removes it (repeatable)")
-            p.add_argument("--rack", help="broker.rack from this restart on ('' removes it); the canary "
-                                          "marker travels here, e.g. a:canary-broker")
-            p.add_argument("--client-delay-ms", type=float, metavar="N",
-                           help="fault injection: clients reach the broker through a proxy that delays their "
-                                "requests N ms (replication is not delayed); 0 removes the proxy")
-        p.add_argument("--kill", action="store_true", help="hard kill instead of controlled shutdown")
-        p.add_argument("--no-wait", action="store_true", help="do not wait for the cluster to be healthy")
 
-    stop = add("stop-broker", cmd_cluster_stop_broker, "stop one broker", timeout=False)
+def _add_cluster_nodes(actions: argparse._SubParsersAction) -> None:
+    for role, func in (("broker", cmd_cluster_restart_broker), ("controller", cmd_cluster_restart_controller)):
+        restart = _cluster_action(actions, f"restart-{role}", func,
+                                  f"restart one {role}, optionally on another version or config")
+        restart.add_argument("id", type=int)
+        restart.add_argument("--version", help="Kafka version to run after the restart")
+        if role == "broker":
+            restart.add_argument("--config", action="append", metavar="KEY=VALUE",
+                                 help="set a config override; KEY= removes it (repeatable)")
+            restart.add_argument("--rack", help="broker.rack from this restart on ('' removes it); the canary "
+                                                "marker travels here, e.g. a:canary-broker")
+            restart.add_argument("--client-delay-ms", type=float, metavar="N",
+                                 help="fault injection: clients reach the broker through a proxy that delays their "
+                                      "requests N ms (replication is not delayed); 0 removes the proxy")
+        restart.add_argument("--kill", action="store_true", help="hard kill instead of controlled shutdown")
+        restart.add_argument("--no-wait", action="store_true", help="do not wait for the cluster to be healthy")
+
+    stop = _cluster_action(actions, "stop-broker", cmd_cluster_stop_broker, "stop one broker", timeout=False)
     stop.add_argument("id", type=int)
     stop.add_argument("--kill", action="store_true", help="hard kill (SIGKILL) instead of controlled shutdown")
-    start = add("start-broker", cmd_cluster_start_broker, "start a stopped broker")
+    start = _cluster_action(actions, "start-broker", cmd_cluster_start_broker, "start a stopped broker")
     start.add_argument("id", type=int)
     start.add_argument("--no-wait", action="store_true")
 
-    addb = add("add-broker", cmd_cluster_add_broker, "add a broker with the next free id")
-    addb.add_argument("--version")
-    addb.add_argument("--rack")
-    addb.add_argument("--config", action="append", metavar="KEY=VALUE")
-    rm = add("remove-broker", cmd_cluster_remove_broker, "stop, unregister and delete a broker", timeout=False)
-    rm.add_argument("id", type=int)
-    rm.add_argument("--force", action="store_true", help="even if it still hosts partition replicas")
+    add_broker = _cluster_action(actions, "add-broker", cmd_cluster_add_broker, "add a broker with the next free id")
+    add_broker.add_argument("--version")
+    add_broker.add_argument("--rack")
+    add_broker.add_argument("--config", action="append", metavar="KEY=VALUE")
+    remove_broker = _cluster_action(actions, "remove-broker", cmd_cluster_remove_broker,
+                                    "stop, unregister and delete a broker", timeout=False)
+    remove_broker.add_argument("id", type=int)
+    remove_broker.add_argument("--force", action="store_true", help="even if it still hosts partition replicas")
 
-    feats = add("features", cmd_cluster_features, "finalized and supported feature levels", timeout=False)
-    feats.add_argument("--json", action="store_true")
-    fin = add("finalize", cmd_cluster_finalize, "raise finalized feature levels (KIP-584)", timeout=False)
-    fin.add_argument("--release", help="feature release whose levels to finalize, e.g. 4.1 (default: the one "
-                                       "every node runs); kraft.version is left alone unless named")
-    fin.add_argument("--feature", action="append", metavar="NAME=LEVEL", help="finalize exactly this level")
-    fin.add_argument("--dry-run", action="store_true", help="validate with the controller, change nothing")
-    fin.add_argument("--json", action="store_true")
 
-    # Other areas add their subcommands here, one `register(sub)` call each.
-    __import__("canary.analysis.cli", fromlist=["register"]).register(sub)
-    __import__("canary.probe.cli", fromlist=["register"]).register(sub)
-    __import__("canary.rollout.cli", fromlist=["register"]).register(sub)
-    __import__("canary.rollout.client.cli", fromlist=["register"]).register(sub)
-    __import__("canary.release", fromlist=["register"]).register(sub)
-    __import__("canary.sweep.cli", fromlist=["register"]).register(sub)
-    __import__("canary.airflow_stack", fromlist=["register"]).register(sub)
-    __import__("canary.rollout.migration.cli", fromlist=["register"]).register(sub)
-    return parser
+def _add_cluster_features(actions: argparse._SubParsersAction) -> None:
+    features = _cluster_action(actions, "features", cmd_cluster_features, "finalized and supported feature levels",
+                               timeout=False)
+    features.add_argument("--json", action="store_true")
+    finalize = _cluster_action(actions, "finalize", cmd_cluster_finalize, "raise finalized feature levels (KIP-584)",
+                               timeout=False)
+    finalize.add_argument("--release", help="feature release whose levels to finalize, e.g. 4.1 (default: the one "
+                                            "every node runs); kraft.version is left alone unless named")
+    finalize.add_argument("--feature", action="append", metavar="NAME=LEVEL", help="finalize exactly this level")
+    finalize.add_argument("--dry-run", action="store_true", help="validate with the controller, change nothing")
+    finalize.add_argument("--json", action="store_true")
 
 
 def main(argv: list[str] | None = None) -> int:
