@@ -66,10 +66,9 @@ def new_state(directory: Path, brokers: int, controllers: int, version: str, bro
 def new_broker(state: ClusterState, version: str, rack: str | None, config: dict[str, str]) -> NodeState:
     """A broker to add to the cluster (not added yet): the next free id, new ports."""
     node_id = max((n.node_id for n in state.brokers), default=0) + 1
-    port, replication_port = free_ports(2)
+    port, second_port = free_ports(2)
     # Replication goes over the listener the other brokers use: the separate one when they have it.
-    if not all(b.replication_port for b in state.brokers):
-        replication_port = None
+    replication_port = second_port if all(b.replication_port for b in state.brokers) else None
     return NodeState(node_id, "broker", version, port, rack=rack, config=dict(config),
                      replication_port=replication_port)
 

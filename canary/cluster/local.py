@@ -33,6 +33,7 @@ from canary.cluster.state import STATE_FILE, ClusterState, NodeState, Role
 from canary.cluster.status import ClusterStatus, cluster_health, node_status, wait_healthy
 from canary.errors import ClusterError, ClusterStateError
 from canary.kafka import features, health
+from canary.kafka.health import ClusterHealth
 from canary.kafka.secrets import redacted
 from canary.kafka.settings import kafka_python_settings
 
@@ -137,10 +138,10 @@ class LocalCluster:
                              self.state.security, redacted(self.client_config(with_secret=False)),
                              self.state.secrets_file)
 
-    def health(self, timeout: float = 5.0) -> health.ClusterHealth:
+    def health(self, timeout: float = 5.0) -> ClusterHealth:
         return cluster_health(self.state, self.client_config(), timeout)
 
-    def wait_healthy(self, timeout: float = 120.0) -> health.ClusterHealth:
+    def wait_healthy(self, timeout: float = 120.0) -> ClusterHealth:
         """Waits until every broker is registered, no partition is offline or under-replicated and
         every controller has caught up with the quorum.
 

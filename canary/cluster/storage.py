@@ -9,6 +9,7 @@ read only when a secured node needs them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -67,7 +68,7 @@ def prepare_new(state: ClusterState, dists: Mapping[str, KafkaDistribution], sec
         cluster_security.save_secrets(directory, secrets())
         broker_ids = [n.node_id for n in state.brokers]
         jobs.append(lambda: cluster_security.create_certificates(directory, state.cluster_id, broker_ids, secrets()))
-    jobs += [lambda n=n: format_node(state, n, dists[n.version], secrets) for n in state.nodes]
+    jobs += [functools.partial(format_node, state, node, dists[node.version], secrets) for node in state.nodes]
     with ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(lambda job: job(), jobs))
 

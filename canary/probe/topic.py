@@ -16,6 +16,7 @@ never shuffles a healthy topic.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -183,7 +184,7 @@ def _ownership(state: TopicState, rf: int, previous: dict[int, int]) -> tuple[di
         whole = len(replicas) == rf and all(b in brokers for b in replicas)
         return previous.get(broker) != partition, not whole, partition
 
-    owners = {broker: min(led, key=lambda p, broker=broker: claim(broker, p)) for broker, led in sorted(headed.items())}
+    owners = {broker: min(led, key=functools.partial(claim, broker)) for broker, led in sorted(headed.items())}
     free_brokers = [b for b in sorted(brokers) if b not in owners]
     unowned = [p for p in sorted(parts) if p not in owners.values()]
     for broker in free_brokers:
