@@ -14,6 +14,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError
 
 from canary.errors import FeatureError
+from canary.kafka.wait import WaitTimeout, wait_until
 
 # Never raised unless named explicitly: irreversible, and not needed by a broker upgrade.
 NOT_BY_DEFAULT = frozenset({"kraft.version"})
@@ -97,4 +98,20 @@ def finalize(bootstrap_servers: str, wanted: dict[str, int], dry_run: bool = Fal
         raise FeatureError(f"finalizing {updates} failed: {exc}") from exc
     finally:
         admin.close()
+    if not dry_run:
+        _await_levels(bootstrap_servers, updates, client_config)
     return changes
+
+
+def _await_levels(bootstrap_servers: str, levels: dict[str, int], client_config: dict | None,
+                  timeout: float = 15.0) -> None:
+    """The controller accepted the levels; a broker answers with them once the metadata reached it, a moment later.
+    Callers read the levels right away (verify, the next finalize), so this returns only once they show."""
+    missing = f"finalized levels {levels} not shown yet"
+    try:
+        wait_until("finalized feature levels", timeout, lambda: None if all(
+            describe(bootstrap_servers, client_config).finalized.get(name, 0) >= level
+            for name, level in levels.items()) else missing, poll=0.2)
+    except WaitTimeout as exc:
+        raise FeatureError(f"{exc}; the controller accepted them, so they will show once the metadata reaches the "
+                           f"brokers") from None
