@@ -243,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Other areas add their subcommands here, one `register(sub)` call each.
     __import__("canary.analysis.cli", fromlist=["register"]).register(sub)
     __import__("canary.probe.cli", fromlist=["register"]).register(sub)
-    __import__("canary.rollout.cli", fromlist=["register"]).register(sub)
+    __import__("canary.rollout.broker.cli", fromlist=["register"]).register(sub)
     __import__("canary.rollout.client.cli", fromlist=["register"]).register(sub)
     __import__("canary.release", fromlist=["register"]).register(sub)
     __import__("canary.sweep.cli", fromlist=["register"]).register(sub)

@@ -8,7 +8,7 @@ promotes the change to every broker and controller (finalizing feature levels) o
 
 Modules, one job each: rollout (the run), desired (each broker's desired state per phase), rolling (the guarded
 rolling restart), probes, preflight, deploy (deploy canary, learner warm-up, lead), window, verdict, promote
-(promote and rollback), verify, kind (the steps in order).
+(promote and rollback), verify, kind (the steps in order), cli (`kafka-canary rollout`).
 """
 
 from canary.rollout.broker.kind import BROKER

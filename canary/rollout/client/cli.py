@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 
-from canary.rollout.cli import add_commands, open_run, print_result
 from canary.rollout.client import CLIENT, ClientRollout, fleet
 from canary.rollout.client.fleet import converge
+from canary.rollout.core.cli import add_commands, open_run, print_result
 
 
 def register(sub) -> None:

@@ -1,10 +1,9 @@
-"""`kafka-canary rollout …`: the whole gated broker rollout (`run`) or one step at a time, each idempotent.
-
-The cluster's client settings are the spec's `cluster.client`; `KAFKA_CANARY_CLIENT_<KEY>` environment variables add
-or override them (KAFKA_CANARY_CLIENT_SASL_PASSWORD for sasl.password), so no password need be in the spec file.
+"""The command line every rollout kind shares: `run` (all steps, resuming where a run stopped) and one subcommand
+per step, each printing its small JSON result. A kind's own CLI module adds these to its subcommand and may add
+commands of its own.
 
 Exit codes: `run` 0 promoted and verified, 1 rolled back and verified, 3 a person must decide (INCONCLUSIVE
-with --on-inconclusive stop), 2 error. `gate` 0/1/3 by verdict. Other steps 0 done, 2 error.
+with --on-inconclusive stop), 2 error. A step that decides (the gate) 0/1/3 by verdict; other steps 0 done, 2 error.
 """
 
 from __future__ import annotations
@@ -16,11 +15,11 @@ import os
 import sys
 from collections.abc import Callable
 
-from canary.rollout.broker import BROKER
-from canary.rollout.core import ERROR_EXIT, EXIT, RolloutKind, RolloutRun, run_all
-from canary.rollout.core.lock import ClusterLock
+from canary.rollout.core.engine import run_all
+from canary.rollout.core.kind import RolloutKind
 from canary.rollout.core.report import write_report
-from canary.rollout.deployer import open_deployer
+from canary.rollout.core.rollout import RolloutRun
+from canary.rollout.core.status import ERROR_EXIT, EXIT
 
 SPEC_HELP = "the rollout spec (YAML or JSON)"
 
@@ -55,21 +54,6 @@ def open_run(args) -> RolloutRun:
     return args.kind.open(args.spec, args.run_dir, environ=dict(os.environ))
 
 
-def register(sub) -> None:
-    p = sub.add_parser("rollout", help="gated broker rollout: canary brokers, probe, gate, promote or rollback",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    rsub = p.add_subparsers(dest="rollout_command", required=True)
-    common = add_commands(rsub, BROKER)
-    status = rsub.add_parser("status", help="the run's state: steps, verdict, lock holder")
-    common(status)
-    status.set_defaults(func=cmd_status, kind=BROKER)
-    unlock = rsub.add_parser("unlock", help="break the cluster's rollout lock (only when its rollout is dead)")
-    unlock.add_argument("--spec", required=True)
-    unlock.add_argument("--force", action="store_true", help="required: you checked the holder is dead")
-    unlock.add_argument("--json", action="store_true")
-    unlock.set_defaults(func=cmd_unlock)
-
-
 def _logging() -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
@@ -102,26 +86,3 @@ def cmd_step(args) -> int:
         write_report(rollout.state, rollout.audit)
     print_result(args, result)
     return EXIT.get(result["verdict"], ERROR_EXIT) if step.decides else 0
-
-
-def cmd_status(args) -> int:
-    rollout = open_run(args)
-    data = rollout.state.data
-    result = {"run_id": data["run_id"], "status": data["status"], "canary_brokers": data["canary_brokers"],
-              "verdict": data["verdict"], "steps": {k: v["status"] for k, v in data["steps"].items()},
-              "lock_holder": rollout.lock.holder()}
-    print_result(args, result)
-    return 0
-
-
-def cmd_unlock(args) -> int:
-    spec = BROKER.load_spec(args.spec, dict(os.environ))
-    lock = ClusterLock(open_deployer(spec.deployer, spec.cluster_dir).bootstrap_servers, spec.client)
-    holder = lock.holder()
-    if not args.force:
-        print(f"the lock is held by {holder}; pass --force to break it (only when that rollout is dead)"
-              if holder is not None else "the cluster is not locked", file=sys.stderr)
-        return 2 if holder is not None else 0
-    removed = lock.force_release()
-    print_result(args, {"removed": removed})
-    return 0
