@@ -7,9 +7,13 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from canary.cluster import distribution
 from canary.errors import CanaryError
+
+if TYPE_CHECKING:
+    from canary.cluster.state import Role
 
 
 def default_cluster_dir() -> Path:
@@ -19,7 +23,7 @@ def default_cluster_dir() -> Path:
     return state_home / "kafka-canary" / "cluster"
 
 
-def _key_values(items: list[str] | None, allow_unset: bool = False) -> dict[str, str | None]:
+def _config_changes(items: list[str] | None, allow_unset: bool = True) -> dict[str, str | None]:
     """['k=v', 'k2='] -> {'k': 'v', 'k2': None}; an empty value removes an override."""
     result: dict[str, str | None] = {}
     for item in items or []:
@@ -30,6 +34,11 @@ def _key_values(items: list[str] | None, allow_unset: bool = False) -> dict[str,
             raise CanaryError(f"--config {item!r} has no value")
         result[key.strip()] = value or None
     return result
+
+
+def _key_values(items: list[str] | None) -> dict[str, str]:
+    """['k=v'] -> {'k': 'v'}; every item needs a value."""
+    return {k: v for k, v in _config_changes(items, allow_unset=False).items() if v is not None}
 
 
 def _broker_versions(items: list[str] | None) -> dict[int, str]:
@@ -118,7 +127,7 @@ def cmd_cluster_down(args: argparse.Namespace) -> int:
     return 0
 
 
-def _restart(args: argparse.Namespace, role: str) -> int:
+def _restart(args: argparse.Namespace, role: Role) -> int:
     from canary.cluster.local import LocalCluster
 
     cluster = LocalCluster.open(args.dir)
@@ -127,7 +136,7 @@ def _restart(args: argparse.Namespace, role: str) -> int:
         extra["rack"] = args.rack or None  # --rack '' removes the rack
     if getattr(args, "client_delay_ms", None) is not None:
         extra["client_delay_ms"] = args.client_delay_ms
-    cluster.restart_node(args.id, version=args.version, config=_key_values(getattr(args, "config", None), True),
+    cluster.restart_node(args.id, version=args.version, config=_config_changes(getattr(args, "config", None)),
                          kill=args.kill, wait=not args.no_wait, timeout=args.timeout, role=role, **extra)
     node = cluster.state.node(args.id)
     details = [f"rack {node.rack or '-'}"] if "rack" in extra else []

@@ -22,7 +22,7 @@ MAX_RECORD_BYTES = 64 * 1024
 FUTURE_SLACK_MS = 5 * 60_000
 
 Lane = Literal["canary", "baseline"]
-LANES: tuple[str, ...] = ("canary", "baseline")
+LANES: tuple[Lane, ...] = ("canary", "baseline")
 Kind = Literal["probe", "client"]
 
 # What happened to one message, as far as the observer can tell.

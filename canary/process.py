@@ -85,9 +85,10 @@ def is_ours(pid: int | None, started: int | None, mark: str) -> bool:
     return start_time(pid) == started and mark in args(pid)
 
 
-def stop(pid: int, started: int, mark: str, kill: bool = False, timeout: float = 60.0) -> None:
-    """SIGTERM (Kafka's controlled shutdown) or SIGKILL; escalates to SIGKILL after `timeout`."""
-    if not is_ours(pid, started, mark):
+def stop(pid: int | None, started: int | None, mark: str, kill: bool = False, timeout: float = 60.0) -> None:
+    """SIGTERM (Kafka's controlled shutdown) or SIGKILL; escalates to SIGKILL after `timeout`. Nothing to do
+    unless `pid` is still the process we started."""
+    if pid is None or started is None or not is_ours(pid, started, mark):
         return
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL if kill else signal.SIGTERM)

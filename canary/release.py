@@ -240,6 +240,8 @@ def cmd_release(args: argparse.Namespace) -> int:
         timeout = parse_duration(args.timeout)
     except CanaryError as exc:
         raise ReleaseError(f"--timeout: {exc}") from None
+    if timeout is None:  # an empty --timeout: the deadline arithmetic needs a number
+        raise ReleaseError("--timeout: give a duration such as 4h or 30m")
     client = AirflowClient(args.airflow_url, token=os.environ.get("AIRFLOW_API_TOKEN"),
                            username=os.environ.get("AIRFLOW_USERNAME"), password=os.environ.get("AIRFLOW_PASSWORD"))
     if args.follow:

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from canary.errors import ClusterError
 from canary.kafka.admin import TopicAdmin
-from canary.kafka.clients import QUIET_LOGGER, admin_client
+from canary.kafka.clients import QUIET_LOGGER, admin_client, position
 
 
 @dataclass(frozen=True)
@@ -91,9 +91,12 @@ def round_trip(bootstrap_servers: str, topic: str, timeout: float = 30.0, client
             msg = consumer.poll(0.5)
             if msg is None or msg.error():
                 continue
-            body = json.loads(msg.value())
-            if body.get("runId") == run_id:
-                received.setdefault(msg.partition(), time.monotonic())
+            try:
+                body = json.loads(msg.value() or b"")
+            except ValueError:
+                continue  # another client's record in the topic
+            if isinstance(body, dict) and body.get("runId") == run_id:
+                received.setdefault(position(msg)[1], time.monotonic())
     finally:
         consumer.close()
 

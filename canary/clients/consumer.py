@@ -42,6 +42,7 @@ from confluent_kafka import TopicPartition as TP
 from canary.clients.metrics import ClientMetrics
 from canary.clients.observe import ClientObserver, open_sink, run_id_for
 from canary.clients.view import LaneSource, LaneView, TopicLanes
+from canary.kafka.clients import position
 from canary.lanes import config_lane
 from canary.observations import LANES, Lane
 from canary.probe.sink import ObservationSink
@@ -241,12 +242,13 @@ class LaneConsumer:
 
     def store(self, msg: Message) -> None:
         """Marks `msg` processed: its offset + 1 is committed next (auto-commit, losing the partition, close)."""
-        key = (msg.topic(), msg.partition())
+        topic, partition, offset = position(msg)
+        key = (topic, partition)
         if key not in self.assignment:
             return
-        self._stored[key] = max(self._stored.get(key, 0), msg.offset() + 1)
+        self._stored[key] = max(self._stored.get(key, 0), offset + 1)
         with contextlib.suppress(KafkaException):  # partition released meanwhile: its new owner re-reads it
-            self._consumer.store_offsets(offsets=[TP(key[0], key[1], msg.offset() + 1)])
+            self._consumer.store_offsets(offsets=[TP(topic, partition, offset + 1)])
 
     @contextlib.contextmanager
     def processing(self, msg: Message) -> Iterator[None]:
@@ -293,7 +295,7 @@ class LaneConsumer:
         return handled
 
     def _processed(self, msg: Message, receive_ts: int, elapsed_ms: float, error: str | None) -> None:
-        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+        topic, partition, offset = position(msg)
         m = self.metrics
         m.child(m.processing_latency, self.client_id, topic, self.lane).observe(elapsed_ms)
         if error is not None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Literal
 
 from canary.clients.view import LaneView, connection_settings
 from canary.observations import OBSERVATIONS_TOPIC, Lane, Observation
@@ -39,12 +40,10 @@ def run_id_for(run_id: str | None) -> str:
     return found
 
 
-def open_sink(observations: ObservationSink | bool | None, config: Mapping[str, object], view: LaneView | None,
-              timeout: float = 30.0) -> tuple[ObservationSink | None, bool]:
+def open_sink(observations: ObservationSink | Literal[True], config: Mapping[str, object], view: LaneView | None,
+              timeout: float = 30.0) -> tuple[ObservationSink, bool]:
     """The sink a client writes to and whether the client owns it (closes it). True: a new sink to the observations
     topic of the client's own cluster, with its connection settings (the topic is created when missing)."""
-    if not observations:
-        return None, False
     if isinstance(observations, ObservationSink):
         return observations, False
     settings = connection_settings(config)

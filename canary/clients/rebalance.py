@@ -24,7 +24,7 @@ instances and one canary instance compare per instance.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
@@ -81,7 +81,7 @@ _COUNTED = ("callbacks", "revoked", "needless", "pause_s", "pauses")
 
 
 def account(events: Iterable[RebalanceEvent], start: float, end: float, slots: dict[str, int]
-            ) -> dict[str, LaneDisruption]:
+            ) -> dict[Lane, LaneDisruption]:
     """Per lane disruption of the events inside [start, end] (events before `start` only build the state)."""
     ordered = sorted(events, key=lambda e: e.at)
     held: dict[str, set[int]] = defaultdict(set)
@@ -164,7 +164,7 @@ DISRUPTION_RULES: tuple[DisruptionRule, ...] = (
 )
 
 
-def compare(lanes: dict[str, LaneDisruption], disturbances: int, min_disturbances: int = 1,
+def compare(lanes: Mapping[Lane, LaneDisruption], disturbances: int, min_disturbances: int = 1,
             rules: tuple[DisruptionRule, ...] = DISRUPTION_RULES) -> dict:
     """The lanes' disruption compared, figure by figure: FAIL when canary - baseline > abs_floor and
     canary > baseline x (1 + rel_floor). Fewer than `min_disturbances` completed disturbances, a window in which

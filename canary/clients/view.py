@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Protocol
+from typing import Any, Protocol
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -121,8 +121,10 @@ class LaneView:
             raise ValueError(f"lane view interval and timeout must be > 0, got {interval} and {timeout}")
         self.interval = interval
         self.timeout = timeout
-        self.admin = admin or AdminClient({"logger": QUIET_LOGGER, "socket.timeout.ms": int(timeout * 1000),
-                                           **connection_settings(config), "allow.auto.create.topics": False})
+        # Any: the settings hold a logger object besides the strings and numbers (the stub types only those).
+        settings: dict[str, Any] = {"logger": QUIET_LOGGER, "socket.timeout.ms": int(timeout * 1000),
+                                    **connection_settings(config), "allow.auto.create.topics": False}
+        self.admin = admin or AdminClient(settings)
         self.version = 0
         self.errors = 0
         self.last_error: str | None = None

@@ -11,7 +11,7 @@ import numpy as np
 
 from canary.judge import histogram as H
 from canary.judge.config import JudgeConfig
-from canary.observations import LANES
+from canary.observations import LANES, Lane
 
 OUTCOME_PREFIX, BAD_PREFIX, BAD_LANE = "outcome.", "bad.", "_bad"
 
@@ -98,7 +98,7 @@ class Window:
         self.partitions = {lane: np.array([len(agg.hist(lane, "partition", b)) for b in self.buckets], dtype=float)
                            for lane in LANES}
 
-    def events(self, lane: str, names: Iterable[str]) -> np.ndarray:
+    def events(self, lane: Lane, names: Iterable[str]) -> np.ndarray:
         """Per bucket after the warm-up, the lane's observations with one of the outcomes `names`."""
         names = tuple(names)
         return np.array([sum(o.get(name, 0) for name in names) for o in self.outcomes[lane]], dtype=float)

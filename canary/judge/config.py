@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -214,7 +215,7 @@ def config_from_dict(data: dict | None) -> JudgeConfig:
         for key, value in overrides.items():
             if key != "name" and (problem := _type_problem(value, str(_METRIC_FIELDS[key].type))):
                 raise ConfigError(f"judge metric {name!r}: {key} {problem}")
-        values = {k: tuple(v) if k == "events" else v for k, v in overrides.items() if k != "name"}
+        values: dict[str, Any] = {k: tuple(v) if k == "events" else v for k, v in overrides.items() if k != "name"}
         if name in metrics:
             metrics[name] = replace(metrics[name], **values)
         else:

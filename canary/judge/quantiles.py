@@ -18,7 +18,7 @@ from canary.judge.alpha import Alphas
 from canary.judge.config import MetricSpec
 from canary.judge.evidence import check_sufficiency, conclude, finite_or_none, format_value, slo_guard
 from canary.judge.stats import dkw_radius, tail_log_e, tail_log_rank_z
-from canary.observations import LANES
+from canary.observations import LANES, Lane
 
 # A quantile q is tested on the tail above the baseline's 1 - TAIL_SPAN x (1 - q) quantile (p99: from p90).
 TAIL_SPAN = 10
@@ -34,9 +34,9 @@ class _Tails:
 
     buckets: int
     width: int
-    dense: dict[str, np.ndarray]
-    tail: dict[str, np.ndarray]
-    total: dict[str, np.ndarray]
+    dense: dict[Lane, np.ndarray]
+    tail: dict[Lane, np.ndarray]
+    total: dict[Lane, np.ndarray]
     warm: np.ndarray
 
 

@@ -12,7 +12,7 @@ from canary.judge.config import JudgeConfig, MetricSpec
 from canary.judge.evidence import FAIL, INSUFFICIENT, NO_DATA, PASS, metric_result
 from canary.judge.quantiles import quantile_test
 from canary.judge.rates import rate_test, throughput_test
-from canary.observations import LANES
+from canary.observations import LANES, Lane
 
 VERDICT_SCHEMA = "kafka-canary/verdict"
 VERDICT_SCHEMA_VERSION = 1
@@ -81,7 +81,7 @@ def judge_metric(window: Window, metric: MetricSpec, share: float) -> dict:
     return result
 
 
-def _decide(window: Window, results: list[dict], empty: list[str]) -> tuple[str, str]:
+def _decide(window: Window, results: list[dict], empty: list[Lane]) -> tuple[str, str]:
     """The verdict and its reason from the metrics' decisions: a regression rolls back (at an interim look a
     critical one only); too little data, or an interim look, is INCONCLUSIVE; else PROMOTE."""
     config = window.config

@@ -4,7 +4,10 @@ client."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
+from confluent_kafka import Message
 from confluent_kafka.admin import AdminClient
 
 # librdkafka's own log lines (connection refused while brokers start, retries) go here, not to
@@ -21,7 +24,19 @@ QUIET_LOGGER.setLevel(logging.CRITICAL)
 PRODUCER_DEFAULTS: dict[str, int | str] = {"max.in.flight.requests.per.connection": 5}
 
 
-def admin_client(bootstrap_servers: str, extra: dict[str, str] | None = None) -> AdminClient:
-    """An admin client with a bounded socket timeout and the quiet logger; `extra`: client settings (security)."""
-    return AdminClient({"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": 5000,
-                        "logger": QUIET_LOGGER, **(extra or {})})
+def admin_client(bootstrap_servers: str, extra: Mapping[str, object] | None = None) -> AdminClient:
+    """An admin client with a bounded socket timeout and the quiet logger; `extra`: client settings (security,
+    timeouts) that override the defaults."""
+    # Any: the settings hold a logger object besides the strings and numbers (the stub types only those).
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, "socket.timeout.ms": 5000,
+                              "logger": QUIET_LOGGER, **(extra or {})}
+    return AdminClient(config)
+
+
+def position(msg: Message) -> tuple[str, int, int]:
+    """The topic, partition and offset of a consumed message that is not an error. The client sets all three on
+    every such message; its types allow None for the error events a poll returns too."""
+    topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+    if topic is None or partition is None or offset is None:
+        raise ValueError(f"a consumed message without a topic, partition or offset (error: {msg.error()})")
+    return topic, partition, offset

@@ -130,7 +130,7 @@ def check(bootstrap_servers: str, expected_brokers: list[int], timeout: float = 
         return health
     # Metadata lists only registered, unfenced brokers (KRaft), so absence means down or fenced.
     health.registered_brokers = sorted(metadata.brokers)
-    for topic in sorted(metadata.topics.values(), key=lambda t: t.topic):
+    for topic in sorted(metadata.topics.values(), key=lambda t: t.topic or ""):
         for part in sorted(topic.partitions.values(), key=lambda p: p.id):
             name = f"{topic.topic}-{part.id}"
             if part.leader < 0:

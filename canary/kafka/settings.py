@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from canary.errors import CanaryError
@@ -44,9 +45,9 @@ def read_settings_file(path: str | Path) -> dict[str, str]:
     return result
 
 
-def client_settings_from_env(environ: dict[str, str] | None = None) -> dict[str, str]:
-    environ = os.environ if environ is None else environ
-    return {k[len(ENV_PREFIX):].lower().replace("_", "."): v for k, v in environ.items() if k.startswith(ENV_PREFIX)}
+def client_settings_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    env: Mapping[str, str] = os.environ if environ is None else environ
+    return {k[len(ENV_PREFIX):].lower().replace("_", "."): v for k, v in env.items() if k.startswith(ENV_PREFIX)}
 
 
 def kafka_python_settings(client: dict[str, str]) -> dict[str, object]:
@@ -60,8 +61,9 @@ def kafka_python_settings(client: dict[str, str]) -> dict[str, object]:
     }
     result: dict[str, object] = {mapping[k]: v for k, v in client.items() if k in mapping}
     for key in ("security_protocol", "sasl_mechanism"):  # librdkafka takes sasl_ssl, kafka-python only SASL_SSL
-        if isinstance(result.get(key), str):
-            result[key] = result[key].upper()
+        value = result.get(key)
+        if isinstance(value, str):
+            result[key] = value.upper()
     if (client.get("enable.ssl.certificate.verification", "true").lower() == "false"
             or client.get("ssl.endpoint.identification.algorithm", "https").lower() == "none"):
         result["ssl_check_hostname"] = False

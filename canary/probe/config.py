@@ -20,6 +20,7 @@ import socket
 import uuid
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from canary.kafka.secrets import redacted
 from canary.kafka.settings import ConfigError, client_settings_from_env, read_settings_file
@@ -90,7 +91,7 @@ def load(bootstrap_servers: str | None, config_file: str | Path | None = None,
          environ: dict[str, str] | None = None, **overrides) -> ProbeConfig:
     """File, then env, then explicit overrides (CLI flags; None means not given)."""
     settings = read_settings_file(config_file) if config_file else {}
-    probe_opts: dict[str, object] = {}
+    probe_opts: dict[str, Any] = {}
     client: dict[str, str] = {}
     for key, value in settings.items():
         if key.startswith("probe."):
@@ -103,9 +104,9 @@ def load(bootstrap_servers: str | None, config_file: str | Path | None = None,
     client |= client_settings_from_env(environ)
     bootstrap = bootstrap_servers or client.pop("bootstrap.servers", None)
     client.pop("bootstrap.servers", None)
-    typed = {f.name: f.type for f in fields(ProbeConfig)}
-    for name, value in list(probe_opts.items()):
-        probe_opts[name] = _coerce(name, typed[name], value)
+    typed = {f.name: str(f.type) for f in fields(ProbeConfig)}  # annotations are strings (__future__)
+    for name, given in list(probe_opts.items()):
+        probe_opts[name] = _coerce(name, typed[name], given)
     probe_opts |= {k: v for k, v in overrides.items() if v is not None}
     return ProbeConfig(bootstrap_servers=bootstrap or "", client=client, **probe_opts)
 

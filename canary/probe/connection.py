@@ -7,9 +7,8 @@ import time
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
 
-from canary.kafka.clients import QUIET_LOGGER
+from canary.kafka.clients import admin_client
 
 
 @dataclass(frozen=True)
@@ -25,8 +24,7 @@ def check_broker(broker: int, address: str, client: dict[str, str] | None = None
                  timeout: float = 5.0) -> ConnectionCheck:
     """Connects to `address` only and asks for metadata; never raises."""
     started = time.perf_counter()
-    admin = AdminClient({"bootstrap.servers": address, "socket.timeout.ms": int(timeout * 1000),
-                         "logger": QUIET_LOGGER, **(client or {})})
+    admin = admin_client(address, {"socket.timeout.ms": int(timeout * 1000), **(client or {})})
     try:
         # With only `address` known, the first metadata request can only go there.
         admin.list_topics(timeout=timeout)

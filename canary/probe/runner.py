@@ -22,7 +22,7 @@ from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Pr
 from canary.errors import CanaryError
 from canary.kafka import health
 from canary.kafka.admin import TopicAdmin
-from canary.kafka.clients import PRODUCER_DEFAULTS, QUIET_LOGGER
+from canary.kafka.clients import PRODUCER_DEFAULTS, QUIET_LOGGER, position
 from canary.kafka.health import metadata_and_brokers
 from canary.lanes import broker_lane
 from canary.observations import OBSERVATIONS_TOPIC
@@ -171,7 +171,7 @@ class Probe:
         if self._producer is not None:
             self._producer.flush(drain)
             deadline = time.monotonic() + drain
-            while time.monotonic() < deadline and sum(self.tracker.unresolved().values()):
+            while time.monotonic() < deadline and sum(self.tracker.unresolved().values()) > 0:
                 time.sleep(0.1)
         self.tracker.expire(time.time() * 1000)
         self._stop.set()
@@ -266,21 +266,28 @@ class Probe:
         """Assigns new partitions at their current end, before any message is sent to them."""
         new = [p for p in partitions if p not in self._assigned]
         if new:
+            consumer = self._clients()[1]
             ends = []
             for p in new:
                 try:
-                    _, high = self._consumer.get_watermark_offsets(TopicPartition(self.config.topic, p), timeout=10)
+                    _, high = consumer.get_watermark_offsets(TopicPartition(self.config.topic, p), timeout=10)
                 except KafkaException:
                     high = OFFSET_END
                 ends.append(TopicPartition(self.config.topic, p, high))
-            self._consumer.incremental_assign(ends)
+            consumer.incremental_assign(ends)
             self._assigned.update(new)
         self._partitions = sorted(partitions)
 
     # ----- threads -----
 
+    def _clients(self) -> tuple[Producer, Consumer]:
+        """The producer and consumer start() made: the threads and the assignment run only after it."""
+        if self._producer is None or self._consumer is None:
+            raise RuntimeError("the probe is not started")
+        return self._producer, self._consumer
+
     def _produce_loop(self) -> None:
-        c, producer, topic = self.config, self._producer, self.config.topic
+        c, producer, topic = self.config, self._clients()[0], self.config.topic
         rounds = 0
         start = time.monotonic()
         while not self._stop_producing.is_set():
@@ -318,12 +325,13 @@ class Probe:
             self.tracker.failed(partition, seq, err.str(), now)
 
     def _delivery_loop(self) -> None:
+        producer = self._clients()[0]
         while not self._stop.is_set():
-            self._producer.poll(0.1)
+            producer.poll(0.1)
             self.sink.poll(0)
 
     def _consume_loop(self) -> None:
-        consumer, tracker = self._consumer, self.tracker
+        consumer, tracker = self._clients()[1], self.tracker
         while not self._stop.is_set():
             first = consumer.poll(0.1)
             if first is None:
@@ -336,7 +344,8 @@ class Probe:
                     if err.code() != KafkaError._PARTITION_EOF:
                         tracker.consume_error(msg.partition())
                     continue
-                tracker.record(msg.partition(), msg.offset(), msg.value(), now)
+                _, partition, offset = position(msg)
+                tracker.record(partition, offset, msg.value(), now)
             if not self._round_trip_ok:
                 self._round_trip_ok = any(t.counts["delivered"] for t in self.ledger.by_lane().values())
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 from confluent_kafka import KafkaException, Producer
@@ -34,7 +35,7 @@ def ensure_observations_topic(admin, topic: str, brokers: int, timeout: float = 
 
 
 class ObservationSink:
-    def __init__(self, bootstrap_servers: str | None, topic: str | None, client: dict[str, str] | None = None,
+    def __init__(self, bootstrap_servers: str | None, topic: str | None, client: Mapping[str, object] | None = None,
                  path: str | Path | None = None):
         self.topic = topic
         self.written = 0
@@ -55,7 +56,7 @@ class ObservationSink:
         if self._file is not None:
             with self._lock:
                 self._file.write(raw + "\n")
-        if self._producer is not None:
+        if self._producer is not None and self.topic is not None:
             try:
                 self._producer.produce(self.topic, value=raw.encode(), key=obs.run_id.encode(),
                                        on_delivery=self._delivered)

@@ -105,7 +105,7 @@ class Tracker:
         with self._lock:
             stream = self._streams.get(partition)
             sent = stream.pending.get(seq) if stream else None
-            if sent is None or sent.ack_ms is not None:
+            if stream is None or sent is None or sent.ack_ms is not None:
                 return
             sent.ack_ms, sent.offset = now_ms, offset
             latency = now_ms - sent.send_ms
@@ -122,7 +122,7 @@ class Tracker:
         with self._lock:
             stream = self._streams.get(partition)
             sent = stream.pending.get(seq) if stream else None
-            if sent is None:
+            if stream is None or sent is None:
                 return
             if sent.receive_ms is not None:  # written although the report says failed
                 self._finish(stream, partition, sent, sent.outcome or "delivered", now_ms,

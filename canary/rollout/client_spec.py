@@ -26,6 +26,7 @@ preflight's, still before any change. `KAFKA_CANARY_CLIENT_<KEY>` variables add 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,7 +117,7 @@ class ClientRolloutSpec(SpecIdentity):
         return judge_settings(self.judge_config if self.judge_config is not None else CLIENT_JUDGE)
 
 
-def load_client_spec(source: str | Path | dict, environ: dict[str, str] | None = None) -> ClientRolloutSpec:
+def load_client_spec(source: str | Path | dict, environ: Mapping[str, str] | None = None) -> ClientRolloutSpec:
     """A spec from a YAML/JSON file or a mapping; raises SpecError naming every bad field."""
     if isinstance(source, dict) or not isinstance(source, str | Path):
         raw = source  # a mapping, or refused below

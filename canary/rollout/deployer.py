@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Protocol
 
 from canary.cluster import distribution
-from canary.cluster.local import LocalCluster
+from canary.cluster.local import UNCHANGED, LocalCluster
 
 
 @dataclass(frozen=True)
@@ -84,11 +84,9 @@ class LocalDeployer:
                     client_delay_ms: float) -> None:
         current = self.cluster.state.node(broker_id, "broker")
         changes: dict[str, str | None] = {k: None for k in current.config if k not in config} | dict(config)
-        extra = {}
-        if float(getattr(current, "client_delay_ms", 0.0) or 0.0) != float(client_delay_ms):
-            extra["client_delay_ms"] = client_delay_ms
+        delay_changed = float(getattr(current, "client_delay_ms", 0.0) or 0.0) != float(client_delay_ms)
         self.cluster.restart_node(broker_id, version=version, config=changes, rack=rack, wait=False, role="broker",
-                                  **extra)
+                                  client_delay_ms=client_delay_ms if delay_changed else UNCHANGED)
 
     def roll_controller(self, node_id: int, *, version: str) -> None:
         self.cluster.restart_node(node_id, version=version, wait=False, role="controller")

@@ -24,8 +24,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import yaml
 
@@ -68,6 +70,10 @@ class SpecIdentity:
     secrets, and the secret values no file of the run may contain."""
 
     RUN_ID_PREFIX = "rollout"
+    if TYPE_CHECKING:  # the fields and the dataclass-ness the mixing class brings
+        __dataclass_fields__: ClassVar[dict[str, Any]]
+        run_id: str | None
+        client: dict[str, str]
 
     @property
     def effective_run_id(self) -> str:
@@ -122,7 +128,7 @@ def judge_settings(source: str | dict | None):
     raise ConfigError(f"must be a judge.yaml path or a mapping, got {type(source).__name__}")
 
 
-def load_spec(source: str | Path | dict, environ: dict[str, str] | None = None) -> RolloutSpec:
+def load_spec(source: str | Path | dict, environ: Mapping[str, str] | None = None) -> RolloutSpec:
     """A spec from a YAML/JSON file or a mapping; raises SpecError naming every bad field. With `environ`, its
     KAFKA_CANARY_CLIENT_<KEY> variables add or override the cluster's client settings."""
     if isinstance(source, dict):

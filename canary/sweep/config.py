@@ -49,15 +49,16 @@ def _read_overrides(overrides: dict | str | Path | None) -> dict:
     """A judge config mapping, as given or read from a YAML file."""
     import yaml
 
-    data = overrides
     if isinstance(overrides, str | Path):
         try:
             data = yaml.safe_load(Path(overrides).read_text()) or {}
         except (OSError, yaml.YAMLError) as exc:
             raise SweepError(f"cannot read judge config {overrides}: {exc}") from exc
-    if not isinstance(data or {}, dict):
+    else:
+        data = overrides or {}
+    if not isinstance(data, dict):
         raise SweepError(f"judge config must be a mapping (canary/judge/README.md), got {type(data).__name__}")
-    data = dict(data or {})
+    data = dict(data)
     if not all(isinstance(fields, dict) for fields in (data.get("metrics") or {}).values()):
         raise SweepError("judge config: every metric must be a mapping of fields")
     return data

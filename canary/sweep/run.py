@@ -177,7 +177,7 @@ def _write_trend(config: SweepConfig, store: HistoryStore, out: Path) -> tuple[P
 
 def _write_comparison(out: Path, judged: _Judged) -> None:
     """The judge's own verdict and report of the comparison, in `out/comparison`."""
-    if judged.comparison is None:
+    if judged.comparison is None or judged.comparison_agg is None:  # both or neither: no reference, no comparison
         return
     from canary.judge.report import write_report as write_judge_report
 

@@ -6,7 +6,9 @@ from canary.errors import CanaryError
 
 def test_key_values_parse_and_unset():
     assert cli._key_values(["a=1", "b=x=y"]) == {"a": "1", "b": "x=y"}
-    assert cli._key_values(["a="], allow_unset=True) == {"a": None}
+    assert cli._config_changes(["a=1", "b="]) == {"a": "1", "b": None}
+    with pytest.raises(CanaryError, match="has no value"):
+        cli._key_values(["a="])
 
 
 @pytest.mark.parametrize("bad", ["novalue", "=1"])

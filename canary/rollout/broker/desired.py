@@ -24,7 +24,7 @@ def target_config(run: Rollout, before: dict) -> dict[str, str]:
 
 def desired_state(run: Rollout, broker_id: int, phase: str) -> dict:
     """What broker `broker_id` should look like in `phase`: canary, promoted or baseline (= before)."""
-    before = run.state.before["brokers"][str(broker_id)]
+    before = run.state.snapshot["brokers"][str(broker_id)]
     if phase == "baseline":
         return {"version": before["version"], "config": before["config"], "rack": before["rack"],
                 "client_delay_ms": 0.0}

@@ -28,7 +28,7 @@ def choose_canaries(run: Rollout, brokers: list[BrokerInfo]) -> list[int]:
     else:
         chosen = ids[-run.spec.canary_count:] if run.spec.canary_count else []
     asked, field = ((len(chosen), "canary.brokers") if run.spec.canary_brokers
-                    else (run.spec.canary_count, "canary.count"))
+                    else (run.spec.canary_count or 0, "canary.count"))
     if asked >= len(ids):
         raise RolloutError(f"{field}: {asked} canary broker(s) on a {len(ids)}-broker cluster leaves no "
                            f"baseline to compare with; choose at most {len(ids) - 1}")

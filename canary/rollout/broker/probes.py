@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 
 from canary.probe.config import ProbeConfig
 from canary.probe.runner import Probe, ProbeSummary
@@ -12,10 +13,15 @@ from canary.rollout.broker.rollout import Rollout
 from canary.rollout.core import RolloutError
 
 
+def observations_path(run: Rollout, name: str) -> Path:
+    """Where the probe of phase `name` writes its observations: the run directory."""
+    return run.run_dir / f"observations-{name}.jsonl"
+
+
 def probe_config(run: Rollout, name: str, seconds: float | None = None, reconcile: bool = False) -> ProbeConfig:
     """The probe of one phase of the rollout, its observations in the run directory. Only the preflight probe
     reconciles the canary topic: during the rollout the rollout alone changes the cluster."""
-    observations = run.run_dir / f"observations-{name}.jsonl"
+    observations = observations_path(run, name)
     observations.unlink(missing_ok=True)
     return ProbeConfig(bootstrap_servers=run.bootstrap_servers, rate=run.spec.probe_rate, duration=seconds,
                        run_id=f"{run.run_id}-{name}", producer_id=f"rollout-{run.run_id}", client=dict(run.spec.client),

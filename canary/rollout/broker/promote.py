@@ -45,7 +45,7 @@ def finalize(run: Rollout, version: str) -> dict:
 
 def raised_features(run: Rollout) -> dict[str, list[int]]:
     now = features.describe(run.bootstrap_servers, kafka_python_settings(run.spec.client)).finalized
-    before = run.state.before["features"]
+    before = run.state.snapshot["features"]
     return {f: [before.get(f, 0), level] for f, level in now.items() if level > before.get(f, 0)}
 
 
@@ -61,7 +61,7 @@ def rollback(run: Rollout) -> dict:
                            f"cannot go down, so brokers on the old version would not start; roll forward instead")
     canaries = run.canary_ids()
     order = canaries + [b.broker_id for b in run.deployer.brokers() if b.broker_id not in canaries]
-    before = run.state.before["controllers"]
+    before = run.state.snapshot["controllers"]
     result: dict = {}
     with watched(run, "rollback", result):
         result["rolled"] = roll_fleet(run, order, "baseline", warm=True)

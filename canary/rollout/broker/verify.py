@@ -43,7 +43,7 @@ def _fleet_differences(run: Rollout, status: Status) -> list[str]:
         want = desired_state(run, b.broker_id, "baseline" if rolled_back else "promoted")
         if not is_as_desired(b, want):
             differences.append(f"broker {b.broker_id} is {b.to_dict()}, expected {want}")
-    before, target = run.state.before, run.spec.change.version
+    before, target = run.state.snapshot, run.spec.change.version
     for c in run.deployer.controllers():
         want_version = before["controllers"][str(c.node_id)]["version"] if rolled_back or not target else target
         if c.version != want_version:
@@ -56,7 +56,7 @@ def _fleet_differences(run: Rollout, status: Status) -> list[str]:
 
 def _cluster_differences(run: Rollout, status: Status, finalized: dict[str, int]) -> list[str]:
     """After a rollback: features and leaders as before. Always: the cluster healthy, the quorum caught up."""
-    before = run.state.before
+    before = run.state.snapshot
     differences = []
     if status == ROLLED_BACK:
         if finalized != before["features"]:

@@ -9,7 +9,7 @@ from canary.analysis.inline import aggregate
 from canary.judge import judge
 from canary.kafka import health
 from canary.probe.runner import Probe
-from canary.rollout.broker.probes import probe_config
+from canary.rollout.broker.probes import observations_path, probe_config
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.spec import judge_settings
 from canary.rollout.window import fail_fast_verdict, watch_window
@@ -48,7 +48,7 @@ def probe_window(run: Rollout) -> dict:
     config = judge_settings(spec.judge_config)
     attempt = run.state.data["steps"]["probe-window"]["attempts"]
     cfg = probe_config(run, f"window-{attempt}")
-    observations = Path(cfg.observations_file)
+    observations = observations_path(run, f"window-{attempt}")
     probe = Probe(cfg)
     start_ms = int(time.time() * 1000)
     probe.start()

@@ -8,6 +8,7 @@ decide (INCONCLUSIVE with --on-inconclusive stop), 2 error. Other commands 0 don
 from __future__ import annotations
 
 import argparse
+from typing import cast
 
 from canary.rollout.client import CLIENT, ClientRollout, fleet
 from canary.rollout.client.fleet import converge
@@ -27,8 +28,13 @@ def register(sub) -> None:
     stop.set_defaults(func=cmd_stop_fleet, kind=CLIENT)
 
 
+def _open(args) -> ClientRollout:
+    # These commands' parsers set kind=CLIENT, whose runs are ClientRollouts.
+    return cast(ClientRollout, open_run(args))
+
+
 def cmd_baseline(args) -> int:
-    rollout: ClientRollout = open_run(args)
+    rollout = _open(args)
     rollout.step = "baseline"
     started = converge(rollout, fleet(rollout.spec, rollout.spec.from_version))
     print_result(args, {"started": started, "fleet": [s.to_dict() for s in rollout.services.instances()]})
@@ -36,6 +42,6 @@ def cmd_baseline(args) -> int:
 
 
 def cmd_stop_fleet(args) -> int:
-    rollout: ClientRollout = open_run(args)
+    rollout = _open(args)
     print_result(args, {"stopped": rollout.services.stop_all()})
     return 0

@@ -51,7 +51,7 @@ def canary_partitions_now(run: ClientRollout) -> list[int]:
 def open_lane(run: ClientRollout) -> dict:
     """Puts a canary broker first in the replica lists of the planned partitions and elects it leader: those are
     the canary partitions of the rollout. Baseline consumers let go of them at their commits."""
-    plan = {int(p): v for p, v in run.state.before["lane"].items()}
+    plan = {int(p): v for p, v in run.state.snapshot["lane"].items()}
     off = move_leadership(run, plan, "open lane")
     opened = canary_partitions_now(run)
     if sorted(plan) != opened:
@@ -63,7 +63,7 @@ def open_lane(run: ClientRollout) -> dict:
 
 
 def close_lane(run: ClientRollout) -> dict:
-    before = run.state.before
+    before = run.state.snapshot
     original = {int(p): reps for p, reps in before["replicas"].items()}
     opened = [int(p) for p in before["lane"]]
     targets = {p: original[p] for p in opened} | lane_plan.plan_restore(original, replicas(run.observe()))

@@ -10,7 +10,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as TP
 
-from canary.kafka.clients import QUIET_LOGGER
+from canary.kafka.clients import QUIET_LOGGER, position
 from canary.observations import OBSERVATIONS_TOPIC
 from canary.rollout.core import RolloutError
 
@@ -37,16 +37,18 @@ def fetch_observations(bootstrap: str, client: dict[str, str], run_id: str, from
                 msg = consumer.poll(0.5)
                 if msg is None or msg.error() is not None:
                     continue
-                if msg.offset() + 1 >= ends[msg.partition()]:
-                    todo.pop(msg.partition(), None)
+                _, partition, offset = position(msg)
+                if offset + 1 >= ends[partition]:
+                    todo.pop(partition, None)
                 if msg.key() != key:
                     continue
+                value = msg.value() or b""  # a record without a value is malformed, not a crash
                 try:
-                    send_ts = json.loads(msg.value())["send_ts"]
+                    send_ts = json.loads(value)["send_ts"]
                 except (ValueError, KeyError, TypeError):
                     send_ts = from_ms  # kept: the reader counts it as malformed
                 if from_ms <= send_ts < to_ms:
-                    out.write(msg.value().decode(errors="replace") + "\n")
+                    out.write(value.decode(errors="replace") + "\n")
                     written += 1
     except KafkaException as exc:
         raise RolloutError(f"reading observations from {OBSERVATIONS_TOPIC} failed: {exc.args[0].str()}") from exc

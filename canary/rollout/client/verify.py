@@ -25,7 +25,7 @@ def verify(run: ClientRollout) -> dict:
     differences = fleet_differences(run, fleet(run.spec, version))
     differences += [f"canary instance {s.instance.name} is still {'running' if s.running else 'known'}"
                     for s in run.services.instances() if s.instance.lane == "canary"]
-    original = {int(p): reps for p, reps in run.state.before["replicas"].items()}
+    original = {int(p): reps for p, reps in run.state.snapshot["replicas"].items()}
     now = replicas(run.observe())
     differences += [f"{run.topic}-{p} has replicas {now.get(p)}, before {reps}"
                     for p, reps in lane_plan.plan_restore(original, now).items()]

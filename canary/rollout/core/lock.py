@@ -55,9 +55,10 @@ class ClusterLock:
                 msg = consumer.poll(0.5)
                 if msg is not None and msg.error() is None:
                     try:
-                        return json.loads(msg.value())
+                        record = json.loads(msg.value() or b"")
                     except ValueError:
                         return {}
+                    return record if isinstance(record, dict) else {}
             return {}
         except KafkaException as exc:
             raise ClusterError(f"reading the rollout lock on {self.bootstrap_servers} failed: {exc.args[0]}") from exc

@@ -67,6 +67,13 @@ class RunState:
         return self.data["before"]
 
     @property
+    def snapshot(self) -> dict:
+        """The pre-rollout snapshot (`before`) the steps after preflight work from."""
+        if self.data["before"] is None:
+            raise RunStateError(f"rollout {self.run_id} has no pre-rollout snapshot yet: preflight takes it")
+        return self.data["before"]
+
+    @property
     def status(self) -> Status:
         return Status(self.data["status"])
 
