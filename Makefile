@@ -41,8 +41,11 @@ faults: setup
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit
 
+# Style, then the import layers (pyproject's [tool.importlinter]), then the types (pyproject's [tool.mypy]).
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 # Rebuild requirements.lock from the loose ranges in pyproject.toml (needs PyPI).
 lock:
