@@ -30,6 +30,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import cast
 
 from canary import process
 
@@ -53,11 +54,12 @@ def parse_address(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]
 class _Side(asyncio.Protocol):
     """One socket of a proxied connection. Bytes it receives go to `peer` after `delay` seconds."""
 
+    peer: _Side  # the other side of the pair, set by _Pair as soon as both exist
+
     def __init__(self, pair: _Pair, delay: float):
         self.pair = pair
         self.delay = delay
         self.transport: asyncio.Transport | None = None
-        self.peer: _Side | None = None
         self.queue: collections.deque[tuple[float, bytes]] = collections.deque()
         self.timer: asyncio.TimerHandle | None = None
         self.eof = False  # this side has sent EOF (or is gone): forward it once the queue is drained
@@ -67,12 +69,13 @@ class _Side(asyncio.Protocol):
     # ----- asyncio callbacks -----
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        # A stream protocol's transport (a TCP socket) is a Transport; the callback's signature names the base.
+        self.transport = cast(asyncio.Transport, transport)
         self.transport.set_write_buffer_limits(_HIGH_WATER, _LOW_WATER)
 
     def data_received(self, data: bytes) -> None:
         if self.delay <= 0 and not self.queue:
-            self.peer.transport.write(data)
+            self._peer_transport().write(data)
             return
         loop = asyncio.get_running_loop()
         self.queue.append((loop.time() + self.delay, data))
@@ -105,11 +108,18 @@ class _Side(asyncio.Protocol):
 
     # ----- delayed forwarding -----
 
+    def _peer_transport(self) -> asyncio.Transport:
+        """The peer's socket. Bytes arrive only once both are connected: the client side is not read until the
+        target is connected, and the target side's peer is the client that connected first."""
+        if self.peer.transport is None:
+            raise RuntimeError("proxied bytes arrived before the peer was connected")
+        return self.peer.transport
+
     def _drain(self) -> None:
         self.timer = None
         loop = asyncio.get_running_loop()
         now = loop.time()
-        peer = self.peer.transport
+        peer = self._peer_transport()
         while self.queue and self.queue[0][0] <= now:
             _, data = self.queue.popleft()
             if not self.peer.closed:
@@ -173,7 +183,7 @@ class _ClientSide(_Side):
         super().connection_made(transport)
         self.pair.proxy.pairs.add(self.pair)
         self.pair.proxy.connections_total += 1
-        transport.pause_reading()  # nothing is read until the target is connected
+        cast(asyncio.Transport, transport).pause_reading()  # nothing is read until the target is connected
         self.pair.connecting = asyncio.get_running_loop().create_task(self._connect())
 
     async def _connect(self) -> None:
@@ -185,7 +195,7 @@ class _ClientSide(_Side):
             log.info("target %s:%s refused a connection: %s", *pair.proxy.target, exc)
             pair.abort()
             return
-        if pair.done or self.closed:
+        if pair.done or self.closed or self.transport is None:
             pair.close()
             return
         self.transport.resume_reading()
@@ -206,6 +216,8 @@ class DelayProxy:
 
     @property
     def port(self) -> int:
+        if self.server is None:
+            raise RuntimeError("the proxy is not started")
         return self.server.sockets[0].getsockname()[1]
 
     async def start(self) -> None:
