@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from canary.cluster import distribution
 from canary.errors import CanaryError
+from canary.kafka import broker_config
 
 if TYPE_CHECKING:
     from canary.cluster.state import Role
@@ -33,6 +34,9 @@ def _config_changes(items: list[str] | None, allow_unset: bool = True) -> dict[s
         if not value and not allow_unset:
             raise CanaryError(f"--config {item!r} has no value")
         result[key.strip()] = value or None
+    problems = broker_config.config_problems(result)  # refused here, before the cluster is touched
+    if problems:
+        raise CanaryError(f"--config: {'; '.join(problems)}")
     return result
 
 
@@ -130,13 +134,14 @@ def cmd_cluster_down(args: argparse.Namespace) -> int:
 def _restart(args: argparse.Namespace, role: Role) -> int:
     from canary.cluster.local import LocalCluster
 
+    config = _config_changes(getattr(args, "config", None))  # checked before the cluster is touched
     cluster = LocalCluster.open(args.dir)
     extra = {}
     if getattr(args, "rack", None) is not None:
         extra["rack"] = args.rack or None  # --rack '' removes the rack
     if getattr(args, "client_delay_ms", None) is not None:
         extra["client_delay_ms"] = args.client_delay_ms
-    cluster.restart_node(args.id, version=args.version, config=_config_changes(getattr(args, "config", None)),
+    cluster.restart_node(args.id, version=args.version, config=config,
                          kill=args.kill, wait=not args.no_wait, timeout=args.timeout, role=role, **extra)
     node = cluster.state.node(args.id)
     details = [f"rack {node.rack or '-'}"] if "rack" in extra else []

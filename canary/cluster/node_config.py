@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from canary.cluster.state import LOOPBACK, ClusterState, NodeState
 from canary.errors import ClusterError
+from canary.kafka import broker_config
 
 # Keys the local cluster sets itself; overriding them would break addressing or storage.
 MANAGED_KEYS = frozenset({
@@ -31,9 +32,10 @@ _SMALL_MACHINE = {
 
 def validate_overrides(config: dict[str, str]) -> None:
     """Refuses overrides of managed keys and malformed keys, before anything is changed."""
+    problems = broker_config.config_problems(config)
+    if problems:
+        raise ClusterError(f"config override refused: {'; '.join(problems)}")
     for key in config:
-        if not key or "=" in key or key.strip() != key:
-            raise ClusterError(f"config key {key!r} is malformed; pass overrides as key=value")
         if key in MANAGED_KEYS or key.startswith("listener.name."):
             hint = " (use --rack)" if key == "broker.rack" else ""
             raise ClusterError(f"config key {key!r} is managed by the local cluster and cannot be overridden{hint}")
@@ -89,4 +91,7 @@ def render(state: ClusterState, node: NodeState, security: dict[str, str] | None
         if node.rack:
             props["broker.rack"] = node.rack
     props |= node.config
-    return "".join(f"{key}={value}\n" for key, value in props.items())
+    try:
+        return "".join(broker_config.properties_line(key, value) for key, value in props.items())
+    except ValueError as exc:
+        raise ClusterError(f"broker {node.node_id}: {exc}") from None

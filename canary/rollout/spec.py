@@ -32,13 +32,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import yaml
 
 from canary.cluster.distribution import parse_version
+from canary.cluster.node_config import MANAGED_KEYS
 from canary.errors import CanaryError, SetupError
+from canary.kafka import broker_config
 from canary.kafka.secrets import is_secret, redacted
 from canary.probe.config import parse_duration
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
-_CONFIG_KEY = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 DEPLOYERS = ("local",)
 ENGINES = ("spark", "inline")
 
@@ -223,10 +224,15 @@ class _Parser:
             self.bad("change.config: must be a mapping of broker config overrides (a null value removes one)")
             config = {}
         for key, value in config.items():
-            if not isinstance(key, str) or not _CONFIG_KEY.match(key):
-                self.bad(f"change.config: {key!r} is not a broker config name such as num.io.threads")
+            if problem := broker_config.key_problem(key):
+                self.bad(f"change.config: {problem}")
             elif isinstance(value, dict | list):
                 self.bad(f"change.config.{key}: must be a single value or null, got {type(value).__name__}")
+            elif problem := broker_config.value_problem(value):
+                self.bad(f"change.config.{key}: {problem}")
+            elif key in MANAGED_KEYS or key.startswith("listener.name."):
+                self.bad(f"change.config.{key}: managed by the deployer (the canary marker travels in broker.rack; "
+                         f"listeners, ids and storage are the cluster's own) and cannot be changed by a rollout")
         config = {str(k): (None if v is None else str(v).lower() if isinstance(v, bool) else str(v))
                   for k, v in config.items()}
         if "version" not in change and not config:
