@@ -23,7 +23,7 @@ from canary.analysis.errors import (
 from canary.analysis.inline import run_inline
 from canary.analysis.request import AnalysisRequest, parse_time, write_judge_config
 from canary.analysis.result import AnalysisResult
-from canary.analysis.submit import DEFAULT_MASTER, run_spark
+from canary.analysis.submit import DEFAULT_MASTER, check_master, run_spark
 
 ENGINES = ("spark", "inline")
 
@@ -39,6 +39,8 @@ def analyze(request: AnalysisRequest, *, engine: str = "spark", master: str | No
     when Spark cannot start, AnalysisTimeout when it does not finish in time."""
     if engine not in ENGINES:
         raise RequestError(f"engine {engine!r} is not one of {list(ENGINES)}")
+    if engine == "spark":
+        check_master(master or DEFAULT_MASTER)  # before any work: a typo must not read as a verdict
     config = request.check()
     if engine == "inline":
         return run_inline(request, config)

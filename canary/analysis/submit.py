@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from canary.analysis.connector import kafka_connector_jars, pyspark_home
-from canary.analysis.errors import AnalysisTimeout, SparkSubmitError
+from canary.analysis.errors import AnalysisTimeout, RequestError, SparkSubmitError
 from canary.analysis.request import AnalysisRequest
 from canary.analysis.result import AnalysisResult
 
@@ -23,6 +24,15 @@ from canary.analysis.result import AnalysisResult
 # sys.path, and this package's folder there would shadow top-level modules by its module names.
 JOB = files("canary.analysis") / "resources" / "canary_analysis.py"
 DEFAULT_MASTER = "local[2]"
+# The masters spark-submit takes; anything else fails in the JVM with a stack trace, after Spark started.
+MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|yarn|spark://[^\s/]+(:\d+)?(,[^\s/]+(:\d+)?)*|k8s://\S+)$")
+
+
+def check_master(master: str) -> None:
+    """Refuses a Spark master spark-submit would refuse, naming the forms it takes."""
+    if not MASTER.match(master):
+        raise RequestError(f"--master {master!r} is not a Spark master: use local, local[N], local[*], "
+                           f"spark://HOST:PORT, yarn or k8s://URL")
 
 
 def spark_submit() -> str:
@@ -55,8 +65,11 @@ def run_spark(request: AnalysisRequest, *, master: str = DEFAULT_MASTER, timeout
     """Runs the job for `request` (checked by the caller) and returns its result; spark-submit's output goes to
     `log` (None: this process's stdout and stderr). Raises SparkSubmitError when spark-submit cannot start,
     ConnectorError when the Kafka source jars cannot be resolved, AnalysisTimeout after `timeout` seconds."""
+    check_master(master)
     env = dict(os.environ)
     env.setdefault("PYSPARK_PYTHON", sys.executable)
+    if master.startswith("local"):  # a local driver binds loopback, not the machine's interface address
+        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     request.verdict_file.unlink(missing_ok=True)  # a failed run must not leave an earlier run's verdict readable
     with as_file(JOB) as job, _output(log) as out:
         cmd = spark_submit_command(request, job, master)
