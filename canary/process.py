@@ -131,14 +131,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def require_free(port: int, what: str) -> None:
+def require_free(port: int, what: str, host: str = "127.0.0.1", option: str = "--base-port") -> None:
+    """Raises PortInUseError, naming `what` and the `option` that chooses another port, when `port` on `host` is
+    taken: checked before anything is started, so a taken port changes nothing."""
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind(("127.0.0.1", port))
+            sock.bind((host, port))
         except OSError as exc:
             raise PortInUseError(f"port {port} ({what}) is already in use; free it or choose another "
-                                 f"--base-port") from exc
+                                 f"{option}") from exc
 
 
 def accepts_connections(port: int, timeout: float = 1.0) -> bool:

@@ -43,6 +43,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
         observations_file=args.observations_file, observations_topic="" if args.no_observations_topic else None,
         reconcile=False if args.no_reconcile else None, rtt_sla=probe_config.parse_duration(args.rtt_sla))
     probe = Probe(cfg)
+    probe.check_local()
     signal.signal(signal.SIGTERM, lambda *_: probe._stop_producing.set())
     print(f"probe {cfg.producer_id} run {cfg.run_id} on {cfg.bootstrap_servers}, topic {cfg.topic}, "
           f"{cfg.rate:g} msg/s per partition"

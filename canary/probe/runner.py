@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from canary import process
 from canary.errors import CanaryError
 from canary.kafka import health
 from canary.kafka.admin import TopicAdmin
@@ -110,10 +111,18 @@ class Probe:
 
     # ----- life cycle -----
 
+    def check_local(self) -> None:
+        """What can be checked without the cluster, checked before it is touched (topics, groups): the HTTP port
+        is free. Raises PortInUseError."""
+        c = self.config
+        if c.http_port is not None:
+            process.require_free(c.http_port, "the probe's HTTP endpoints", c.http_host, "--http-port")
+
     def start(self) -> None:
         """Connects, reconciles the topic, assigns the consumer, starts the threads.
         Raises ClusterUnreachable when no broker answers."""
         c = self.config
+        self.check_local()
         try:
             self._refresh_view()
         except (KafkaException, TimeoutError) as exc:

@@ -54,7 +54,7 @@ class Cli:
 
     def __str__(self) -> str:
         env = " ".join(f"{k}={v}" for k, v in self.env.items())
-        argv = [{"{spec}": "rollout.yaml", "{tmp}": "out/"}.get(a, a) for a in self.argv]
+        argv = [{"{spec}": "rollout.yaml", "{tmp}": "out/", "{busy-port}": "P"}.get(a, a) for a in self.argv]
         spec = f" with rollout.yaml {json.dumps(self.spec)}" if self.spec else ""
         return (env + " " if env else "") + "kafka-canary " + " ".join(argv) + spec
 
@@ -253,6 +253,10 @@ CASES: tuple[Case, ...] = (
          "duration '5minutes' is not like 60s, 5m, 1h or 250ms"),
     Case("cli-probe-rate-zero", "CLI", "probe rate 0", Cli(("probe", "--bootstrap-servers", "127.0.0.1:9",
                                                             "--rate", "0")), "rate must be > 0"),
+    Case("cli-probe-http-port-taken", "CLI", "probe --http-port another process listens on (checked before the "
+         "cluster is touched: no topic created)",
+         Cli(("probe", "--bootstrap-servers", "127.0.0.1:9", "--duration", "1s", "--http-port", "{busy-port}")),
+         "(the probe's HTTP endpoints) is already in use; free it or choose another --http-port"),
     Case("cli-probe-no-bootstrap", "CLI", "probe without bootstrap servers", Cli(("probe", "--duration", "1s")),
          "bootstrap servers are missing: pass --bootstrap-servers"),
     Case("cli-probe-missing-config", "CLI", "probe config file missing",

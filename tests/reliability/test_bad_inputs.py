@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import socket
 import subprocess
 import sys
 import time
@@ -141,10 +142,15 @@ def run_spec(case: Case, request, tmp_path, monkeypatch, cluster) -> None:
 def run_cli(case: Case, request, tmp_path, monkeypatch, cluster) -> None:
     cli: Cli = case.input
     argv = []
+    busy = socket.socket()  # `{busy-port}`: a port another process listens on
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    request.addfinalizer(busy.close)
     for arg in cli.argv:
         if arg == "{spec}":
             arg = str(tmp_path / "rollout.yaml")
             Path(arg).write_text(json.dumps(_spec(cli.spec or {}, cluster)))
+        arg = arg.replace("{busy-port}", str(busy.getsockname()[1]))
         argv.append(str(tmp_path / "out") if arg == "{tmp}" else arg)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_API_TOKEN", "AIRFLOW_USERNAME",
                                                                      "AIRFLOW_PASSWORD", "AIRFLOW_URL"))}
