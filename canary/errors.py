@@ -31,3 +31,14 @@ class HealthTimeout(ClusterError):
 
 class FeatureError(ClusterError):
     """Feature levels cannot be read or finalized as asked."""
+
+
+def one_line(exc: BaseException) -> str:
+    """A file's read or parse error as one line: a YAML error as `line L, column C: problem` (PyYAML's own text
+    spans several lines with a copy of the input), anything else its first line."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is not None and problem:
+        return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from canary.errors import CanaryError
+from canary.errors import CanaryError, one_line
 from canary.observations import OUTCOMES
 
 KINDS = ("rate", "quantile", "throughput")
@@ -236,7 +236,7 @@ def load_config(path: str | Path | None) -> JudgeConfig:
     try:
         data = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read judge config {path}: {exc}") from exc
+        raise ConfigError(f"cannot read judge config {path}: {one_line(exc)}") from exc
     if data is not None and not isinstance(data, dict):
         raise ConfigError(f"judge config {path} must be a YAML mapping")
     return config_from_dict(data)

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import yaml
 
+from canary.errors import one_line
 from canary.rollout.spec import (
     _RUN_ID,
     _TOPIC,
@@ -128,7 +129,7 @@ def load_client_spec(source: str | Path | dict, environ: Mapping[str, str] | Non
         except OSError as exc:
             raise SpecError([f"cannot read the spec file {path}: {exc.strerror}"]) from exc
         except yaml.YAMLError as exc:
-            raise SpecError([f"{path} is not valid YAML/JSON: {exc}"]) from exc
+            raise SpecError([f"{path} is not valid YAML/JSON: {one_line(exc)}"]) from exc
     if not isinstance(raw, dict):
         raise SpecError(["the spec must be a mapping with cluster, service, change, lane, … at the top level"])
     from canary.kafka.settings import client_settings_from_env

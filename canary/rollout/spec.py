@@ -33,7 +33,7 @@ import yaml
 
 from canary.cluster.distribution import parse_version
 from canary.cluster.node_config import MANAGED_KEYS
-from canary.errors import CanaryError, SetupError
+from canary.errors import CanaryError, SetupError, one_line
 from canary.kafka import broker_config
 from canary.kafka.secrets import is_secret, redacted
 from canary.probe.config import parse_duration
@@ -143,7 +143,7 @@ def load_spec(source: str | Path | dict, environ: Mapping[str, str] | None = Non
         except OSError as exc:
             raise SpecError([f"cannot read the spec file {path}: {exc.strerror}"]) from exc
         except yaml.YAMLError as exc:
-            raise SpecError([f"{path} is not valid YAML/JSON: {exc}"]) from exc
+            raise SpecError([f"{path} is not valid YAML/JSON: {one_line(exc)}"]) from exc
     if not isinstance(raw, dict):
         raise SpecError(["the spec must be a mapping with cluster, change, canary, … at the top level"])
     from canary.kafka.settings import client_settings_from_env

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from canary.errors import CanaryError
+from canary.errors import CanaryError, one_line
 from canary.judge import JudgeConfig
 from canary.judge.config import config_from_dict
 
@@ -53,7 +53,7 @@ def _read_overrides(overrides: dict | str | Path | None) -> dict:
         try:
             data = yaml.safe_load(Path(overrides).read_text()) or {}
         except (OSError, yaml.YAMLError) as exc:
-            raise SweepError(f"cannot read judge config {overrides}: {exc}") from exc
+            raise SweepError(f"cannot read judge config {overrides}: {one_line(exc)}") from exc
     else:
         data = overrides or {}
     if not isinstance(data, dict):

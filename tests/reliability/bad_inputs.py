@@ -156,8 +156,8 @@ CASES: tuple[Case, ...] = (
     # ----- the rollout spec -----
     Case("spec-missing-file", "rollout spec", "spec file missing", MissingFile(),
          "cannot read the spec file /nonexistent/rollout.yaml: No such file or directory"),
-    Case("spec-not-yaml", "rollout spec", "spec file not YAML", RawSpec("cluster: [unclosed"),
-         "is not valid YAML/JSON"),
+    Case("spec-not-yaml", "rollout spec", "spec file not YAML (one line naming where)", RawSpec("cluster: [unclosed"),
+         "is not valid YAML/JSON: line 1, column 19: expected ',' or ']', but got '<stream end>'"),
     Case("spec-not-mapping", "rollout spec", "spec a list", RawSpec("- cluster\n- change\n"),
          "the spec must be a mapping with cluster, change, canary"),
     Case("spec-unknown-field", "rollout spec", "unknown field", {"colour": "blue"},

@@ -12,7 +12,7 @@ from typing import Any, Literal
 import yaml
 
 from canary.clients.view import connection_settings
-from canary.errors import CanaryError
+from canary.errors import CanaryError, one_line
 from canary.kafka.settings import client_settings_from_env
 from canary.lanes import canary_client_id
 from canary.rollout.spec import SpecIdentity
@@ -102,7 +102,7 @@ def load_migration_spec(source: str | Path | Mapping, environ: Mapping[str, str]
         try:
             raw = yaml.safe_load(Path(source).read_text())
         except (OSError, yaml.YAMLError) as exc:
-            raise MigrationError(f"cannot read the migration spec {source}: {exc}") from exc
+            raise MigrationError(f"cannot read the migration spec {source}: {one_line(exc)}") from exc
     if not isinstance(raw, dict):
         raise MigrationError("the migration spec must be a mapping of MigrationSpec's fields")
     known = {f.name for f in dataclasses.fields(MigrationSpec)}

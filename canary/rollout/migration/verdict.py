@@ -11,6 +11,7 @@ import yaml
 
 from canary.analysis.inline import judge_file
 from canary.clients.rebalance import RebalanceEvent, account, combine, compare
+from canary.errors import one_line
 from canary.judge.config import DEFAULT_METRICS, JudgeConfig, config_from_dict
 from canary.lanes import client_lane
 from canary.rollout.migration.spec import MigrationError, MigrationSpec
@@ -29,7 +30,7 @@ def judge_config(path: str | None = None) -> JudgeConfig:
         try:
             given = yaml.safe_load(Path(path).read_text()) or {}
         except (OSError, yaml.YAMLError) as exc:
-            raise MigrationError(f"cannot read judge config {path}: {exc}") from exc
+            raise MigrationError(f"cannot read judge config {path}: {one_line(exc)}") from exc
         if not isinstance(given, dict):
             raise MigrationError(f"judge config {path} must be a YAML mapping")
         for name, fields in (given.pop("metrics", None) or {}).items():
