@@ -34,10 +34,10 @@ import yaml
 
 from canary.errors import one_line
 from canary.rollout.spec import (
-    _RUN_ID,
     _TOPIC,
     DEPLOYERS,
     ENGINES,
+    RUN_ID,
     SpecError,
     SpecIdentity,
     _Parser,
@@ -188,7 +188,7 @@ class _ClientParser(_Parser):
         if producers + consumers == 0:
             self.bad("service: producers and consumers are both 0; a rollout needs at least one instance")
         rate = self.number("service.rate", svc.get("rate"), 20.0, 0.1, 10_000)
-        observation_id = self.name("service.observation_id", svc.get("observation_id"), _RUN_ID, "orders-service",
+        observation_id = self.name("service.observation_id", svc.get("observation_id"), RUN_ID, "orders-service",
                                    required=False)
 
         change = self.section("change")
@@ -229,7 +229,7 @@ class _ClientParser(_Parser):
         lane_timeout = self.seconds("timeouts.lane", timeouts.get("lane"), 60.0, 5, 3600)
 
         run_id = raw.get("run_id")
-        if run_id is not None and (not isinstance(run_id, str) or not _RUN_ID.match(run_id)):
+        if run_id is not None and (not isinstance(run_id, str) or not RUN_ID.match(run_id)):
             self.bad(f"run_id: {run_id!r} must be 1-100 letters, digits, '.', '_' or '-'")
             run_id = None
 

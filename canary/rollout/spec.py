@@ -38,7 +38,7 @@ from canary.kafka import broker_config
 from canary.kafka.secrets import is_secret, redacted
 from canary.probe.config import parse_duration
 
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 DEPLOYERS = ("local",)
 ENGINES = ("spark", "inline")
@@ -298,7 +298,7 @@ class _Parser:
         guard = self.seconds("timeouts.guard", timeouts.get("guard"), 300.0, 0, 24 * 3600)
 
         run_id = raw.get("run_id")
-        if run_id is not None and (not isinstance(run_id, str) or not _RUN_ID.match(run_id)):
+        if run_id is not None and (not isinstance(run_id, str) or not RUN_ID.match(run_id)):
             self.bad(f"run_id: {run_id!r} must be 1-100 letters, digits, '.', '_' or '-'")
             run_id = None
 

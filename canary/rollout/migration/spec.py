@@ -15,7 +15,7 @@ from canary.clients.view import connection_settings
 from canary.errors import CanaryError, one_line
 from canary.kafka.settings import client_settings_from_env
 from canary.lanes import canary_client_id
-from canary.rollout.spec import SpecIdentity
+from canary.rollout.spec import RUN_ID, SpecIdentity
 
 Protocol = Literal["classic", "consumer"]
 Action = Literal["auto", "promote", "rollback"]
@@ -76,6 +76,9 @@ class MigrationSpec(SpecIdentity):
             raise MigrationError("restart_gap_s must be >= 0 and settle_timeout_s > 0")
         if self.action not in ("auto", "promote", "rollback"):
             raise MigrationError(f"action must be auto, promote or rollback, got {self.action!r}")
+        if self.run_id is not None and (not isinstance(self.run_id, str) or not RUN_ID.match(self.run_id)):
+            raise MigrationError(f"run_id {self.run_id!r} must be 1-100 letters, digits, '.', '_' or '-', "
+                                 f"starting with a letter or digit")
         return self
 
     @property

@@ -71,3 +71,10 @@ def test_the_run_id_comes_from_the_spec_unless_given():
     assert spec.effective_run_id == MigrationSpec("x:1", "t", "g", Path("runs/a")).effective_run_id
     assert spec.effective_run_id != MigrationSpec("x:1", "t", "g", Path("runs/b")).effective_run_id
     assert MigrationSpec("x:1", "t", "g", Path("."), run_id="billing-1").effective_run_id == "billing-1"
+
+
+@pytest.mark.parametrize("run_id", ["a b/../", 5, ""])
+def test_a_run_id_that_is_not_a_name_is_refused(run_id):
+    with pytest.raises(MigrationError, match="run_id"):
+        load_migration_spec({"bootstrap_servers": "127.0.0.1:9092", "topic": "t", "group": "g", "out_dir": "/tmp/m",
+                             "run_id": run_id})
