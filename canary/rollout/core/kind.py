@@ -44,8 +44,9 @@ class RolloutKind:
 
     @property
     def changing_steps(self) -> tuple[str, ...]:
-        """The steps after the first change: a failure in one of them means ROLLBACK."""
-        return tuple(s.name for s in self.steps if s.after_change)
+        """The steps after the first change and before the verdict: a failure in one of them means ROLLBACK (what
+        the step that decides records when it runs after them)."""
+        return tuple(s.name for s in self.steps if s.after_change and not s.decides)
 
     def open(self, source: str | Path | dict, run_dir: str | Path | None = None,
              environ: Mapping[str, str] | None = None, **options: Any) -> RolloutRun:

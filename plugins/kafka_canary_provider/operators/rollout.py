@@ -132,7 +132,7 @@ class JudgeOperator(RolloutStepOperator):
         kind = self.kind()
         state = rollout.state
         failed = [(name, record.get("error")) for name, record in state.data["steps"].items()
-                  if name in kind.changing_steps and name != "judge" and record["status"] == "failed"]
+                  if name in kind.changing_steps and record["status"] == "failed"]
         if failed and state.before is not None:
             name, error = failed[0]
             self.log.warning("%s failed after the first change; the verdict is ROLLBACK", name)
