@@ -15,31 +15,18 @@ key material or JAAS config.
 from __future__ import annotations
 
 import os
-import re
 import socket
 import uuid
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from canary.fields import parse_duration as parse_duration  # the one duration rule, re-exported
 from canary.kafka.secrets import redacted
 from canary.kafka.settings import ConfigError, client_settings_from_env, read_settings_file
 
 # Keys a probe manages itself; a passthrough value for them would break the probe's guarantees.
 _MANAGED = {"bootstrap.servers", "acks", "group.id", "enable.auto.commit", "auto.offset.reset"}
-
-
-def parse_duration(text: str | float | int | None) -> float | None:
-    """'60s', '5m', '1h', '250ms', '90' (seconds) -> seconds; None/'' -> None (run until stopped)."""
-    if text is None or text == "":
-        return None
-    if isinstance(text, int | float):
-        return float(text)
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", text)
-    if not match:
-        raise ConfigError(f"duration {text!r} is not like 60s, 5m, 1h or 250ms")
-    value, unit = float(match.group(1)), match.group(2) or "s"
-    return value * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,195 @@
+"""Typed fields every spec model shares, and the model base that reports every problem at once.
+
+A rule is written once here — what a duration, a Kafka version, a broker id, a broker config key or value, a run id,
+a topic name and a set of client settings may be — and used by every spec (broker, client and migration rollouts,
+the sweep, the judge config, the Airflow connection's extras) and by the trigger forms generated from their JSON
+schema. `SpecModel` refuses unknown fields; `problems(error)` turns pydantic's ValidationError into one line per
+problem, each naming the field (`probe.window: …`) and what to fix, never echoing a secret.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Annotated
+
+from annotated_types import GroupedMetadata
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+)
+
+from canary.kafka import broker_config
+from canary.kafka.secrets import is_secret
+from canary.kafka.settings import ConfigError
+from canary.kafka.versions import BASELINE_VERSION, TARGET_VERSION, VERSION_PATTERN, parse_version
+
+DURATION_PATTERN = r"^\s*\d+(\.\d+)?\s*(ms|s|m|h)?\s*$"
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"      # run ids, service and group names
+TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
+_DURATION = re.compile(DURATION_PATTERN)
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str | float | int | None) -> float | None:
+    """'60s', '5m', '1h', '250ms', '90' (seconds) -> seconds; None/'' -> None (run until stopped)."""
+    if text is None or text == "":
+        return None
+    if isinstance(text, bool):
+        raise ConfigError(f"duration {text!r} is not like 60s, 5m, 1h or 250ms")
+    if isinstance(text, int | float):
+        return float(text)
+    match = _DURATION.match(text) if isinstance(text, str) else None
+    if not match:
+        raise ConfigError(f"duration {text!r} is not like 60s, 5m, 1h or 250ms")
+    number = re.match(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?", text)
+    assert number is not None  # the pattern above matched
+    return float(number[1]) * _UNITS[number[2] or "s"]
+
+
+def _human(seconds: float) -> str:
+    for unit in ("h", "m"):
+        if seconds >= _UNITS[unit] and seconds % _UNITS[unit] == 0:
+            return f"{seconds / _UNITS[unit]:g}{unit}"
+    return f"{seconds:g}s"
+
+
+@dataclass(frozen=True)
+class Duration(GroupedMetadata):
+    """Seconds given as '30s', '2m', '1h', '250ms' or a number of seconds, between low and high:
+    `window: Annotated[float, Duration(10, 24 * 3600)] = 120.0`."""
+
+    low: float
+    high: float
+    example: str = "30s or 2m"
+
+    def seconds(self, value: object) -> float:
+        try:
+            parsed = parse_duration(value)  # type: ignore[arg-type]
+        except ConfigError:
+            parsed = None
+        if parsed is None or not self.low <= parsed <= self.high:
+            raise ValueError(f"{value!r} must be a duration between {_human(self.low)} and {_human(self.high)}, "
+                             f"such as {self.example}")
+        return parsed
+
+    def __iter__(self) -> Iterator[object]:
+        yield BeforeValidator(self.seconds)
+        yield WithJsonSchema({"type": "string", "pattern": DURATION_PATTERN})
+
+
+def _version(value: object) -> str:
+    try:
+        return ".".join(map(str, parse_version(str(value))))
+    except Exception as exc:  # SetupError: the version rule's own words
+        raise ValueError(str(exc)) from None
+
+
+KafkaVersion = Annotated[str, BeforeValidator(_version),
+                         WithJsonSchema({"type": "string", "pattern": VERSION_PATTERN,
+                                         "examples": [BASELINE_VERSION, TARGET_VERSION]})]
+BrokerId = Annotated[int, Field(strict=True, ge=0)]
+
+
+@dataclass(frozen=True)
+class Matching(GroupedMetadata):
+    """A string that matches `pattern`; the error says `what` it must be: `Annotated[str, Matching(p, what)]`."""
+
+    pattern: str
+    what: str
+
+    def check(self, value: str) -> str:
+        if not re.match(self.pattern, value):
+            raise ValueError(f"{value!r} must be {self.what}")
+        return value
+
+    def __iter__(self) -> Iterator[object]:
+        yield AfterValidator(self.check)
+        yield WithJsonSchema({"type": "string", "pattern": self.pattern})
+
+
+Name = Annotated[str, Matching(NAME_PATTERN, "1-100 letters, digits, '.', '_' or '-', starting with a letter or digit")]
+RunId = Name
+TopicName = Annotated[str, Matching(TOPIC_PATTERN, "a topic name: 1-249 letters, digits, '.', '_' or '-'")]
+
+
+def _one_line_value(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, dict | list):
+        raise ValueError(f"must be a single value or null, got {type(value).__name__}")
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    if problem := broker_config.value_problem(text):
+        raise ValueError(problem)
+    return text
+
+
+def _config_key(key: str) -> str:
+    if problem := broker_config.key_problem(key):
+        raise ValueError(problem)
+    return key
+
+
+ConfigKey = Annotated[str, AfterValidator(_config_key)]
+ConfigValue = Annotated[str | None, BeforeValidator(_one_line_value)]
+# Broker config overrides: key -> one-line value, or null to remove an override.
+BrokerConfig = dict[ConfigKey, ConfigValue]
+
+
+def _client_settings(value: object) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise ValueError("must be a mapping of librdkafka settings, e.g. {security.protocol: SASL_SSL}")
+    nested = sorted(k for k, v in value.items() if isinstance(v, dict | list))
+    if nested:
+        raise ValueError(f"settings {nested} must be single values (strings, numbers or booleans)")
+    return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
+
+
+# librdkafka settings (security) for every client the product starts; booleans become 'true'/'false'.
+ClientSettings = Annotated[dict[str, str], BeforeValidator(_client_settings)]
+
+
+class SpecModel(BaseModel):
+    """The base of every spec model: unknown fields refused, values never changed after validation."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+def _known_fields(model: type[BaseModel], loc: tuple) -> list[str]:
+    """The field names a model has at `loc` (the parent of an unknown field), for the error message."""
+    for part in loc:
+        field = model.model_fields.get(str(part)) if isinstance(part, str) else None
+        annotation = field.annotation if field else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return sorted(f.alias or name for name, f in model.model_fields.items())
+
+
+def problems(error: ValidationError, model: type[BaseModel]) -> list[str]:
+    """One line per problem of `error`: the field's dotted path, what is wrong and what to fix."""
+    lines = []
+    for item in error.errors(include_url=False):
+        loc = tuple(item["loc"])
+        where = ".".join(str(p) for p in loc if p != "[key]") or "the spec"
+        kind, text = item["type"], item["msg"]
+        if kind == "extra_forbidden":
+            known = _known_fields(model, loc[:-1])
+            text = "unknown field" + (f"; known fields are {', '.join(known)}" if known else "")
+        elif kind == "missing":
+            text = "is required"
+        elif kind == "value_error":
+            text = text.removeprefix("Value error, ")
+        elif not any(isinstance(p, str) and is_secret(p) for p in loc):
+            shown = repr(item.get("input"))
+            text = f"{text} (got {shown[:60]}{'…' if len(shown) > 60 else ''})"
+        lines.append(f"{where}: {text}")
+    return lines
