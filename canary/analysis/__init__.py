@@ -42,7 +42,7 @@ def analyze(request: AnalysisRequest, *, engine: str = "spark", master: str | No
     if engine == "spark":
         check_master(master or DEFAULT_MASTER)  # before any work: a typo must not read as a verdict
     config = request.check()
-    if engine == "inline":
+    if engine == "inline" or request.empty:  # an empty file: INCONCLUSIVE in milliseconds, not a 12 s Spark job
         return run_inline(request, config)
     return run_spark(request, master=master or DEFAULT_MASTER, timeout=timeout, log=log)
 

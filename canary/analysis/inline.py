@@ -53,7 +53,8 @@ def check_source(request: AnalysisRequest) -> None:
 def run_inline(request: AnalysisRequest, config: JudgeConfig) -> AnalysisResult:
     """The analysis of `request` (checked by the caller, `config` its judge config) in this process: verdict.json
     only (the aggregates history and the report are the Spark job's)."""
-    check_source(request)
+    if not request.empty:  # an empty file is judged here whatever its kind: there is nothing to read
+        check_source(request)
     verdict = judge_file(request.observations, request.out, config, final=not request.interim,
                          from_ms=request.from_ms, to_ms=request.to_ms, run_id=request.run_id)
     return AnalysisResult.judged("inline", request.out, verdict)

@@ -61,6 +61,12 @@ class AnalysisRequest:
     def verdict_file(self) -> Path:
         return self.out / "verdict.json"
 
+    @property
+    def empty(self) -> bool:
+        """The source is one local file with nothing in it: nothing to aggregate, nothing for Spark to do."""
+        path = Path(self.observations)
+        return not self.from_kafka and path.is_file() and path.stat().st_size == 0
+
     def check(self) -> JudgeConfig:
         """Refuses what the job would refuse only after starting (seconds later, in its log): a missing
         observations path, an empty window, a bad judge config. Returns the judge config."""

@@ -35,9 +35,11 @@ def metric_result(metric: MetricSpec, alpha: float) -> dict:
 
 
 def check_sufficiency(result: dict, n_c: float, n_b: float, metric: MetricSpec, unit: str) -> bool:
-    """False (NO_DATA) when neither lane has a sample; notes a lane below min_samples for the decision."""
-    if n_c == 0 and n_b == 0:
-        result["decision"], result["reason"] = NO_DATA, f"no {unit} in either lane after the warm-up"
+    """False (NO_DATA) when a lane has no sample (nothing to compare it with); notes a lane below min_samples for
+    the decision."""
+    if n_c == 0 or n_b == 0:
+        empty = "either lane" if n_c == n_b else "the canary lane" if n_c == 0 else "the baseline lane"
+        result["decision"], result["reason"] = NO_DATA, f"no {unit} in {empty} after the warm-up"
         return False
     if min(n_c, n_b) < metric.min_samples:
         # Too little to pass, but an anytime-valid regression is still a regression: the test runs anyway.

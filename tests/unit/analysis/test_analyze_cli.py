@@ -27,6 +27,19 @@ def test_an_empty_run_is_inconclusive_exit_3(tmp_path, judge_yaml):
                      "--config", str(judge_yaml), "--run-id", "another-run"]) == 3
 
 
+def test_an_empty_file_is_inconclusive_without_starting_spark(tmp_path, capsys, monkeypatch):
+    import canary.analysis as analysis
+
+    def no_spark(*args, **kwargs):
+        raise AssertionError("Spark was started for an empty file")
+
+    monkeypatch.setattr(analysis, "run_spark", no_spark)
+    (tmp_path / "obs.jsonl").write_text("")
+    assert cli.main(["analyze", "--observations", str(tmp_path / "obs.jsonl"), "--out", str(tmp_path / "out")]) == 3
+    printed = capsys.readouterr()
+    assert printed.out.startswith("INCONCLUSIVE (score 0.0): no valid observations") and printed.err == ""
+
+
 @pytest.mark.parametrize(("argv", "error"), [
     (["--observations", "/nonexistent/obs.jsonl"], "error: --observations /nonexistent/obs.jsonl does not exist"),
     (["--observations", "kafka://127.0.0.1:9", "--from", "yesterday"], "error: --from 'yesterday' is neither"),
