@@ -4,6 +4,7 @@ no Kafka JVM behind, even when a test fails or the run is interrupted."""
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -20,6 +21,9 @@ logging.getLogger("kafka").setLevel(logging.WARNING)
 
 # Every cluster the suite starts lives under this root, so the final sweep can find its JVMs.
 RUN_ROOT = Path(tempfile.mkdtemp(prefix="kafka-canary-tests-"))
+# Runs and sweep histories a test does not place itself go there too, never into the user's ~/.local/state.
+os.environ.setdefault("KAFKA_CANARY_RUNS", str(RUN_ROOT / "rollouts"))
+os.environ.setdefault("KAFKA_CANARY_HISTORY", str(RUN_ROOT / "history"))
 
 
 @pytest.fixture(scope="session")

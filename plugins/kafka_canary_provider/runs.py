@@ -7,12 +7,12 @@ character the spec does not allow with `_`, so each task of one DAG run opens th
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
+from canary.rollout.core.run import runs_root
+
 _NOT_ALLOWED = re.compile(r"[^A-Za-z0-9._-]")
-DEFAULT_RUNS = "~/.local/state/kafka-canary/rollouts"
 
 
 def rollout_run_id(airflow_run_id: str) -> str:
@@ -21,11 +21,6 @@ def rollout_run_id(airflow_run_id: str) -> str:
     if not cleaned[:1].isalnum():
         cleaned = "r" + cleaned
     return cleaned[:100]
-
-
-def runs_root() -> Path:
-    """$KAFKA_CANARY_RUNS, else ~/.local/state/kafka-canary/rollouts."""
-    return Path(os.environ.get("KAFKA_CANARY_RUNS") or DEFAULT_RUNS).expanduser()
 
 
 def run_dir(run_id: str) -> Path:

@@ -30,8 +30,9 @@ def add_commands(rsub, kind: RolloutKind, spec_help: str = SPEC_HELP) -> Callabl
 
     def common(q) -> None:
         q.add_argument("--spec", required=True, help=spec_help)
-        q.add_argument("--run-dir", help="state, audit log and report of this run (default rollouts/<run_id>, "
-                                         "or $KAFKA_CANARY_RUNS/<run_id>)")
+        q.add_argument("--run-dir", help="state, audit log and report of this run (default "
+                                         "$KAFKA_CANARY_RUNS/<run_id>, else "
+                                         "~/.local/state/kafka-canary/rollouts/<run_id>)")
         q.add_argument("--json", action="store_true", help="print the result as JSON")
 
     run = rsub.add_parser("run", help="all steps, printing progress (a second run resumes where the first stopped)")

@@ -24,8 +24,19 @@ class RunStateError(CanaryError):
     """The run directory does not fit the rollout asked for."""
 
 
+RUNS_ENV = "KAFKA_CANARY_RUNS"
+# One place for every run, wherever a command starts (not the working directory): the CLI, the DAGs' tasks and the
+# report pages all find the same runs.
+DEFAULT_RUNS = "~/.local/state/kafka-canary/rollouts"
+
+
+def runs_root() -> Path:
+    """$KAFKA_CANARY_RUNS, else ~/.local/state/kafka-canary/rollouts."""
+    return Path(os.environ.get(RUNS_ENV) or DEFAULT_RUNS).expanduser()
+
+
 def default_run_dir(run_id: str) -> Path:
-    return Path(os.environ.get("KAFKA_CANARY_RUNS") or "rollouts") / run_id
+    return runs_root() / run_id
 
 
 class RunState:
