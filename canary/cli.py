@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from canary import process
 from canary.cluster import distribution
 from canary.errors import CanaryError
 from canary.kafka import broker_config
@@ -378,6 +379,8 @@ def _add_cluster_features(actions: argparse._SubParsersAction) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if argv is None:  # the command line, not a caller inside another program (tests, the DAG's tasks)
+        process.interrupt_on_sigterm()
     try:
         return args.func(args)
     except CanaryError as exc:

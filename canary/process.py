@@ -30,6 +30,18 @@ def proxy_marker(directory: Path | str, node_id: int) -> str:
     return f"{marker(directory, node_id)}:proxy"
 
 
+def interrupt_on_sigterm() -> None:
+    """SIGTERM (systemd, `kill`, a CI runner stopping a job) stops this process as Ctrl-C does: as a
+    KeyboardInterrupt, so every `finally` stops what the command started (Airflow, clusters, probes) instead of the
+    interpreter dying and leaving them running. Further SIGTERMs are ignored so that cleanup can finish."""
+
+    def interrupt(signum, frame) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def _die_with_parent() -> None:
     # PR_SET_PDEATHSIG: the kernel kills the JVM if the process that started it dies (tests).
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
