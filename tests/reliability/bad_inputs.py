@@ -47,14 +47,17 @@ class MissingFile:
 @dataclass(frozen=True)
 class Cli:
     """`kafka-canary ARGV`; `{spec}` in argv is a spec file made from `spec` (merged over a good spec, its cluster
-    the test's), `{tmp}` a fresh directory."""
+    the test's), `{tmp}` a fresh directory, `{empty}` an empty file. `code`: the exit code; 2 (an error) means one
+    line on stderr, another code means a verdict printed on stdout and nothing at all on stderr."""
     argv: tuple[str, ...]
     env: dict = field(default_factory=dict)
     spec: dict | None = None
+    code: int = 2
 
     def __str__(self) -> str:
         env = " ".join(f"{k}={v}" for k, v in self.env.items())
-        argv = [{"{spec}": "rollout.yaml", "{tmp}": "out/", "{busy-port}": "P"}.get(a, a) for a in self.argv]
+        argv = [{"{spec}": "rollout.yaml", "{tmp}": "out/", "{busy-port}": "P", "{empty}": "empty.jsonl"}.get(a, a)
+                for a in self.argv]
         spec = f" with rollout.yaml {json.dumps(self.spec)}" if self.spec else ""
         return (env + " " if env else "") + "kafka-canary " + " ".join(argv) + spec
 
@@ -98,6 +101,8 @@ class Case:
         if self.entry == "rollout spec":
             return (f"refused by `load_spec`: {quoted}" if not self.stage else
                     f"refused by preflight before the lock or any change: {quoted}")
+        if self.entry == "CLI" and self.input.code != 2:
+            return f"exit {self.input.code}, nothing on stderr (no log, no warning): {quoted}"
         if self.entry == "CLI":
             return f"exit 2, one line on stderr: {quoted}"
         if self.entry == "connection extras":
@@ -234,6 +239,9 @@ CASES: tuple[Case, ...] = (
     Case("cli-analyze-bad-master", "CLI", "Spark master not a master URL",
          Cli(("analyze", "--observations", "{spec}", "--out", "{tmp}", "--master", "nonsense://x")),
          "--master 'nonsense://x' is not a Spark master"),
+    Case("cli-analyze-empty-file", "CLI", "an empty observations file (judged at once: no 12 s Spark job, no log "
+         "lines, no warning)", Cli(("analyze", "--observations", "{empty}", "--out", "{tmp}"), code=3),
+         "INCONCLUSIVE (score 0.0): no valid observations in the window"),
     Case("cli-release-bad-version", "CLI", "release version not a release number",
          Cli(("release", "--cluster", "prod", "--version", "latest")), "--version 'latest' is not a Kafka release"),
     Case("cli-release-bad-timeout", "CLI", "release timeout not a duration",

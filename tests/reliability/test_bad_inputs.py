@@ -150,6 +150,9 @@ def run_cli(case: Case, request, tmp_path, monkeypatch, cluster) -> None:
         if arg == "{spec}":
             arg = str(tmp_path / "rollout.yaml")
             Path(arg).write_text(json.dumps(_spec(cli.spec or {}, cluster)))
+        if arg == "{empty}":
+            arg = str(tmp_path / "empty.jsonl")
+            Path(arg).write_text("")
         arg = arg.replace("{busy-port}", str(busy.getsockname()[1]))
         argv.append(str(tmp_path / "out") if arg == "{tmp}" else arg)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_API_TOKEN", "AIRFLOW_USERNAME",
@@ -157,6 +160,10 @@ def run_cli(case: Case, request, tmp_path, monkeypatch, cluster) -> None:
     done = subprocess.run([KAFKA_CANARY, *argv], env=env | cli.env, cwd=tmp_path, capture_output=True, text=True,
                           timeout=300)
     err = done.stderr.strip()
+    if cli.code != 2:  # a verdict: on stdout, and nothing else anywhere
+        assert done.returncode == cli.code and err == "", (done.returncode, done.stdout, err)
+        assert done.stdout.startswith(case.expect) and len(done.stdout.splitlines()) == 2, done.stdout
+        return
     assert done.returncode == 2, (done.returncode, done.stdout, err)
     assert "Traceback" not in err and "\n" not in err, err
     assert err.startswith("error: ") and case.expect in err, err
