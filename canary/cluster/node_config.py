@@ -30,13 +30,18 @@ _SMALL_MACHINE = {
 }
 
 
+def is_managed(key: str) -> bool:
+    """Whether `key` is the local cluster's own (identity, listeners, storage, security): no override may set it."""
+    return key in MANAGED_KEYS or key.startswith("listener.name.")
+
+
 def validate_overrides(config: dict[str, str]) -> None:
     """Refuses overrides of managed keys and malformed keys, before anything is changed."""
     problems = broker_config.config_problems(config)
     if problems:
         raise ClusterError(f"config override refused: {'; '.join(problems)}")
     for key in config:
-        if key in MANAGED_KEYS or key.startswith("listener.name."):
+        if is_managed(key):
             hint = " (use --rack)" if key == "broker.rack" else ""
             raise ClusterError(f"config key {key!r} is managed by the local cluster and cannot be overridden{hint}")
 
