@@ -18,34 +18,38 @@ how many canary partitions, how long to watch, how to judge.
     timeouts: {stop: 20s, drain: 60s, lane: 60s}
     run_id: client-42
 
-`load_client_spec` checks every field before anything is touched and lists every problem at once (SpecError, as
-for the broker rollout). Checks that need the cluster (the topic exists, a canary broker hosts its replicas) are
-preflight's, still before any change. `KAFKA_CANARY_CLIENT_<KEY>` variables add or override client settings.
+`load_client_spec` checks every field before anything is touched, through `ClientRolloutModel` (every rule in one
+place), and lists every problem at once (SpecError, as for the broker rollout). Checks that need the cluster (the
+topic exists, a canary broker hosts its replicas) are preflight's, still before any change.
+`KAFKA_CANARY_CLIENT_<KEY>` variables add or override client settings.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
-import yaml
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from canary.errors import one_line
+from canary.fields import NAME_PATTERN, Duration, Matching, Name, RunId, TopicName
 from canary.rollout.spec import (
-    _TOPIC,
-    DEPLOYERS,
-    ENGINES,
-    RUN_ID,
-    SpecError,
+    ClusterSection,
+    JudgeSection,
     SpecIdentity,
-    _Parser,
+    SpecSection,
+    interim_within,
     judge_settings,
+    required,
+    section,
+    validated,
+    with_environment,
 )
 
-_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+DAY = 24 * 3600
+VersionLabel = Annotated[str, Matching(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$",
+                                       "a version label such as v2 or 1.4.0 (1-64 letters, digits, '.', '_' or '-')")]
 
 # The judge's defaults are tuned for 5-minute probe windows of the broker rollout. A client rollout compares two
 # small fleets of service instances for a short window: the client metrics must have data and decide, and the
@@ -75,16 +79,25 @@ CLIENT_JUDGE: dict = {
 }
 
 
-@dataclass(frozen=True)
-class ServiceSpec:
-    name: str
-    topic: str
-    group: str
-    dir: str
-    producers: int = 1
-    consumers: int = 1
-    rate: float = 20.0
-    observation_id: str = ""
+class ServiceSpec(SpecSection):
+    """The service whose instances the rollout changes."""
+    name: Name                  # instance names start with it
+    topic: TopicName
+    group: Name                 # the consumers' group id
+    dir: Annotated[str, required("the service deployer's directory (instance state and logs)")] = ""
+    producers: int = Field(1, strict=True, ge=0, le=64)
+    consumers: int = Field(1, strict=True, ge=0, le=64)
+    rate: float = Field(20.0, strict=True, ge=0.1, le=10_000)  # records per second per producer instance
+    observation_id: Annotated[str, Matching(f"^$|{NAME_PATTERN}", "a run id such as orders-service, or empty "
+                                            "for <name>-service")] = ""
+
+    @field_validator("consumers")
+    @classmethod
+    def _has_instances(cls, consumers: int, info: ValidationInfo) -> int:
+        # a field validator, not a model one: it is reported even when another service field is wrong
+        if consumers + info.data.get("producers", 1) == 0:
+            raise ValueError("producers and consumers are both 0; a rollout needs at least one instance")
+        return consumers
 
     @property
     def observations_run_id(self) -> str:
@@ -93,25 +106,69 @@ class ServiceSpec:
         return self.observation_id or f"{self.name}-service"
 
 
+class VersionChange(SpecSection):
+    from_: VersionLabel = Field(alias="from")
+    to: VersionLabel
+
+    @model_validator(mode="after")
+    def _changes(self) -> VersionChange:
+        if self.from_ == self.to:
+            raise ValueError(f"from and to are both {self.to!r}; nothing would change")
+        return self
+
+
+class LaneSection(SpecSection):
+    partitions: int = Field(1, strict=True, ge=1, le=10_000)  # canary partitions opened for the rollout
+
+
+class WindowSection(SpecSection):
+    duration: Annotated[float, Duration(10, DAY)] = 60.0
+    interim_interval: Annotated[float, Duration(5, DAY)] = 15.0
+
+    @model_validator(mode="after")
+    def _interim_within_window(self) -> WindowSection:
+        interim_within(self.duration, self.interim_interval)
+        return self
+
+
+class ClientTimeouts(SpecSection):
+    stop: Annotated[float, Duration(1, 3600)] = 20.0      # SIGTERM -> SIGKILL
+    drain: Annotated[float, Duration(0, DAY)] = 60.0      # rollback: canary consumers finish the canary partitions
+    lane: Annotated[float, Duration(5, 3600)] = 60.0      # opening/closing the lane: reassignment and elections
+
+
+class ClientRolloutModel(SpecSection):
+    """The client rollout spec file, as written."""
+    cluster: ClusterSection = section()
+    service: ServiceSpec = section()
+    change: VersionChange = section()
+    lane: LaneSection = section()
+    window: WindowSection = section()
+    judge: JudgeSection = section()
+    timeouts: ClientTimeouts = section()
+    run_id: RunId | None = None
+
+
 @dataclass(frozen=True)
 class ClientRolloutSpec(SpecIdentity):
+    """A validated client rollout spec under the names the steps use (built by load_client_spec only)."""
     RUN_ID_PREFIX = "client-rollout"
 
     cluster_dir: str
     service: ServiceSpec
     from_version: str
     to_version: str
-    canary_partitions: int = 1
-    deployer: str = "local"
-    client: dict[str, str] = field(default_factory=dict)
-    window: float = 60.0
-    interim_interval: float = 15.0
-    judge_config: str | dict | None = None      # None: CLIENT_JUDGE
-    engine: str = "spark"
-    stop_timeout: float = 20.0                  # SIGTERM → SIGKILL
-    drain_timeout: float = 60.0                 # rollback: canary consumers finish the canary partitions
-    lane_timeout: float = 60.0                  # opening/closing the lane: reassignment and elections
-    run_id: str | None = None
+    canary_partitions: int
+    deployer: str
+    client: dict[str, str]
+    window: float
+    interim_interval: float
+    judge_config: str | dict | None             # None: CLIENT_JUDGE
+    engine: str
+    stop_timeout: float
+    drain_timeout: float
+    lane_timeout: float
+    run_id: str | None
 
     def judge(self):
         """The JudgeConfig of this rollout: the spec's, else CLIENT_JUDGE."""
@@ -119,126 +176,13 @@ class ClientRolloutSpec(SpecIdentity):
 
 
 def load_client_spec(source: str | Path | dict, environ: Mapping[str, str] | None = None) -> ClientRolloutSpec:
-    """A spec from a YAML/JSON file or a mapping; raises SpecError naming every bad field."""
-    if isinstance(source, dict) or not isinstance(source, str | Path):
-        raw = source  # a mapping, or refused below
-    else:
-        path = Path(source)
-        try:
-            raw = yaml.safe_load(path.read_text())
-        except OSError as exc:
-            raise SpecError([f"cannot read the spec file {path}: {exc.strerror}"]) from exc
-        except yaml.YAMLError as exc:
-            raise SpecError([f"{path} is not valid YAML/JSON: {one_line(exc)}"]) from exc
-    if not isinstance(raw, dict):
-        raise SpecError(["the spec must be a mapping with cluster, service, change, lane, … at the top level"])
-    from canary.kafka.settings import client_settings_from_env
-
-    return _ClientParser(raw, client_settings_from_env(environ) if environ is not None else {}).parse_client()
-
-
-class _ClientParser(_Parser):
-    def count(self, where: str, value, default: int, low: int, high: int) -> int:
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            self.bad(f"{where}: {value!r} must be a whole number between {low} and {high}")
-            return default
-        return value
-
-    def name(self, where: str, value, pattern: re.Pattern, example: str, required: bool = True) -> str:
-        if value is None and not required:
-            return ""
-        if not isinstance(value, str) or not pattern.match(value):
-            self.bad(f"{where}: {value!r} must be a name such as {example}" if value is not None
-                     else f"{where}: required, e.g. {example}")
-            return ""
-        return value
-
-    def parse_client(self) -> ClientRolloutSpec:
-        raw = self.raw
-        self.unknown("", raw, {"cluster", "service", "change", "lane", "window", "judge", "timeouts", "run_id"})
-        cluster = self.section("cluster")
-        self.unknown("cluster.", cluster, {"deployer", "dir", "client"})
-        deployer = cluster.get("deployer", "local")
-        if deployer not in DEPLOYERS:
-            self.bad(f"cluster.deployer: {deployer!r} is not known; use one of {', '.join(DEPLOYERS)}")
-        cluster_dir = cluster.get("dir")
-        if not isinstance(cluster_dir, str) or not cluster_dir.strip():
-            self.bad("cluster.dir: the local cluster's directory is required (as given to `kafka-canary cluster up`)")
-            cluster_dir = ""
-        client = cluster.get("client") or {}
-        if not isinstance(client, dict) or not all(isinstance(k, str) for k in client):
-            self.bad("cluster.client: must be a mapping of librdkafka settings, e.g. {security.protocol: SASL_SSL}")
-            client = {}
-        client = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in client.items()} | self.env_client
-
-        svc = self.section("service")
-        self.unknown("service.", svc, {"name", "topic", "group", "dir", "producers", "consumers", "rate",
-                                       "observation_id"})
-        name = self.name("service.name", svc.get("name"), _NAME, "orders")
-        topic = self.name("service.topic", svc.get("topic"), _TOPIC, "orders")
-        group = self.name("service.group", svc.get("group"), _NAME, "orders-billing")
-        fleet_dir = svc.get("dir")
-        if not isinstance(fleet_dir, str) or not fleet_dir.strip():
-            self.bad("service.dir: the service deployer's directory is required (instance state and logs)")
-            fleet_dir = ""
-        producers = self.count("service.producers", svc.get("producers"), 1, 0, 64)
-        consumers = self.count("service.consumers", svc.get("consumers"), 1, 0, 64)
-        if producers + consumers == 0:
-            self.bad("service: producers and consumers are both 0; a rollout needs at least one instance")
-        rate = self.number("service.rate", svc.get("rate"), 20.0, 0.1, 10_000)
-        observation_id = self.name("service.observation_id", svc.get("observation_id"), RUN_ID, "orders-service",
-                                   required=False)
-
-        change = self.section("change")
-        self.unknown("change.", change, {"from", "to"})
-        versions = [self.name(f"change.{k}", change.get(k), _VERSION, example)
-                    for k, example in (("from", "v1"), ("to", "v2"))]
-        if all(versions) and versions[0] == versions[1]:
-            self.bad(f"change: from and to are both {versions[0]!r}; nothing would change")
-
-        lane = self.section("lane")
-        self.unknown("lane.", lane, {"partitions"})
-        partitions = self.count("lane.partitions", lane.get("partitions"), 1, 1, 10_000)
-
-        window = self.section("window")
-        self.unknown("window.", window, {"duration", "interim_interval"})
-        duration = self.seconds("window.duration", window.get("duration"), 60.0, 10, 24 * 3600)
-        interim = self.seconds("window.interim_interval", window.get("interim_interval"), 15.0, 5, 24 * 3600)
-        if interim > duration:
-            self.bad(f"window.interim_interval: {interim:g}s is longer than the window {duration:g}s")
-
-        judge = self.section("judge")
-        self.unknown("judge.", judge, {"config", "engine"})
-        judge_config = judge.get("config")
-        if judge_config is not None:
-            from canary.errors import CanaryError
-            try:
-                judge_settings(judge_config)
-            except CanaryError as exc:
-                self.bad(f"judge.config: {exc}")
-        engine = judge.get("engine", "spark")
-        if engine not in ENGINES:
-            self.bad(f"judge.engine: {engine!r} must be one of {', '.join(ENGINES)}")
-
-        timeouts = self.section("timeouts")
-        self.unknown("timeouts.", timeouts, {"stop", "drain", "lane"})
-        stop = self.seconds("timeouts.stop", timeouts.get("stop"), 20.0, 1, 3600)
-        drain = self.seconds("timeouts.drain", timeouts.get("drain"), 60.0, 0, 24 * 3600)
-        lane_timeout = self.seconds("timeouts.lane", timeouts.get("lane"), 60.0, 5, 3600)
-
-        run_id = raw.get("run_id")
-        if run_id is not None and (not isinstance(run_id, str) or not RUN_ID.match(run_id)):
-            self.bad(f"run_id: {run_id!r} must be 1-100 letters, digits, '.', '_' or '-'")
-            run_id = None
-
-        if self.problems:
-            raise SpecError(self.problems)
-        return ClientRolloutSpec(
-            cluster_dir=cluster_dir, deployer=deployer, client=client,
-            service=ServiceSpec(name=name, topic=topic, group=group, dir=fleet_dir, producers=producers,
-                                consumers=consumers, rate=rate, observation_id=observation_id),
-            from_version=versions[0], to_version=versions[1], canary_partitions=partitions, window=duration,
-            interim_interval=interim, judge_config=judge_config, engine=engine, stop_timeout=stop,
-            drain_timeout=drain, lane_timeout=lane_timeout, run_id=run_id)
+    """A spec from a YAML/JSON file or a mapping; raises SpecError naming every bad field. With `environ`, its
+    KAFKA_CANARY_CLIENT_<KEY> variables add or override the cluster's client settings."""
+    spec = validated(ClientRolloutModel, source)
+    return ClientRolloutSpec(
+        cluster_dir=spec.cluster.dir, service=spec.service, from_version=spec.change.from_,
+        to_version=spec.change.to, canary_partitions=spec.lane.partitions, deployer=spec.cluster.deployer,
+        client=with_environment(spec.cluster.client, environ), window=spec.window.duration,
+        interim_interval=spec.window.interim_interval, judge_config=spec.judge.config, engine=spec.judge.engine,
+        stop_timeout=spec.timeouts.stop, drain_timeout=spec.timeouts.drain, lane_timeout=spec.timeouts.lane,
+        run_id=spec.run_id)

@@ -9,8 +9,10 @@
     lead_topics: [orders]                               # user topics whose canary partitions get canary leaders
     fault:    {client_delay_ms: 200}                    # scenarios and tests only: make the canary bad
 
-`load_spec` reads YAML or JSON and checks every field before anything is touched; all problems are
-reported at once, each saying what to fix. Checks that need the cluster (broker ids exist, the canary
+`load_spec` reads YAML or JSON and checks every field before anything is touched, through one typed model per
+section (`BrokerRolloutModel`, the place of every rule: ranges, defaults, cross-field checks); all problems are
+reported at once, each naming its field and saying what to fix. The rest of the code gets `RolloutSpec`, the
+validated spec under flat names. Checks that need the cluster (broker ids exist, the canary
 leaves a baseline) happen in preflight, still before any change.
 
 Secrets (sasl.password, ssl.key.password, …) belong in `cluster.client` like any librdkafka setting, but need not
@@ -23,54 +25,181 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar, get_args
 
 import yaml
+from pydantic import AfterValidator, BaseModel, Field, ValidationError, field_validator, model_validator
 
-from canary.cluster.distribution import parse_version
-from canary.cluster.node_config import MANAGED_KEYS
-from canary.errors import CanaryError, SetupError, one_line
-from canary.kafka import broker_config
+from canary.cluster.node_config import is_managed
+from canary.errors import CanaryError, one_line
+from canary.fields import (
+    BrokerId,
+    ClientSettings,
+    ConfigKey,
+    ConfigValue,
+    Duration,
+    KafkaVersion,
+    RunId,
+    SpecModel,
+    TopicName,
+    problems,
+)
 from canary.kafka.secrets import is_secret, redacted
-from canary.probe.config import parse_duration
 
-RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
-DEPLOYERS = ("local",)
-ENGINES = ("spark", "inline")
+Deployer = Literal["local"]
+Engine = Literal["spark", "inline"]
+DEPLOYERS: tuple[str, ...] = get_args(Deployer)
+ENGINES: tuple[str, ...] = get_args(Engine)
+DAY = 24 * 3600
 
 
 class SpecError(CanaryError):
-    """A rollout spec that cannot be used; `problems` lists every field to fix."""
+    """A spec that cannot be used; `problems` lists every field to fix."""
+
+    WHAT = "the rollout spec"
 
     def __init__(self, problems: list[str]):
         self.problems = problems
         # One problem is one line (the CLI's error line); several are listed one per line.
         listed = " " + problems[0] if len(problems) == 1 else "\n  - " + "\n  - ".join(problems)
-        super().__init__("the rollout spec is not valid, nothing was changed:" + listed)
+        super().__init__(f"{self.WHAT} is not valid, nothing was changed:" + listed)
 
 
-@dataclass(frozen=True)
-class ChangeSpec:
-    version: str | None = None                  # target Kafka version; None keeps each broker's version
-    config: dict[str, str | None] = field(default_factory=dict)  # broker overrides; None removes one
+class SpecSection(SpecModel):
+    """A section of a spec file: a null value (`probe:` with nothing under it) means the field's default."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_default(cls, data: Any) -> Any:
+        return {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
 
 
-@dataclass(frozen=True)
-class FaultSpec:
+def required(what: str) -> AfterValidator:
+    """A string that may not be blank; the error says what it is: `Annotated[str, required("...")] = ""`."""
+    def check(value: str) -> str:
+        if not value.strip():
+            raise ValueError(f"is required: {what}")
+        return value
+    return AfterValidator(check)
+
+
+def section() -> Any:
+    """The default of a section field: a section left out is validated from {} (its defaults, or the problem of a
+    field it requires)."""
+    return Field(default_factory=dict)
+
+
+def interim_within(window: float, interim: float) -> None:
+    """An interim look comes within the window it looks into."""
+    if interim > window:
+        raise ValueError(f"interim_interval {interim:g}s is longer than the window {window:g}s; shorten it or "
+                         f"lengthen the window")
+
+
+class ClusterSection(SpecSection):
+    deployer: Deployer = "local"
+    dir: Annotated[str, required("the local cluster's directory (as given to `kafka-canary cluster up`)")] = ""
+    client: ClientSettings = Field(default_factory=dict)  # librdkafka settings (security) for every client
+
+
+def _not_managed(key: str) -> str:
+    if is_managed(key):
+        raise ValueError("managed by the deployer (the canary marker travels in broker.rack; listeners, ids and "
+                         "storage are the cluster's own) and cannot be changed by a rollout")
+    return key
+
+
+class ChangeSection(SpecSection):
+    version: KafkaVersion | None = None          # target Kafka version; None keeps each broker's version
+    # broker overrides (one-line values; null removes one); the deployer's own keys are out of reach
+    config: dict[Annotated[ConfigKey, AfterValidator(_not_managed)], ConfigValue] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _says_something(self) -> ChangeSection:
+        if self.version is None and not self.config:
+            raise ValueError("say what changes: a target version (change.version) and/or broker config overrides "
+                             "(change.config)")
+        return self
+
+
+class CanarySection(SpecSection):
+    count: int | None = Field(None, strict=True, ge=1)                    # exactly one of count / brokers
+    brokers: list[BrokerId] | None = Field(None, min_length=1)
+
+    @field_validator("brokers")
+    @classmethod
+    def _each_once(cls, brokers: list[int] | None) -> list[int] | None:
+        twice = sorted({b for b in brokers or () if brokers and brokers.count(b) > 1})
+        if twice:
+            raise ValueError(f"broker ids {twice} are listed twice")
+        return brokers
+
+    @model_validator(mode="after")
+    def _one_of(self) -> CanarySection:
+        if (self.count is None) == (self.brokers is None):
+            raise ValueError("give exactly one of canary.count (how many brokers) or canary.brokers (their ids)")
+        return self
+
+
+class ProbeSection(SpecSection):
+    window: Annotated[float, Duration(10, DAY)] = 120.0            # seconds of probe traffic judged
+    interim_interval: Annotated[float, Duration(5, DAY)] = 30.0    # seconds between interim looks (fail fast)
+    rate: float = Field(20.0, strict=True, ge=0.1, le=10_000)      # messages/s per partition (data in 2 min)
+    preflight: Annotated[float, Duration(2, 600)] = 10.0           # the baseline probe in preflight and after promote
+
+    @model_validator(mode="after")
+    def _interim_within_window(self) -> ProbeSection:
+        interim_within(self.window, self.interim_interval)
+        return self
+
+
+class JudgeSection(SpecSection):
+    config: Any = None          # a judge.yaml path, an inline mapping, or None for the defaults
+    engine: Engine = "spark"
+
+    @field_validator("config")
+    @classmethod
+    def _judge_config(cls, value: Any) -> Any:
+        if value is not None:
+            try:
+                judge_settings(value)
+            except CanaryError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+
+class FaultSection(SpecSection):
     """Deliberate faults the canary brokers get with the change (scenarios and tests)."""
-    client_delay_ms: float = 0.0                # a delaying TCP proxy in front of each canary broker
+    client_delay_ms: float = Field(0.0, strict=True, ge=0, le=60_000)  # a delaying proxy before each canary broker
+
+
+class TimeoutsSection(SpecSection):
+    warm_up: Annotated[float, Duration(10, DAY)] = 300.0   # a canary broker rejoining every ISR
+    guard: Annotated[float, Duration(0, DAY)] = 300.0      # the safe-roll guard allowing a restart
+
+
+class BrokerRolloutModel(SpecSection):
+    """The broker rollout spec file, as written."""
+    cluster: ClusterSection = section()
+    change: ChangeSection = section()
+    canary: CanarySection = section()
+    probe: ProbeSection = section()
+    judge: JudgeSection = section()
+    finalize: bool = Field(True, strict=True)
+    lead_topics: list[TopicName] = Field(default_factory=list)  # their canary partitions get canary leaders
+    fault: FaultSection = section()
+    timeouts: TimeoutsSection = section()
+    run_id: RunId | None = None
 
 
 class SpecIdentity:
-    """Mixed into a rollout spec dataclass with `client` and `run_id` fields: its run id, its JSON form without
-    secrets, and the secret values no file of the run may contain."""
+    """Mixed into a rollout spec (a dataclass or a model) with `client` and `run_id` fields: its run id, its JSON
+    form without secrets, and the secret values no file of the run may contain."""
 
-    RUN_ID_PREFIX = "rollout"
+    RUN_ID_PREFIX: ClassVar[str] = "rollout"
     if TYPE_CHECKING:  # the fields and the dataclass-ness the mixing class brings
         __dataclass_fields__: ClassVar[dict[str, Any]]
         run_id: str | None
@@ -85,9 +214,11 @@ class SpecIdentity:
         return f"{self.RUN_ID_PREFIX}-{digest}"
 
     def to_dict(self) -> dict:
-        data = asdict(self)
-        data["client"] = redacted(self.client)
-        return data
+        """The spec as run.json keeps it (a resumed run compares it): sections as mappings, secrets masked."""
+        data = (self.model_dump() if isinstance(self, BaseModel)
+                else {f.name: getattr(self, f.name) for f in fields(self)})
+        data = {k: v.model_dump() if isinstance(v, BaseModel) else v for k, v in data.items()}
+        return {**data, "client": redacted(self.client)}
 
     @property
     def secret_values(self) -> list[str]:
@@ -97,24 +228,25 @@ class SpecIdentity:
 
 @dataclass(frozen=True)
 class RolloutSpec(SpecIdentity):
+    """A validated broker rollout spec under the names the steps use (built by load_spec only)."""
     cluster_dir: str
-    change: ChangeSpec
-    canary_count: int | None = None             # exactly one of count / brokers
-    canary_brokers: tuple[int, ...] = ()
-    deployer: str = "local"
-    client: dict[str, str] = field(default_factory=dict)   # librdkafka settings (security) for every client
-    window: float = 120.0                       # seconds of probe traffic judged
-    interim_interval: float = 30.0              # seconds between interim looks (fail fast)
-    probe_rate: float = 20.0                    # messages per second per partition (enough data in 2 min)
-    preflight_probe: float = 10.0               # seconds of the baseline probe in preflight (and after promote)
-    judge_config: str | dict | None = None      # a judge.yaml path, an inline mapping, or None for defaults
-    engine: str = "spark"
-    finalize: bool = True
-    lead_topics: tuple[str, ...] = ()
-    fault: FaultSpec = field(default_factory=FaultSpec)
-    warm_up_timeout: float = 300.0              # seconds a canary broker may take to rejoin every ISR
-    guard_timeout: float = 300.0                # seconds to wait for the safe-roll guard to allow a restart
-    run_id: str | None = None
+    change: ChangeSection
+    canary_count: int | None
+    canary_brokers: tuple[int, ...]
+    deployer: str
+    client: dict[str, str]
+    window: float
+    interim_interval: float
+    probe_rate: float
+    preflight_probe: float
+    judge_config: str | dict | None
+    engine: str
+    finalize: bool
+    lead_topics: tuple[str, ...]
+    fault: FaultSection
+    warm_up_timeout: float
+    guard_timeout: float
+    run_id: str | None
 
 
 def judge_settings(source: str | dict | None):
@@ -129,184 +261,44 @@ def judge_settings(source: str | dict | None):
     raise ConfigError(f"must be a judge.yaml path or a mapping, got {type(source).__name__}")
 
 
-def load_spec(source: str | Path | dict, environ: Mapping[str, str] | None = None) -> RolloutSpec:
-    """A spec from a YAML/JSON file or a mapping; raises SpecError naming every bad field. With `environ`, its
-    KAFKA_CANARY_CLIENT_<KEY> variables add or override the cluster's client settings."""
-    if isinstance(source, dict):
-        raw = source
-    elif not isinstance(source, str | Path):
-        raw = source  # refused below: not a mapping
-    else:
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def validated(model: type[Model], source: object, error: type[SpecError] = SpecError) -> Model:
+    """`model` from a YAML/JSON file (path) or a mapping; raises `error` naming every problem at once."""
+    raw = source
+    if isinstance(source, str | Path):
         path = Path(source)
         try:
             raw = yaml.safe_load(path.read_text())
-        except OSError as exc:
-            raise SpecError([f"cannot read the spec file {path}: {exc.strerror}"]) from exc
+        except (OSError, ValueError) as exc:  # ValueError: a path no file system has (a NUL byte)
+            raise error([f"cannot read the spec file {path}: {getattr(exc, 'strerror', None) or exc}"]) from exc
         except yaml.YAMLError as exc:
-            raise SpecError([f"{path} is not valid YAML/JSON: {one_line(exc)}"]) from exc
-    if not isinstance(raw, dict):
-        raise SpecError(["the spec must be a mapping with cluster, change, canary, … at the top level"])
+            raise error([f"{path} is not valid YAML/JSON: {one_line(exc)}"]) from exc
+    if not isinstance(raw, Mapping):
+        raise error([f"the spec must be a mapping with {', '.join(model.model_fields)} at the top level"])
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise error(problems(exc, model)) from None
+
+
+def with_environment(client: dict[str, str], environ: Mapping[str, str] | None) -> dict[str, str]:
+    """Client settings with the KAFKA_CANARY_CLIENT_<KEY> variables of `environ` added or overriding."""
     from canary.kafka.settings import client_settings_from_env
 
-    return _Parser(raw, client_settings_from_env(environ) if environ is not None else {}).parse()
+    return client if environ is None else {**client, **client_settings_from_env(dict(environ))}
 
 
-class _Parser:
-    def __init__(self, raw: dict, env_client: dict[str, str] | None = None):
-        self.raw = raw
-        self.env_client = env_client or {}
-        self.problems: list[str] = []
-
-    def bad(self, text: str) -> None:
-        self.problems.append(text)
-
-    def section(self, name: str) -> dict:
-        value = self.raw.get(name) or {}
-        if not isinstance(value, dict):
-            self.bad(f"{name}: must be a mapping, got {type(value).__name__}")
-            return {}
-        return value
-
-    def unknown(self, where: str, given: dict, known: set[str]) -> None:
-        for key in sorted(set(given) - known):
-            self.bad(f"{where}{key}: unknown field; known fields are {', '.join(sorted(known))}")
-
-    def seconds(self, where: str, value, default: float, low: float, high: float) -> float:
-        if value is None:
-            return default
-        try:
-            seconds = parse_duration(value)
-        except CanaryError:
-            seconds = None
-        if seconds is None or not low <= seconds <= high:
-            self.bad(f"{where}: {value!r} must be a duration between {low:g}s and {high:g}s, such as 30s or 2m")
-            return default
-        return seconds
-
-    def number(self, where: str, value, default: float, low: float, high: float) -> float:
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-            self.bad(f"{where}: {value!r} must be a number between {low:g} and {high:g}")
-            return default
-        return float(value)
-
-    def parse(self) -> RolloutSpec:
-        raw = self.raw
-        self.unknown("", raw, {"cluster", "change", "canary", "probe", "judge", "finalize", "lead_topics", "fault",
-                               "timeouts", "run_id"})
-        cluster = self.section("cluster")
-        self.unknown("cluster.", cluster, {"deployer", "dir", "client"})
-        deployer = cluster.get("deployer", "local")
-        if deployer not in DEPLOYERS:
-            self.bad(f"cluster.deployer: {deployer!r} is not known; use one of {', '.join(DEPLOYERS)}")
-        cluster_dir = cluster.get("dir")
-        if not isinstance(cluster_dir, str) or not cluster_dir.strip():
-            self.bad("cluster.dir: the local cluster's directory is required (as given to `kafka-canary cluster up`)")
-            cluster_dir = ""
-        client = cluster.get("client") or {}
-        if not isinstance(client, dict) or not all(isinstance(k, str) for k in client):
-            self.bad("cluster.client: must be a mapping of librdkafka settings, e.g. {security.protocol: SASL_SSL}")
-            client = {}
-        client = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in client.items()} | self.env_client
-
-        change = self.section("change")
-        self.unknown("change.", change, {"version", "config"})
-        version = change.get("version")
-        if version is not None:
-            try:
-                version = ".".join(map(str, parse_version(str(version))))
-            except SetupError as exc:
-                self.bad(f"change.version: {exc}")
-                version = None
-        config = change.get("config") or {}
-        if not isinstance(config, dict):
-            self.bad("change.config: must be a mapping of broker config overrides (a null value removes one)")
-            config = {}
-        for key, value in config.items():
-            if problem := broker_config.key_problem(key):
-                self.bad(f"change.config: {problem}")
-            elif isinstance(value, dict | list):
-                self.bad(f"change.config.{key}: must be a single value or null, got {type(value).__name__}")
-            elif problem := broker_config.value_problem(value):
-                self.bad(f"change.config.{key}: {problem}")
-            elif key in MANAGED_KEYS or key.startswith("listener.name."):
-                self.bad(f"change.config.{key}: managed by the deployer (the canary marker travels in broker.rack; "
-                         f"listeners, ids and storage are the cluster's own) and cannot be changed by a rollout")
-        config = {str(k): (None if v is None else str(v).lower() if isinstance(v, bool) else str(v))
-                  for k, v in config.items()}
-        if "version" not in change and not config:
-            self.bad("change: say what changes: a target version (change.version) and/or broker config "
-                     "overrides (change.config)")
-
-        canary = self.section("canary")
-        self.unknown("canary.", canary, {"count", "brokers"})
-        count, brokers = canary.get("count"), canary.get("brokers")
-        if (count is None) == (brokers is None):
-            self.bad("canary: give exactly one of canary.count (how many brokers) or canary.brokers (their ids)")
-        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
-            self.bad(f"canary.count: {count!r} must be a whole number ≥ 1")
-            count = None
-        ids: tuple[int, ...] = ()
-        if brokers is not None:
-            if (not isinstance(brokers, list) or not brokers
-                    or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in brokers)):
-                self.bad(f"canary.brokers: {brokers!r} must be a non-empty list of broker ids")
-            elif len(set(brokers)) != len(brokers):
-                dupes = sorted({b for b in brokers if brokers.count(b) > 1})
-                self.bad(f"canary.brokers: broker ids {dupes} are listed twice")
-            else:
-                ids = tuple(brokers)
-
-        probe = self.section("probe")
-        self.unknown("probe.", probe, {"window", "interim_interval", "rate", "preflight"})
-        window = self.seconds("probe.window", probe.get("window"), 120.0, 10, 24 * 3600)
-        interim = self.seconds("probe.interim_interval", probe.get("interim_interval"), 30.0, 5, 24 * 3600)
-        if interim > window:
-            self.bad(f"probe.interim_interval: {interim:g}s is longer than the window {window:g}s")
-        rate = self.number("probe.rate", probe.get("rate"), 20.0, 0.1, 10_000)
-        preflight = self.seconds("probe.preflight", probe.get("preflight"), 10.0, 2, 600)
-
-        judge = self.section("judge")
-        self.unknown("judge.", judge, {"config", "engine"})
-        judge_config = judge.get("config")
-        if judge_config is not None:
-            try:
-                judge_settings(judge_config)
-            except CanaryError as exc:
-                self.bad(f"judge.config: {exc}")
-        engine = judge.get("engine", "spark")
-        if engine not in ENGINES:
-            self.bad(f"judge.engine: {engine!r} must be one of {', '.join(ENGINES)}")
-
-        finalize = raw.get("finalize", True)
-        if not isinstance(finalize, bool):
-            self.bad(f"finalize: {finalize!r} must be true or false")
-            finalize = True
-        topics = raw.get("lead_topics") or []
-        if not isinstance(topics, list) or not all(isinstance(t, str) and _TOPIC.match(t) for t in topics):
-            self.bad(f"lead_topics: {topics!r} must be a list of topic names")
-            topics = []
-
-        fault = self.section("fault")
-        self.unknown("fault.", fault, {"client_delay_ms"})
-        delay = self.number("fault.client_delay_ms", fault.get("client_delay_ms"), 0.0, 0, 60_000)
-
-        timeouts = self.section("timeouts")
-        self.unknown("timeouts.", timeouts, {"warm_up", "guard"})
-        warm_up = self.seconds("timeouts.warm_up", timeouts.get("warm_up"), 300.0, 10, 24 * 3600)
-        guard = self.seconds("timeouts.guard", timeouts.get("guard"), 300.0, 0, 24 * 3600)
-
-        run_id = raw.get("run_id")
-        if run_id is not None and (not isinstance(run_id, str) or not RUN_ID.match(run_id)):
-            self.bad(f"run_id: {run_id!r} must be 1-100 letters, digits, '.', '_' or '-'")
-            run_id = None
-
-        if self.problems:
-            raise SpecError(self.problems)
-        return RolloutSpec(
-            cluster_dir=cluster_dir, change=ChangeSpec(version, config), canary_count=count, canary_brokers=ids,
-            deployer=deployer, client=client, window=window, interim_interval=interim, probe_rate=rate,
-            preflight_probe=preflight, judge_config=judge_config, engine=engine, finalize=finalize,
-            lead_topics=tuple(topics), fault=FaultSpec(client_delay_ms=delay), warm_up_timeout=warm_up,
-            guard_timeout=guard, run_id=run_id)
+def load_spec(source: str | Path | dict, environ: Mapping[str, str] | None = None) -> RolloutSpec:
+    """A spec from a YAML/JSON file or a mapping; raises SpecError naming every bad field. With `environ`, its
+    KAFKA_CANARY_CLIENT_<KEY> variables add or override the cluster's client settings."""
+    spec = validated(BrokerRolloutModel, source)
+    return RolloutSpec(
+        cluster_dir=spec.cluster.dir, change=spec.change, canary_count=spec.canary.count,
+        canary_brokers=tuple(spec.canary.brokers or ()), deployer=spec.cluster.deployer,
+        client=with_environment(spec.cluster.client, environ), window=spec.probe.window,
+        interim_interval=spec.probe.interim_interval, probe_rate=spec.probe.rate,
+        preflight_probe=spec.probe.preflight, judge_config=spec.judge.config, engine=spec.judge.engine,
+        finalize=spec.finalize, lead_topics=tuple(spec.lead_topics), fault=spec.fault,
+        warm_up_timeout=spec.timeouts.warm_up, guard_timeout=spec.timeouts.guard, run_id=spec.run_id)

@@ -11,7 +11,6 @@ may be a person's choice made beforehand (the spec's `action`), since nobody can
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 from canary.rollout.core import RolloutKind, Step, run_all
@@ -22,7 +21,7 @@ from canary.rollout.migration.spec import MigrationSpec, load_migration_spec
 
 def _open(spec: MigrationSpec, run_dir: str | Path | None = None) -> MigrationRun:
     """The run of `spec`; its run directory is the spec's out_dir (or `run_dir`, which then becomes it)."""
-    return MigrationRun(spec if run_dir is None else dataclasses.replace(spec, out_dir=Path(run_dir)))
+    return MigrationRun(spec if run_dir is None else spec.model_copy(update={"out_dir": Path(run_dir)}))
 
 
 MIGRATION = RolloutKind(
@@ -44,7 +43,6 @@ def run_migration(spec: MigrationSpec) -> dict:
     run.json, audit.jsonl and report.html beside it). Raises MigrationRefused before anything started,
     MigrationError (or the core's RolloutError) when a step fails; every instance is closed, the producer stopped
     and the lock released either way. A verified run in out_dir is not run again: its result is returned."""
-    spec.validate()
     run = _open(spec)
     try:
         run_all(MIGRATION, run, decided=None if spec.action == "auto" else spec.action)

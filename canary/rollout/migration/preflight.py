@@ -22,7 +22,6 @@ def preflight(spec: MigrationSpec, timeout: float = 30.0) -> dict:
     """Reads the cluster and the group; raises MigrationRefused (nothing changed) when the migration cannot start.
     Returns the evidence: group.version, the brokers' group settings, the topic's partitions, the number of brokers,
     the group's state."""
-    spec.validate()
     level, supported_max = _group_version(spec)
     admin = cluster_admin(spec)
     brokers, settings = _broker_settings(admin, timeout)

@@ -1,24 +1,24 @@
-"""What a migration canary is asked to do (MigrationSpec, from CLI flags or a YAML/JSON file) and the errors it
-raises."""
+"""What a migration canary is asked to do (MigrationSpec, from CLI flags, a YAML/JSON file or Python) and the errors
+it raises. MigrationSpec is the model of the spec file: every field checked when it is built, every problem reported
+at once (MigrationSpecError)."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-import yaml
+from pydantic import Field, ValidationError, model_validator
 
 from canary.clients.view import connection_settings
-from canary.errors import CanaryError, one_line
-from canary.kafka.settings import client_settings_from_env
+from canary.errors import CanaryError
+from canary.fields import ClientSettings, Duration, Name, RunId, TopicName, problems
 from canary.lanes import canary_client_id
-from canary.rollout.spec import RUN_ID, SpecIdentity
+from canary.rollout.spec import SpecError, SpecIdentity, SpecSection, required, validated, with_environment
 
 Protocol = Literal["classic", "consumer"]
 Action = Literal["auto", "promote", "rollback"]
+DAY = 24 * 3600
 
 
 class MigrationError(CanaryError):
@@ -29,8 +29,13 @@ class MigrationRefused(MigrationError):
     """Preflight refused: nothing was started or changed; the message says what to do."""
 
 
-@dataclass(frozen=True)
-class MigrationSpec(SpecIdentity):
+class MigrationSpecError(SpecError, MigrationError):
+    """A migration spec that cannot be used; `problems` lists every field to fix."""
+
+    WHAT = "the migration spec"
+
+
+class MigrationSpec(SpecSection, SpecIdentity):
     """bootstrap_servers, topic, group: the service's cluster, topic and group id. baseline / canary: instance
     counts (baseline on classic, canary on consumer). rate: records/s the canary's producer writes. window_s: the
     compared window; disturb_at_s: when (into the window) one baseline instance restarts, restart_gap_s how long it
@@ -39,46 +44,40 @@ class MigrationSpec(SpecIdentity):
     default). client: librdkafka connection/security settings. action: after the verdict, `auto` (promote on
     PROMOTE, otherwise roll back), `promote` or `rollback` (a person decided). judge_config: YAML merged over the
     migration's judge defaults. settle_timeout_s: how long the group may take to settle after each change.
-    run_id: the run's id (default: one derived from the spec, so the same spec in the same out_dir finds its run)."""
+    run_id: the run's id (default: one derived from the spec, so the same spec in the same out_dir finds its run).
+    Durations are seconds, or texts such as 30s or 2m. Building one with a bad field raises MigrationSpecError."""
 
-    RUN_ID_PREFIX = "migration"
+    RUN_ID_PREFIX: ClassVar[str] = "migration"
 
-    bootstrap_servers: str
-    topic: str
-    group: str
-    out_dir: Path
-    baseline: int = 3
-    canary: int = 1
-    rate: float = 40.0
-    window_s: float = 60.0
-    disturb_at_s: float = 20.0
-    restart_gap_s: float = 2.0
+    bootstrap_servers: Annotated[str, required("the service's cluster, host:port[,host:port…]")]
+    topic: TopicName
+    group: Name
+    out_dir: Path = Path(".")
+    baseline: int = Field(3, strict=True, ge=1)
+    canary: int = Field(1, strict=True, ge=1)
+    rate: float = Field(40.0, strict=True, gt=0, le=10_000)
+    window_s: Annotated[float, Duration(1, DAY)] = 60.0
+    disturb_at_s: Annotated[float, Duration(0, DAY)] = 20.0
+    restart_gap_s: Annotated[float, Duration(0, 3600)] = 2.0
     classic_assignor: str | None = None
     remote_assignor: str | None = None
-    client: dict[str, str] = field(default_factory=dict)
+    client: ClientSettings = Field(default_factory=dict)
     action: Action = "auto"
     judge_config: str | None = None
-    settle_timeout_s: float = 120.0
-    run_id: str | None = None
+    settle_timeout_s: Annotated[float, Duration(1, DAY)] = 120.0
+    run_id: RunId | None = None
 
-    def validate(self) -> MigrationSpec:
-        if not self.bootstrap_servers or not self.topic or not self.group:
-            raise MigrationError("bootstrap servers, topic and group are required")
-        if self.baseline < 1 or self.canary < 1:
-            raise MigrationError(f"need at least one baseline and one canary instance (N >= 2), got baseline "
-                                 f"{self.baseline}, canary {self.canary}")
-        if self.rate <= 0:
-            raise MigrationError(f"rate must be > 0 records/s, got {self.rate}")
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise MigrationSpecError(problems(exc, type(self))) from None
+
+    @model_validator(mode="after")
+    def _disturbed_inside_the_window(self) -> MigrationSpec:
         if not 0 < self.disturb_at_s < self.window_s:
-            raise MigrationError(f"disturb_at_s must be inside the window (0, {self.window_s}), got "
-                                 f"{self.disturb_at_s}")
-        if self.restart_gap_s < 0 or self.settle_timeout_s <= 0:
-            raise MigrationError("restart_gap_s must be >= 0 and settle_timeout_s > 0")
-        if self.action not in ("auto", "promote", "rollback"):
-            raise MigrationError(f"action must be auto, promote or rollback, got {self.action!r}")
-        if self.run_id is not None and (not isinstance(self.run_id, str) or not RUN_ID.match(self.run_id)):
-            raise MigrationError(f"run_id {self.run_id!r} must be 1-100 letters, digits, '.', '_' or '-', "
-                                 f"starting with a letter or digit")
+            raise ValueError(f"disturb_at_s {self.disturb_at_s:g}s must be inside the window: more than 0s and "
+                             f"less than window_s {self.window_s:g}s")
         return self
 
     @property
@@ -97,25 +96,7 @@ class MigrationSpec(SpecIdentity):
 
 
 def load_migration_spec(source: str | Path | Mapping, environ: Mapping[str, str] | None = None) -> MigrationSpec:
-    """A spec from a YAML/JSON file or a mapping with MigrationSpec's fields; unknown fields are refused. With
-    `environ`, its KAFKA_CANARY_CLIENT_<KEY> variables add or override the client settings."""
-    if isinstance(source, Mapping):
-        raw: object = dict(source)
-    else:
-        try:
-            raw = yaml.safe_load(Path(source).read_text())
-        except (OSError, yaml.YAMLError) as exc:
-            raise MigrationError(f"cannot read the migration spec {source}: {one_line(exc)}") from exc
-    if not isinstance(raw, dict):
-        raise MigrationError("the migration spec must be a mapping of MigrationSpec's fields")
-    known = {f.name for f in dataclasses.fields(MigrationSpec)}
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise MigrationError(f"unknown field(s) in the migration spec: {', '.join(unknown)}; known: "
-                             f"{', '.join(sorted(known))}")
-    client = {**(raw.get("client") or {}), **(client_settings_from_env(dict(environ)) if environ is not None else {})}
-    try:
-        spec = MigrationSpec(**{**raw, "out_dir": Path(raw.get("out_dir") or "."), "client": client})
-    except TypeError as exc:  # a required field missing
-        raise MigrationError(f"the migration spec is incomplete: {exc}") from exc
-    return spec.validate()
+    """A spec from a YAML/JSON file or a mapping with MigrationSpec's fields; raises MigrationSpecError naming every
+    bad field. With `environ`, its KAFKA_CANARY_CLIENT_<KEY> variables add or override the client settings."""
+    spec = validated(MigrationSpec, source, MigrationSpecError)
+    return spec.model_copy(update={"client": with_environment(spec.client, environ)})

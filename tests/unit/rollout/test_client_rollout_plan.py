@@ -84,7 +84,7 @@ def test_spec_lists_every_problem_at_once():
         load_client_spec(bad)
     text = "\n".join(err.value.problems)
     for expected in ("extra: unknown field", "cluster.dir", "service.colour: unknown field", "service.topic",
-                     "service.group: required", "service.dir", "producers and consumers are both 0",
+                     "service.group: is required", "service.dir", "producers and consumers are both 0",
                      "nothing would change", "lane.partitions", "window.duration", "judge.engine"):
         assert expected in text
     assert str(err.value).startswith("the rollout spec is not valid, nothing was changed:")

@@ -47,7 +47,7 @@ def fake_kind(verdict: str, done: list[str]):
 ])
 def test_the_engine_carries_out_the_verdict_or_the_persons_action(tmp_path, verdict, action, want):
     done: list[str] = []
-    spec = MigrationSpec("x:1", "t", "g", tmp_path, action=action)
+    spec = MigrationSpec(bootstrap_servers="x:1", topic="t", group="g", out_dir=tmp_path, action=action)
     result = run_all(fake_kind(verdict, done), MigrationRun(spec),
                      decided=None if action == "auto" else action)
     assert done == ["judge", want, "verify"]
@@ -58,7 +58,7 @@ def test_the_engine_carries_out_the_verdict_or_the_persons_action(tmp_path, verd
 
 
 def test_an_unfinished_run_starts_over_and_a_verified_one_is_finished(tmp_path):
-    spec = MigrationSpec("x:1", "t", "g", tmp_path)
+    spec = MigrationSpec(bootstrap_servers="x:1", topic="t", group="g", out_dir=tmp_path)
     first = MigrationRun(spec)
     first.state.step_started("join")
     first.state.update(status="canary deployed")
@@ -73,13 +73,13 @@ def test_an_unfinished_run_starts_over_and_a_verified_one_is_finished(tmp_path):
 
 
 def test_another_specs_run_in_the_output_directory_is_refused(tmp_path):
-    MigrationRun(MigrationSpec("x:1", "t", "g", tmp_path))
+    MigrationRun(MigrationSpec(bootstrap_servers="x:1", topic="t", group="g", out_dir=tmp_path))
     with pytest.raises(MigrationError, match="another --out"):
-        MigrationRun(MigrationSpec("x:1", "t", "g", tmp_path, window_s=30))
+        MigrationRun(MigrationSpec(bootstrap_servers="x:1", topic="t", group="g", out_dir=tmp_path, window_s=30))
 
 
 def test_a_session_step_without_the_join_of_this_process_is_refused(tmp_path):
-    run = MigrationRun(MigrationSpec("x:1", "t", "g", tmp_path))
+    run = MigrationRun(MigrationSpec(bootstrap_servers="x:1", topic="t", group="g", out_dir=tmp_path))
     with pytest.raises(RolloutError, match="run together"):
         MIGRATION.step("window")(run)
     assert run.state.data["steps"]["window"]["status"] == "failed"

@@ -10,21 +10,37 @@ import pytest
 from canary.cli import build_parser
 from canary.rollout.migration import MigrationError, MigrationSpec, judge_config, load_migration_spec
 from canary.rollout.migration.cli import spec_from_args
+from canary.rollout.migration.spec import MigrationSpecError
+
+
+def spec(**fields) -> MigrationSpec:
+    return MigrationSpec(**{"bootstrap_servers": "x:1", "topic": "t", "group": "g", "out_dir": Path("."), **fields})
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    ({"canary": 0}, "N >= 2"), ({"baseline": 0}, "N >= 2"), ({"rate": 0}, "rate"),
-    ({"disturb_at_s": 70}, "inside the window"), ({"action": "maybe"}, "action"), ({"topic": ""}, "required"),
+    ({"canary": 0}, "canary: Input should be greater than or equal to 1"),
+    ({"baseline": 0}, "baseline: Input should be greater than or equal to 1"),
+    ({"rate": 0}, "rate: Input should be greater than 0"), ({"canary": True}, "canary: Input should be a valid int"),
+    ({"disturb_at_s": 70}, "inside the window"), ({"action": "maybe"}, "action: Input should be 'auto'"),
+    ({"topic": ""}, "topic: '' must be a topic name"), ({"bootstrap_servers": " "}, "bootstrap_servers: is required"),
+    ({"window_s": "ten"}, "window_s: 'ten' must be a duration"),
 ])
 def test_bad_input_is_refused_with_a_reason(kwargs, message):
-    spec = MigrationSpec(**{"bootstrap_servers": "x:1", "topic": "t", "group": "g", "out_dir": Path("."), **kwargs})
     with pytest.raises(MigrationError, match=message):
-        spec.validate()
+        spec(**kwargs)
+
+
+def test_every_problem_is_reported_at_once_and_durations_may_be_texts():
+    with pytest.raises(MigrationSpecError) as err:
+        spec(canary=0, rate="fast", group="a b", windw=3)
+    assert [p.split(":")[0] for p in err.value.problems] == ["group", "canary", "rate", "windw"]
+    assert "known fields are action, baseline, bootstrap_servers" in err.value.problems[-1]
+    assert (spec(window_s="2m", disturb_at_s="30s").window_s, spec(window_s="2m").disturb_at_s) == (120.0, 20.0)
 
 
 def test_instance_names_carry_the_canary_marker_only_on_canary_instances():
-    spec = MigrationSpec(bootstrap_servers="x:1", topic="t", group="billing", out_dir=Path("."), baseline=2, canary=2)
-    assert spec.names == ["billing-0", "billing-1", "billing-2-canary", "billing-3-canary"]
+    assert spec(group="billing", baseline=2, canary=2).names == [
+        "billing-0", "billing-1", "billing-2-canary", "billing-3-canary"]
 
 
 def test_the_judge_compares_only_lag_and_processing_and_a_file_is_merged_over_that(tmp_path):
@@ -55,22 +71,21 @@ def test_a_spec_file_builds_the_same_spec_and_refuses_unknown_fields_and_the_env
     path = tmp_path / "migration.yaml"
     path.write_text(f"bootstrap_servers: x:1\ntopic: t\ngroup: g\nout_dir: {tmp_path / 'run'}\nwindow_s: 30\n"
                     f"disturb_at_s: 10\nclient:\n  security.protocol: SASL_SSL\n")
-    spec = load_migration_spec(path, {"KAFKA_CANARY_CLIENT_SASL_PASSWORD": "s3cret"})
-    assert spec == MigrationSpec("x:1", "t", "g", tmp_path / "run", window_s=30, disturb_at_s=10,
-                                 client={"security.protocol": "SASL_SSL", "sasl.password": "s3cret"})
-    assert spec.secret_values == ["s3cret"] and "s3cret" not in str(spec.to_dict())
-    with pytest.raises(MigrationError, match="unknown field.*windw"):
+    loaded = load_migration_spec(path, {"KAFKA_CANARY_CLIENT_SASL_PASSWORD": "s3cret"})
+    assert loaded == spec(out_dir=tmp_path / "run", window_s=30, disturb_at_s=10,
+                          client={"security.protocol": "SASL_SSL", "sasl.password": "s3cret"})
+    assert loaded.secret_values == ["s3cret"] and "s3cret" not in str(loaded.to_dict())
+    with pytest.raises(MigrationError, match="windw: unknown field"):
         load_migration_spec({"bootstrap_servers": "x:1", "topic": "t", "group": "g", "windw": 3})
-    with pytest.raises(MigrationError, match="incomplete"):
+    with pytest.raises(MigrationError, match="bootstrap_servers: is required"):
         load_migration_spec({"topic": "t"})
 
 
 def test_the_run_id_comes_from_the_spec_unless_given():
-    spec = MigrationSpec("x:1", "t", "g", Path("runs/a"))
-    assert spec.effective_run_id.startswith("migration-")
-    assert spec.effective_run_id == MigrationSpec("x:1", "t", "g", Path("runs/a")).effective_run_id
-    assert spec.effective_run_id != MigrationSpec("x:1", "t", "g", Path("runs/b")).effective_run_id
-    assert MigrationSpec("x:1", "t", "g", Path("."), run_id="billing-1").effective_run_id == "billing-1"
+    run_id = spec(out_dir=Path("runs/a")).effective_run_id
+    assert run_id.startswith("migration-") and run_id == spec(out_dir=Path("runs/a")).effective_run_id
+    assert run_id != spec(out_dir=Path("runs/b")).effective_run_id
+    assert spec(run_id="billing-1").effective_run_id == "billing-1"
 
 
 @pytest.mark.parametrize("run_id", ["a b/../", 5, ""])

@@ -64,7 +64,8 @@ def test_the_migration_canary_masks_every_secret_setting_not_only_passwords(tmp_
 
     client = {"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
               "sasl.oauthbearer.client.secret": "oauth-s3cret", "sasl.password": PASSWORD}
-    written = json.dumps(MigrationSpec("127.0.0.1:9092", "t", "g", tmp_path, client=client).to_dict())
+    spec = MigrationSpec(bootstrap_servers="127.0.0.1:9092", topic="t", group="g", out_dir=tmp_path, client=client)
+    written = json.dumps(spec.to_dict())
     assert "oauth-s3cret" not in written and PASSWORD not in written
     assert json.loads(written)["client"]["sasl.oauthbearer.client.secret"] == MASK
     assert json.loads(written)["client"]["security.protocol"] == "SASL_SSL"
