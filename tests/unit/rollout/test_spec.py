@@ -78,3 +78,49 @@ def test_run_id_is_stable_and_secrets_are_redacted():
     assert a.effective_run_id != load_spec({**GOOD, "canary": {"count": 2}}).effective_run_id
     assert "hunter2" not in json.dumps(a.to_dict())
     assert a.client["sasl.password"] == "hunter2"  # the clients still get it
+
+
+def test_an_unknown_field_is_refused_naming_the_known_ones():
+    assert problems({**GOOD, "probe": {"windw": "2m"}}) == [
+        "probe.windw: unknown field; known fields are interim_interval, preflight, rate, window"]
+    assert problems({**GOOD, "canary": {"count": 1}, "canaries": 2})[0].startswith(
+        "canaries: unknown field; known fields are canary, change, cluster, fault, finalize, judge, lead_topics")
+
+
+def test_several_problems_are_reported_together_one_per_line():
+    with pytest.raises(SpecError) as err:
+        load_spec({**GOOD, "probe": {"window": "1s", "rate": 0}, "timeouts": {"guard": "soon"}, "run_id": "a b"})
+    assert [p.split(":")[0] for p in err.value.problems] == ["probe.window", "probe.rate", "timeouts.guard", "run_id"]
+    assert str(err.value).count("\n  - ") == 4
+
+
+@pytest.mark.parametrize("value", ["1000000\nbroker.rack=x:canary-broker", "1\r", "a\u2028b", "x\x00"])
+def test_a_config_value_with_a_line_break_is_refused(value):
+    assert problems({**GOOD, "change": {"config": {"message.max.bytes": value}}}) == [
+        "change.config.message.max.bytes: a value must be one line (it contains a line break)"]
+
+
+@pytest.mark.parametrize("key", ["broker.rack", "node.id", "listeners", "listener.name.client.sasl.enabled.mechanisms"])
+def test_a_managed_key_is_refused_even_to_remove_it(key):
+    found = problems({**GOOD, "change": {"config": {key: None, "num.io.threads": "6"}}})
+    assert found == [f"change.config.{key}: managed by the deployer (the canary marker travels in broker.rack; "
+                     f"listeners, ids and storage are the cluster's own) and cannot be changed by a rollout"]
+
+
+def test_values_are_coerced_as_written_and_booleans_are_not_numbers():
+    spec = load_spec({**GOOD, "cluster": {"dir": "/c", "client": {"x.verify": False}},
+                      "change": {"config": {"a.b": True, "c.d": 6, "e.f": 1.5}},
+                      "probe": {"window": 60, "interim_interval": 12.5, "rate": 10}})
+    assert spec.client == {"x.verify": "false"} and spec.change.config == {"a.b": "true", "c.d": "6", "e.f": "1.5"}
+    assert (spec.window, spec.interim_interval, spec.probe_rate) == (60.0, 12.5, 10.0)
+    assert isinstance(spec.probe_rate, float)
+    for bad, where in [({"canary": {"count": True}}, "canary.count"), ({"canary": {"count": 1.0}}, "canary.count"),
+                       ({"canary": {"brokers": [True]}}, "canary.brokers.0"), ({"probe": {"rate": True}}, "probe.rate"),
+                       ({"probe": {"rate": "10"}}, "probe.rate"), ({"finalize": 1}, "finalize"),
+                       ({"fault": {"client_delay_ms": False}}, "fault.client_delay_ms")]:
+        assert [p.split(":")[0] for p in problems({**GOOD, **bad})] == [where], bad
+
+
+def test_an_empty_section_means_its_defaults():
+    spec = load_spec({**GOOD, "probe": None, "judge": None, "lead_topics": None})
+    assert (spec.window, spec.engine, spec.lead_topics) == (120.0, "spark", ())
