@@ -44,7 +44,10 @@ def parse_duration(text: str | float | int | None) -> float | None:
     if isinstance(text, bool):
         raise ConfigError(f"duration {text!r} is not like 60s, 5m, 1h or 250ms")
     if isinstance(text, int | float):
-        return float(text)
+        try:
+            return float(text)
+        except OverflowError:  # an int beyond any float
+            raise ConfigError("a duration of more seconds than any float holds; use 60s, 5m, 1h or 250ms") from None
     match = _DURATION.match(text) if isinstance(text, str) else None
     if not match:
         raise ConfigError(f"duration {text!r} is not like 60s, 5m, 1h or 250ms")
