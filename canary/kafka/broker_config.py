@@ -10,7 +10,8 @@ import re
 from collections.abc import Mapping
 
 CONFIG_KEY = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-_LINE_BREAK = re.compile(r"[\r\n\x00\x0b\x0c\x85\u2028\u2029]")
+# every character str.splitlines() breaks at (Java's Properties only at \r and \n, other readers elsewhere), and NUL
+_LINE_BREAK = re.compile(r"[\r\n\x00\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 
 
 def key_problem(key: object) -> str | None:
