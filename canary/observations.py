@@ -91,7 +91,7 @@ class Observation:
             raise BadObservation("oversize", f"record of {len(raw)} bytes, at most {MAX_RECORD_BYTES} allowed")
         try:
             data = json.loads(raw)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: arrays nested thousands deep
             raise BadObservation("malformed", f"not JSON: {exc}") from None
         if not isinstance(data, dict):
             raise BadObservation("malformed", "observation is not a JSON object")
