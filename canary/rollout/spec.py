@@ -277,8 +277,8 @@ def validated(model: type[Model], source: object, error: type[SpecError] = SpecE
             raise error([f"{path} is not valid YAML/JSON: {one_line(exc)}"]) from exc
     if not isinstance(raw, Mapping):
         raise error([f"the spec must be a mapping with {', '.join(model.model_fields)} at the top level"])
-    try:
-        return model.model_validate(raw)
+    try:  # keys as text: a model with its own __init__ takes them as keywords (and no field is named by a number)
+        return model.model_validate({str(k): v for k, v in raw.items()})
     except ValidationError as exc:
         raise error(problems(exc, model)) from None
 
