@@ -42,7 +42,8 @@ def free_port() -> int:
 def stack_env(home: Path, runs: Path, cluster_dir: Path, port: int) -> dict[str, str]:
     """airflow_env plus what a multi-process Airflow needs: one JWT secret shared by the API server and the task
     runners, the execution API at our port, DAGs unpaused at creation, a small worker pool for a 2-core machine,
-    the simple auth manager with one admin whose password lives in a file of the Airflow home."""
+    the simple auth manager with one admin whose password lives in a file of the Airflow home, and the connection
+    form's *Test* button (Airflow 3 disables connection tests unless told otherwise)."""
     env = airflow_env(home, runs, cluster_dir)
     secret_file = home / "jwt_secret"
     if not secret_file.exists():
@@ -56,6 +57,8 @@ def stack_env(home: Path, runs: Path, cluster_dir: Path, port: int) -> dict[str,
         "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USERNAME}:admin",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
+        # The one admin is the only user; a test runs KafkaCanaryHook.test_connection, which only reads metadata.
+        "AIRFLOW__CORE__TEST_CONNECTION": "Enabled",
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{base}/execution/",
         "AIRFLOW__API__HOST": "127.0.0.1",
         "AIRFLOW__API__PORT": str(port),

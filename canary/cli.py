@@ -288,7 +288,7 @@ def _add_setup_and_demo(sub: argparse._SubParsersAction) -> None:
                                                "(default: a temporary one)")
     demo.add_argument("--keep", action="store_true", help="leave the cluster running")
     demo.add_argument("--project", type=Path, metavar="DIR",
-                      help="the kafka-canary checkout whose DAGs and Airflow provider run (default: "
+                      help="the kafka-canary checkout whose DAGs run (default: "
                            "$KAFKA_CANARY_PROJECT, else the working directory)")
     demo.set_defaults(func=cmd_demo)
 

@@ -6,14 +6,15 @@ runs for real (the probe on real brokers, the analysis through SparkSubmitOperat
 verdict and the report's path and tears the cluster down. `bad=True` gives the canary brokers a config no
 probe message fits (message.max.bytes=100): the gate rolls it back.
 
-Airflow is driven through its CLI, never imported: canary/ stays free of Airflow. The DAGs and the Airflow provider
-are the project's (dags/, plugins/), not the pip package's: the demo runs those of a checkout of the repository
-(project_dir).
+Airflow is driven through its CLI, never imported: canary/ stays free of Airflow. The DAGs are the project's (dags/):
+the demo runs those of a checkout of the repository (project_dir). The Airflow provider they use is the installed
+package's (`kafka_canary_provider`, found by Airflow through its entry points), as in a user's own Airflow.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -74,30 +75,39 @@ def demo_params(bad: bool = False, engine: str = "spark", window: str = "60s", u
 
 
 def project_dir(folder: str | Path | None = None) -> Path:
-    """The checkout whose DAGs (dags/) and Airflow provider (plugins/) Airflow runs: `folder`, else
-    $KAFKA_CANARY_PROJECT, else the working directory (`make demo` runs in the checkout). Raises CanaryError when
-    that folder has no DAGs and provider."""
+    """The checkout whose DAGs (dags/) Airflow runs: `folder`, else $KAFKA_CANARY_PROJECT, else the working directory
+    (`make demo` runs in the checkout). Raises CanaryError when that folder has no DAGs."""
     project = Path(folder or os.environ.get(PROJECT_ENV) or Path.cwd()).resolve()
-    missing = [need for need in (f"dags/{DAG_ID}.py", "plugins/kafka_canary_provider") if not (project / need).exists()]
-    if missing:
-        raise CanaryError(f"{project} has no {' and no '.join(missing)}: Airflow runs the DAGs and the provider of a "
-                          f"checkout of the kafka-canary repository; run this in one, or set {PROJECT_ENV} "
+    if not (project / "dags" / f"{DAG_ID}.py").exists():
+        raise CanaryError(f"{project} has no dags/{DAG_ID}.py: Airflow runs the DAGs of a checkout of the "
+                          f"kafka-canary repository; run this in one, or set {PROJECT_ENV} "
                           f"(kafka-canary demo: --project DIR)")
     return project
 
 
+def provider_installed() -> None:
+    """Raises CanaryError when this environment lacks the Airflow provider the DAGs import (an install without the
+    `airflow` extra, or one older than the provider's packaging), before Airflow reports the DAGs as missing."""
+    if importlib.util.find_spec("airflow") is None or importlib.util.find_spec("kafka_canary_provider") is None:
+        raise CanaryError(f"Airflow or the kafka-canary provider is not installed in {sys.prefix}: "
+                          f"pip install 'kafka-canary[airflow]' (in a checkout: make setup)")
+
+
 def airflow_env(home: Path, runs: Path, cluster_dir: Path, project: str | Path | None = None) -> dict[str, str]:
-    """The environment of every `airflow` command: a private AIRFLOW_HOME on SQLite, the DAGs and plugins of the
-    project checkout (project_dir(project)), the cluster's connection (JSON in AIRFLOW_CONN_*) and where rollouts
-    keep their run directories. The tasks import canary from this interpreter's environment."""
+    """The environment of every `airflow` command: a private AIRFLOW_HOME on SQLite, the DAGs of the project
+    checkout (project_dir(project)), the cluster's connection (JSON in AIRFLOW_CONN_*) and where rollouts keep their
+    run directories. The tasks import canary and the provider from this interpreter's environment; Airflow finds
+    the provider and its plugin through their entry points, so the plugins folder is the home's own (empty) one:
+    pointed at plugins/, Airflow would import every file there a second time as a top-level module."""
     repo = project_dir(project)
+    provider_installed()
     env = dict(os.environ)
     bin_dir = str(Path(sys.executable).parent)
     env.update({
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
         "AIRFLOW__CORE__DAGS_FOLDER": str(repo / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(repo / "plugins"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(home / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
@@ -106,7 +116,6 @@ def airflow_env(home: Path, runs: Path, cluster_dir: Path, project: str | Path |
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
         "KAFKA_CANARY_RUNS": str(runs),
         "PATH": os.pathsep.join([bin_dir, env.get("PATH", "")]),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(repo / "plugins"), env.get("PYTHONPATH")])),
     })
     return env
 

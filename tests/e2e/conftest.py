@@ -1,5 +1,5 @@
-"""Airflow in this process (for the trigger test) gets a private AIRFLOW_HOME and the project's plugins, as the
-`airflow` commands the tests start get theirs from canary.demo.airflow_env."""
+"""Airflow in this process (for the trigger test) gets a private AIRFLOW_HOME and the provider from this checkout's
+plugins/; the `airflow` commands the tests start get theirs from canary.demo.airflow_env (the installed provider)."""
 
 from __future__ import annotations
 

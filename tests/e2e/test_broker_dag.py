@@ -1,5 +1,5 @@
 """The broker rollout DAG end to end: `airflow dags test kafka_broker_canary` on a real local cluster, every task
-executed by Airflow (SQLite metadata database, the plugin from plugins/), for a bad canary: the gate decides
+executed by Airflow (SQLite metadata database, the installed provider), for a bad canary: the gate decides
 ROLLBACK, the rollback is verified and the cluster is exactly as before."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The health sweep DAG end to end: `airflow dags test kafka_health_sweep` on a real local cluster, every task executed
-by Airflow (SQLite metadata database, the plugin from plugins/). The registered clusters come from the Airflow
+by Airflow (SQLite metadata database, the installed provider). The registered clusters come from the Airflow
 Variable, the sweep is mapped over them, its verdict is published as the cluster's asset event, and a DEGRADED
 cluster (here: an SLO no cluster meets) is alerted through the callback: alert line, alerts.jsonl, webhook."""
 

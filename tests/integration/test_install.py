@@ -1,56 +1,36 @@
 """A plain (non-editable) install of the wheel into a fresh venv gives a working `kafka-canary`, run outside the
 repository: the CLI, the analysis with both engines, and the package data the Spark engine submits.
 
-The wheel is built from a copy of what pyproject.toml packages (so the checkout gets no build/ or egg-info) with pip's
-build isolation (setuptools from PyPI, as `pip install .` does), installed without dependencies; the third-party
-packages come from this interpreter's environment through a .pth file. That .pth adds site-packages only as a path,
-so the editable install of canary there does not load: the tests check canary comes from the fresh venv."""
+The wheel is installed without dependencies; the third-party packages come from this interpreter's environment
+through a .pth file. That .pth adds site-packages only as a path, so the editable install of canary there does not
+load: the tests check canary comes from the fresh venv. (The provider's install, with its dependencies:
+test_provider_install.py.)"""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
+from installing import build_wheel, clean_env, run
 from observation_files import probe_run, write_judge, write_lines
 
 pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[2]
-PACKAGED = ("pyproject.toml", "README.md", "canary")
-# What pins the run to the venv's own canary: no source tree on the path, no other interpreter for Spark.
-NOT_INHERITED = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
-
-
-def _run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
-    done = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kwargs)
-    assert done.returncode == 0, f"{cmd}: exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
-    return done
 
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory) -> Path:
     """A fresh venv with the wheel installed and this environment's third-party packages visible."""
     work = tmp_path_factory.mktemp("install")
-    for name in PACKAGED:
-        source, copy = REPO / name, work / "src" / name
-        if source.is_dir():
-            shutil.copytree(source, copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        else:
-            copy.parent.mkdir(exist_ok=True)
-            shutil.copy(source, copy)
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", work / "dist", work / "src"], timeout=300)
-    (wheel,) = (work / "dist").glob("kafka_canary-*.whl")
+    wheel = build_wheel(work)
     venv = work / "venv"
-    _run([sys.executable, "-m", "venv", "--without-pip", venv])
-    _run([sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "-q", "--no-deps",
-          "--no-index", wheel], timeout=300)
-    site = Path(_run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+    run([sys.executable, "-m", "venv", "--without-pip", venv])
+    run([sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "-q", "--no-deps",
+         "--no-index", wheel], timeout=300, env=clean_env())
+    site = Path(run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
                 .stdout.strip())
     ours = dict.fromkeys(sysconfig.get_paths()[key] for key in ("purelib", "platlib"))  # of sys.prefix
     (site / "third_party.pth").write_text("".join(f"{path}\n" for path in ours))
@@ -60,15 +40,15 @@ def venv(tmp_path_factory) -> Path:
 @pytest.fixture
 def run_in(venv, tmp_path):
     """Runs a command of the venv in a fresh directory outside the repository."""
-    env = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
+    env = clean_env()
 
-    def run(program: str, *args, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+    def run_it(program: str, *args, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
         cmd = [venv / "bin" / program, *args]
         if check:
-            return _run(cmd, cwd=tmp_path, env=env, timeout=timeout)
+            return run(cmd, cwd=tmp_path, env=env, timeout=timeout)
         return subprocess.run([str(c) for c in cmd], cwd=tmp_path, env=env, timeout=timeout, capture_output=True,
                               text=True)
-    return run
+    return run_it
 
 
 def test_canary_and_its_package_data_come_from_the_venv(venv, run_in):

@@ -85,7 +85,10 @@ def test_airflow_services_share_the_common_env_and_mount_the_project():
         for folder in PROJECT_DIRS:
             assert f"./{folder}:/opt/kafka-canary/{folder}:ro" in volumes, (name, folder)
         assert env(name)["AIRFLOW__CORE__DAGS_FOLDER"] == "/opt/kafka-canary/dags"
-        assert env(name)["AIRFLOW__CORE__PLUGINS_FOLDER"] == "/opt/kafka-canary/plugins"
+        # The provider and its plugin come from the editable install's entry points; as a plugins folder, plugins/
+        # would be imported a second time, file by file, as top-level modules.
+        assert "AIRFLOW__CORE__PLUGINS_FOLDER" not in env(name) and "PYTHONPATH" not in env(name), name
+        assert env(name)["AIRFLOW__CORE__TEST_CONNECTION"] == "Enabled", name
     assert [s["command"] for n, s in SERVICES.items() if n in AIRFLOW[1:]] == [
         "api-server", "scheduler", "dag-processor", "triggerer"]
 

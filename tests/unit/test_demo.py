@@ -1,8 +1,10 @@
-"""The demo runs the DAGs and the Airflow provider of a checkout, found without looking at where canary is
-installed."""
+"""The demo runs the DAGs of a checkout, found without looking at where canary is installed, with the provider
+installed in this environment."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -22,12 +24,22 @@ def test_the_project_is_the_folder_given_else_the_environments_else_the_working_
     monkeypatch.setenv(demo.PROJECT_ENV, str(REPO))
     env = demo.airflow_env(tmp_path / "home", tmp_path / "runs", tmp_path / "cluster")
     assert env["AIRFLOW__CORE__DAGS_FOLDER"] == str(REPO / "dags")
-    assert env["PYTHONPATH"].split(":")[0] == str(REPO / "plugins")
+    # The provider is the installed package's; the checkout's plugins/ is neither a plugins folder nor on the path.
+    assert env["AIRFLOW__CORE__PLUGINS_FOLDER"] == str(tmp_path / "home" / "plugins")
+    assert env.get("PYTHONPATH") == os.environ.get("PYTHONPATH")
 
 
 def test_outside_a_checkout_the_error_says_what_to_do(tmp_path, monkeypatch):
     monkeypatch.delenv(demo.PROJECT_ENV, raising=False)
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(CanaryError, match=rf"{tmp_path} has no dags/kafka_broker_canary.py and no "
-                                          rf"plugins/kafka_canary_provider: .* set KAFKA_CANARY_PROJECT"):
+    with pytest.raises(CanaryError, match=rf"{tmp_path} has no dags/kafka_broker_canary.py: .* set "
+                                          rf"KAFKA_CANARY_PROJECT"):
         demo.project_dir()
+
+
+def test_without_the_provider_installed_the_error_says_how_to_install_it(tmp_path, monkeypatch):
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "kafka_canary_provider" else found(name, *a))
+    with pytest.raises(CanaryError, match=r"provider is not installed in .*: pip install 'kafka-canary\[airflow\]'"):
+        demo.airflow_env(tmp_path / "home", tmp_path / "runs", tmp_path / "cluster", REPO)

@@ -5,7 +5,9 @@ The connection (conn type `kafka_canary`) keeps everything in its extras except 
     {"deployer": "local", "dir": "/path/to/cluster",
      "client": {"security.protocol": "SASL_SSL", "sasl.mechanisms": "PLAIN", "sasl.username": "ops"}}
 
-The password field, when set, becomes the librdkafka setting `sasl.password`; it is never logged.
+The password field, when set, becomes the librdkafka setting `sasl.password`; it is never logged. The connection
+form (those extras as fields, the password relabelled) is declared in the provider info (get_provider_info.py), where
+Airflow reads it without importing the hook.
 """
 
 from __future__ import annotations
@@ -30,15 +32,6 @@ class KafkaCanaryHook(BaseHook):
     def __init__(self, kafka_canary_conn_id: str = default_conn_name, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.kafka_canary_conn_id = kafka_canary_conn_id
-
-    @classmethod
-    def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        return {
-            "hidden_fields": ["schema", "port", "host", "login"],
-            "relabeling": {"password": "SASL password (becomes sasl.password)"},
-            "placeholders": {"extra": '{"deployer": "local", "dir": "/path/to/cluster", '
-                                      '"client": {"security.protocol": "PLAINTEXT"}}'},
-        }
 
     def cluster_section(self) -> dict[str, Any]:
         """{"deployer", "dir", "client"} from the connection; raises ValueError naming a bad extra."""
