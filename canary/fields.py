@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any, ClassVar, get_args, get_origin
 
 from annotated_types import GroupedMetadata
 from pydantic import (
@@ -166,15 +166,49 @@ class SpecModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
 
+class BuiltSpec(SpecModel):
+    """A spec model code builds with keywords (`SweepConfig(bootstrap_servers=...)`): a bad field raises the
+    model's own `error` with every problem, one line each, as loading a file does."""
+
+    error: ClassVar[type[Exception]]  # built with the list of problems
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise self.error(problems(exc, type(self))) from None
+
+
+def required(what: str) -> AfterValidator:
+    """A string that may not be blank; the error says what it is: `Annotated[str, required("...")] = ""`."""
+    def check(value: str) -> str:
+        if not value.strip():
+            raise ValueError(f"is required: {what}")
+        return value
+    return AfterValidator(check)
+
+
 def _known_fields(model: type[BaseModel], loc: tuple) -> list[str]:
     """The field names a model has at `loc` (the parent of an unknown field), for the error message."""
-    for part in loc:
+    parts = iter(loc)
+    for part in parts:
         field = model.model_fields.get(str(part)) if isinstance(part, str) else None
         annotation = field.annotation if field else None
+        if get_origin(annotation) is dict:  # models by name: the next part is the name
+            annotation = get_args(annotation)[1]
+            if next(parts, None) is None:
+                return []
         if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
             return []
         model = annotation
     return sorted(f.alias or name for name, f in model.model_fields.items())
+
+
+def _shown(part: object) -> str:
+    """A field name as a problem line shows it: quoted when it holds anything but a plain name (a line break in a
+    key must not break the line)."""
+    text = str(part)
+    return text if re.fullmatch(r"[\w.-]+", text) else repr(text)
 
 
 def problems(error: ValidationError, model: type[BaseModel]) -> list[str]:
@@ -182,7 +216,7 @@ def problems(error: ValidationError, model: type[BaseModel]) -> list[str]:
     lines = []
     for item in error.errors(include_url=False):
         loc = tuple(item["loc"])
-        where = ".".join(str(p) for p in loc if p != "[key]") or "the spec"
+        where = ".".join(_shown(p) for p in loc if p != "[key]") or "the spec"
         kind, text = item["type"], item["msg"]
         if kind == "extra_forbidden":
             known = _known_fields(model, loc[:-1])

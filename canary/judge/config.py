@@ -7,28 +7,41 @@ metric, `enabled: false` drops one. Everything is validated here so the judge ne
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, replace
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from canary.errors import CanaryError, one_line
+from canary.fields import SpecModel, problems
 from canary.observations import OUTCOMES
 
-KINDS = ("rate", "quantile", "throughput")
-DIRECTIONS = ("increase", "decrease")  # which change is bad
 # Histogram sources the Spark job produces (see canary/analysis/job.py).
-SOURCES = ("e2e_latency_ms", "produce_latency_ms", "processing_ms", "lag")
+Source = Literal["e2e_latency_ms", "produce_latency_ms", "processing_ms", "lag"]
+SOURCES: tuple[str, ...] = get_args(Source)
 FAILURES = ("produce_error", "lost", "consume_error")
 
 
 class ConfigError(CanaryError):
-    pass
+    PREFIX = "judge config: "  # a spec's field naming the judge config drops it
 
 
-@dataclass(frozen=True)
-class MetricSpec:
+Kind = Literal["rate", "quantile", "throughput"]
+Direction = Literal["increase", "decrease"]  # which change is bad
+
+
+def _outcome(event: str) -> str:
+    if event not in OUTCOMES:
+        raise ValueError(f"{event!r} is not an outcome; use one of {', '.join(OUTCOMES)}")
+    return event
+
+
+Number = Annotated[float, Field(strict=True)]   # YAML's 1 and 1.0 alike; never the text "1"
+
+
+class MetricSpec(SpecModel):
     """One compared metric.
 
     kind: `rate` (share of messages whose outcome is in `events`), `quantile` (the `quantile` of
@@ -46,52 +59,52 @@ class MetricSpec:
     """
 
     name: str
-    kind: str
-    source: str = ""
-    events: tuple[str, ...] = ()
-    quantile: float = 0.99
-    direction: str = "increase"
-    rel_floor: float = 0.0
-    abs_floor: float = 0.0
-    critical: bool = False
-    must_have_data: bool = True
-    weight: float = 1.0
-    min_samples: int = 500
-    slo: float | None = None
-    tolerance: float | None = None
-    display_complement: bool = False
-    enabled: bool = True
+    kind: Kind
+    source: Source | Literal[""] = ""
+    events: tuple[Annotated[str, AfterValidator(_outcome)], ...] = ()
+    quantile: Annotated[float, Field(strict=True, gt=0, lt=1)] = 0.99
+    direction: Direction = "increase"
+    rel_floor: Annotated[float, Field(strict=True, ge=0)] = 0.0
+    abs_floor: Annotated[float, Field(strict=True, ge=0)] = 0.0
+    critical: Annotated[bool, Field(strict=True)] = False
+    must_have_data: Annotated[bool, Field(strict=True)] = True
+    weight: Annotated[float, Field(strict=True, ge=0)] = 1.0
+    min_samples: Annotated[int, Field(strict=True, ge=1)] = 500
+    slo: Number | None = None
+    tolerance: Annotated[float, Field(strict=True, gt=0, lt=0.5)] | None = None
+    display_complement: Annotated[bool, Field(strict=True)] = False
+    enabled: Annotated[bool, Field(strict=True)] = True
 
-    def validate(self) -> None:
-        where = f"judge metric {self.name!r}"
-        if self.kind not in KINDS:
-            raise ConfigError(f"{where}: kind {self.kind!r} is not one of {KINDS}")
-        if self.direction not in DIRECTIONS:
-            raise ConfigError(f"{where}: direction {self.direction!r} is not one of {DIRECTIONS}")
-        if self.kind == "quantile":
-            if self.source not in SOURCES:
-                raise ConfigError(f"{where}: source {self.source!r} is not one of {SOURCES}")
-            if not 0 < self.quantile < 1:
-                raise ConfigError(f"{where}: quantile must be in (0, 1), got {self.quantile}")
-            if self.direction != "increase":
-                raise ConfigError(f"{where}: quantile metrics regress upwards; direction must be 'increase'")
-        if self.kind == "rate":
-            bad = [e for e in self.events if e not in OUTCOMES]
-            if not self.events or bad:
-                raise ConfigError(f"{where}: events must be outcomes from {OUTCOMES}, got {list(self.events)}")
-            if self.direction != "increase":
-                raise ConfigError(f"{where}: rate metrics count bad outcomes; direction must be 'increase' "
-                                  "(use display_complement for a success share)")
-        if self.kind == "throughput" and self.direction != "decrease":
-            raise ConfigError(f"{where}: throughput regresses downwards; direction must be 'decrease'")
-        if self.rel_floor < 0 or self.abs_floor < 0 or self.weight < 0 or self.min_samples < 1:
-            raise ConfigError(f"{where}: rel_floor, abs_floor and weight must be >= 0, min_samples >= 1")
-        if self.kind == "throughput" and self.slo is not None:
-            raise ConfigError(f"{where}: throughput has no slo guard (use availability)")
-        if self.tolerance is not None and (self.kind != "rate" or not 0 < self.tolerance < 0.5):
-            raise ConfigError(f"{where}: tolerance is for rate metrics and must be in (0, 0.5), got {self.tolerance}")
-        if self.kind == "throughput" and self.rel_floor >= 1:
-            raise ConfigError(f"{where}: a throughput rel_floor must be below 1")
+    @model_validator(mode="after")
+    def _fits_its_kind(self) -> MetricSpec:
+        if problem := _kind_problem(self):
+            raise ValueError(problem)
+        return self
+
+
+def _kind_problem(m: MetricSpec) -> str | None:
+    """What a metric's fields say that its kind cannot mean, or None."""
+    if m.kind == "quantile":
+        if m.source not in SOURCES:
+            return f"a quantile metric needs a source: one of {', '.join(SOURCES)}"
+        if m.direction != "increase":
+            return "quantile metrics regress upwards; direction must be 'increase'"
+    if m.kind == "rate":
+        if not m.events:
+            return f"a rate metric needs events: outcomes from {', '.join(OUTCOMES)}"
+        if m.direction != "increase":
+            return "rate metrics count bad outcomes; direction must be 'increase' (use display_complement for a " \
+                   "success share)"
+    if m.tolerance is not None and m.kind != "rate":
+        return "tolerance is for rate metrics"
+    if m.kind == "throughput":
+        if m.direction != "decrease":
+            return "throughput regresses downwards; direction must be 'decrease'"
+        if m.slo is not None:
+            return "throughput has no slo guard (use availability)"
+        if m.rel_floor >= 1:
+            return "a throughput rel_floor must be below 1"
+    return None
 
 
 def _q(name, source, q, rel, abs_, **kw) -> MetricSpec:
@@ -124,119 +137,92 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class JudgeConfig:
+class JudgeConfig(SpecModel):
     """alpha: the false-rollback budget of one run, shared by every test of every metric (Bonferroni)
     and valid at every interim look (anytime-valid e-processes). warmup_s: observations sent in the
     first seconds of the run are not compared (they seed the latency thresholds). bucket_s: the
     Spark job's time bucket. min_buckets: post-warm-up buckets needed before anything may pass.
     max_excluded_share: a run in which more than this share of the observations was excluded as bad data
-    (malformed, clock skew, ...) is not promoted: INCONCLUSIVE, since the excluded part could hide a regression."""
+    (malformed, clock skew, ...) is not promoted: INCONCLUSIVE, since the excluded part could hide a regression.
+    metrics: every metric by name, complete (`config_from_dict` merges a file's over the defaults)."""
 
-    alpha: float = 0.01
-    warmup_s: float = 30.0
-    bucket_s: float = 10.0
-    min_buckets: int = 3
-    max_excluded_share: float = 0.05
-    metrics: tuple[MetricSpec, ...] = field(default=DEFAULT_METRICS)
+    version: Annotated[Literal[1], Field(exclude=True)] = 1  # the config format's version
+    alpha: Annotated[float, Field(strict=True, gt=0, lt=0.5)] = 0.01
+    warmup_s: Annotated[float, Field(strict=True, ge=0)] = 30.0
+    bucket_s: Annotated[float, Field(strict=True, gt=0)] = 10.0
+    min_buckets: Annotated[int, Field(strict=True, ge=1)] = 3
+    max_excluded_share: Annotated[float, Field(strict=True, ge=0, le=1)] = 0.05
+    metrics: dict[str, MetricSpec] = Field(default_factory=lambda: {m.name: m for m in DEFAULT_METRICS})
+
+    @field_validator("metrics")
+    @classmethod
+    def _named_and_enabled(cls, metrics: dict[str, MetricSpec]) -> dict[str, MetricSpec]:
+        wrong = sorted(name for name, m in metrics.items() if m.name != name)
+        if wrong:
+            raise ValueError(f"metrics {wrong} carry another name than their key")
+        if not any(m.enabled for m in metrics.values()):
+            raise ValueError("enables no metric")
+        return metrics
 
     @property
     def active(self) -> tuple[MetricSpec, ...]:
-        return tuple(m for m in self.metrics if m.enabled)
+        return tuple(m for m in self.metrics.values() if m.enabled)
 
-    def validate(self) -> JudgeConfig:
-        if not 0 < self.alpha < 0.5:
-            raise ConfigError(f"judge alpha must be in (0, 0.5), got {self.alpha}")
-        if self.warmup_s < 0 or self.bucket_s <= 0 or self.min_buckets < 1:
-            raise ConfigError("judge warmup_s must be >= 0, bucket_s > 0, min_buckets >= 1")
-        if not 0 <= self.max_excluded_share <= 1:
-            raise ConfigError(f"judge max_excluded_share must be in [0, 1], got {self.max_excluded_share}")
-        if not self.active:
-            raise ConfigError("judge config enables no metric")
-        for m in self.metrics:
-            m.validate()
-        return self
+    def changed(self, **changes: Any) -> JudgeConfig:
+        """This config with `changes` (metrics: the complete set), validated again."""
+        return JudgeConfig.model_validate({**dict(self), **changes})
 
     def to_dict(self) -> dict:
-        return {"alpha": self.alpha, "warmup_s": self.warmup_s, "bucket_s": self.bucket_s,
-                "min_buckets": self.min_buckets, "max_excluded_share": self.max_excluded_share,
-                "metrics": {m.name: _metric_dict(m) for m in self.metrics}}
+        """The config as a file says it (config_from_dict gives it back)."""
+        return self.model_dump(mode="json", exclude={"metrics": {"__all__": {"name"}}})
 
 
-def _metric_dict(m: MetricSpec) -> dict:
-    d = asdict(m)
-    d.pop("name")
-    d["events"] = list(m.events)
-    return d
+def merged(*layers: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Judge config mappings merged in order, later ones winning; metrics merge per name and field, so a layer
+    names only what it changes."""
+    data: dict[str, Any] = {}
+    metrics: dict[Any, Any] = {}
+    for layer in layers:
+        layer = dict(layer or {})
+        given = layer.pop("metrics", None) or {}
+        if not isinstance(given, Mapping):
+            raise ConfigError(f"judge config: metrics must be a mapping of metric name to fields, got {given!r}")
+        for name, fields in given.items():
+            base = metrics.get(name)
+            # a metric that is not a mapping is kept as given, for the model to name it
+            metrics[name] = {**base, **fields} if isinstance(base, dict) and isinstance(fields, Mapping) else fields
+        data.update(layer)
+    return {**data, "metrics": metrics} if metrics else data
 
 
-_METRIC_FIELDS = {f.name: f for f in fields(MetricSpec)}
-_GLOBAL_KEYS = ("alpha", "warmup_s", "bucket_s", "min_buckets", "max_excluded_share")
-_GLOBAL_TYPES = {"alpha": "float", "warmup_s": "float", "bucket_s": "float", "min_buckets": "int",
-                 "max_excluded_share": "float"}
+_DEFAULTS = {"metrics": {m.name: m.model_dump() for m in DEFAULT_METRICS}}
 
 
-def _type_problem(value, type_name: str) -> str | None:
-    """What is wrong with `value` for a field annotated `type_name`, or None (YAML gives ints for floats)."""
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    if type_name.endswith("| None"):
-        return None if value is None else _type_problem(value, type_name.removesuffix("| None").strip())
-    ok = {"float": number, "int": isinstance(value, int) and not isinstance(value, bool),
-          "bool": isinstance(value, bool), "str": isinstance(value, str),
-          "tuple[str, ...]": isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)}.get(type_name)
-    if ok is None or ok:
-        return None
-    wanted = {"float": "a number", "int": "a whole number", "bool": "true or false", "str": "a string",
-              "tuple[str, ...]": "a list of strings"}[type_name]
-    return f"must be {wanted}, got {value!r}"
-
-
-def config_from_dict(data: dict | None) -> JudgeConfig:
-    data = dict(data or {})
-    version = data.pop("version", 1)
-    if version != 1:
-        raise ConfigError(f"judge config version {version!r} is not supported (expected 1)")
-    unknown = sorted(set(data) - set(_GLOBAL_KEYS) - {"metrics"})
-    if unknown:
-        raise ConfigError(f"judge config has unknown keys {unknown}; known: {list(_GLOBAL_KEYS) + ['metrics']}")
-    for key, type_name in _GLOBAL_TYPES.items():
-        if key in data and (problem := _type_problem(data[key], type_name)):
-            raise ConfigError(f"judge config {key} {problem}")
-    metrics = {m.name: m for m in DEFAULT_METRICS}
-    given = data.pop("metrics", None) or {}
-    if not isinstance(given, dict):
-        raise ConfigError(f"judge config metrics must be a mapping of metric name to fields, got {given!r}")
-    for name, overrides in given.items():
-        if not isinstance(overrides, dict):
-            raise ConfigError(f"judge metric {name!r} must be a mapping of fields")
-        bad = sorted(set(overrides) - set(_METRIC_FIELDS) - {"name"})
-        if bad:
-            raise ConfigError(f"judge metric {name!r} has unknown fields {bad}")
-        for key, value in overrides.items():
-            if key != "name" and (problem := _type_problem(value, str(_METRIC_FIELDS[key].type))):
-                raise ConfigError(f"judge metric {name!r}: {key} {problem}")
-        values: dict[str, Any] = {k: tuple(v) if k == "events" else v for k, v in overrides.items() if k != "name"}
-        if name in metrics:
-            metrics[name] = replace(metrics[name], **values)
-        else:
-            if "kind" not in values:
-                raise ConfigError(f"new judge metric {name!r} needs a kind ({KINDS})")
-            metrics[name] = MetricSpec(name=name, **values)
+def config_from_dict(data: Mapping[str, Any] | None) -> JudgeConfig:
+    """A judge config mapping (canary/judge/README.md) merged over the defaults; ConfigError names every problem."""
+    if data is not None and not isinstance(data, Mapping):
+        raise ConfigError(f"judge config must be a mapping (canary/judge/README.md), got {type(data).__name__}")
+    complete = merged(_DEFAULTS, data)
+    for name, fields in complete["metrics"].items():
+        if isinstance(fields, dict):  # the key names the metric
+            fields["name"] = name
     try:
-        config = JudgeConfig(metrics=tuple(metrics.values()), **{k: data[k] for k in _GLOBAL_KEYS if k in data})
-    except TypeError as exc:
-        raise ConfigError(f"judge config: {exc}") from exc
-    return config.validate()
+        return JudgeConfig.model_validate(complete)
+    except ValidationError as exc:
+        raise ConfigError(ConfigError.PREFIX + "; ".join(problems(exc, JudgeConfig))) from None
 
 
-def load_config(path: str | Path | None) -> JudgeConfig:
-    """The defaults when path is None; otherwise the YAML file merged over them."""
-    if path is None:
-        return JudgeConfig().validate()
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """A judge config file's mapping (empty file: {}); ConfigError when it cannot be read or is not a mapping."""
     try:
         data = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"cannot read judge config {path}: {one_line(exc)}") from exc
     if data is not None and not isinstance(data, dict):
         raise ConfigError(f"judge config {path} must be a YAML mapping")
-    return config_from_dict(data)
+    return data or {}
+
+
+def load_config(path: str | Path | None) -> JudgeConfig:
+    """The defaults when path is None; otherwise the YAML file merged over them."""
+    return JudgeConfig() if path is None else config_from_dict(read_config_file(path))

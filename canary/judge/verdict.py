@@ -22,7 +22,7 @@ PROMOTE, ROLLBACK, INCONCLUSIVE = "PROMOTE", "ROLLBACK", "INCONCLUSIVE"
 def judge(agg: Aggregates, config: JudgeConfig | None = None, final: bool = True) -> dict:
     """The verdict for one run. final=False is an interim look: only a critical metric's regression
     decides (ROLLBACK, fail fast); otherwise the verdict is INCONCLUSIVE and the rollout continues."""
-    config = (config or JudgeConfig()).validate()
+    config = config or JudgeConfig()
     window = Window(agg, config, final)
     tested = [m for m in config.active if _has_data(window, m)]
     shares = metric_shares(config.alpha, config.active, tested)

@@ -33,7 +33,7 @@ from typing import Annotated
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from canary.fields import NAME_PATTERN, Duration, Matching, Name, RunId, TopicName
+from canary.fields import NAME_PATTERN, Duration, Matching, Name, RunId, TopicName, required
 from canary.rollout.spec import (
     ClusterSection,
     JudgeSection,
@@ -41,7 +41,6 @@ from canary.rollout.spec import (
     SpecSection,
     interim_within,
     judge_settings,
-    required,
     section,
     validated,
     with_environment,

@@ -46,6 +46,7 @@ from canary.fields import (
     SpecModel,
     TopicName,
     problems,
+    required,
 )
 from canary.kafka.secrets import is_secret, redacted
 
@@ -77,15 +78,6 @@ class SpecSection(SpecModel):
         return {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
 
 
-def required(what: str) -> AfterValidator:
-    """A string that may not be blank; the error says what it is: `Annotated[str, required("...")] = ""`."""
-    def check(value: str) -> str:
-        if not value.strip():
-            raise ValueError(f"is required: {what}")
-        return value
-    return AfterValidator(check)
-
-
 def section() -> Any:
     """The default of a section field: a section left out is validated from {} (its defaults, or the problem of a
     field it requires)."""
@@ -100,6 +92,9 @@ def interim_within(window: float, interim: float) -> None:
 
 
 class ClusterSection(SpecSection):
+    """The cluster a rollout acts on; also a kafka_canary Airflow connection's extras (its password is added to the
+    client settings as sasl.password)."""
+
     deployer: Deployer = "local"
     dir: Annotated[str, required("the local cluster's directory (as given to `kafka-canary cluster up`)")] = ""
     client: ClientSettings = Field(default_factory=dict)  # librdkafka settings (security) for every client
@@ -163,11 +158,13 @@ class JudgeSection(SpecSection):
     @field_validator("config")
     @classmethod
     def _judge_config(cls, value: Any) -> Any:
+        from canary.judge import ConfigError
+
         if value is not None:
             try:
                 judge_settings(value)
-            except CanaryError as exc:
-                raise ValueError(str(exc)) from None
+            except CanaryError as exc:  # the field's name says "judge config" already
+                raise ValueError(str(exc).removeprefix(ConfigError.PREFIX)) from None
         return value
 
 

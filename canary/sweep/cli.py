@@ -46,9 +46,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from canary.probe import config as probe_config
 
     client = probe_config.load(args.bootstrap_servers, args.config)  # file, env; validated as the probe's
-    duration = probe_config.parse_duration(args.duration)
     config = SweepConfig(bootstrap_servers=client.bootstrap_servers, cluster_name=args.cluster_name,
-                         client=client.client, duration=duration or 0, rate=args.rate, judge=args.judge_config,
+                         client=client.client, duration=args.duration, rate=args.rate, judge=args.judge_config,
                          reference_sweeps=args.reference, history=args.history, out=args.out,
                          keep_observations=args.keep_observations)
     print(f"sweeping {config.cluster} ({config.bootstrap_servers}) for {config.duration:g}s at {config.rate:g} "

@@ -5,7 +5,6 @@ by bucket), and the judge configs of the comparison and of the SLO guards, betwe
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 
 from canary.judge import Aggregates, JudgeConfig
 from canary.judge.alpha import SLO_SHARE
@@ -66,12 +65,13 @@ def guard_aggregates(current: SweepRecord) -> Aggregates:
 
 def comparison_config(config: JudgeConfig) -> JudgeConfig:
     """The lane comparison without the SLO guards (they judge this sweep alone), at alpha × (1 − SLO_SHARE)."""
-    return replace(config, alpha=config.alpha * (1 - SLO_SHARE),
-                   metrics=tuple(replace(metric, slo=None) for metric in config.metrics)).validate()
+    return config.changed(alpha=config.alpha * (1 - SLO_SHARE),
+                          metrics={name: metric.model_copy(update={"slo": None})
+                                   for name, metric in config.metrics.items()})
 
 
 def guard_config(config: JudgeConfig) -> JudgeConfig | None:
     """Only the metrics with an SLO guard; None when none has one. The judge gives each guard its SLO share of
     the metric's alpha; the rest goes to a comparison of identical lanes, which never rejects."""
-    metrics = tuple(metric for metric in config.metrics if metric.enabled and metric.slo is not None)
-    return replace(config, metrics=metrics).validate() if metrics else None
+    metrics = {name: metric for name, metric in config.metrics.items() if metric.enabled and metric.slo is not None}
+    return config.changed(metrics=metrics) if metrics else None

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, ClassVar
 
-from canary.errors import CanaryError, one_line
+from pydantic import AfterValidator, Field
+
+from canary.errors import CanaryError
+from canary.fields import BuiltSpec, ClientSettings, Duration, TopicName, required
 from canary.judge import JudgeConfig
-from canary.judge.config import config_from_dict
+from canary.judge.config import ConfigError, config_from_dict, merged, read_config_file
 
 HEALTHY, DEGRADED = "HEALTHY", "DEGRADED"
 HISTORY_ENV = "KAFKA_CANARY_HISTORY"
@@ -29,7 +32,10 @@ SWEEP_JUDGE: dict = {"warmup_s": 0, "bucket_s": 5, "min_buckets": 2, "metrics": 
 
 
 class SweepError(CanaryError):
-    """A sweep cannot run as asked; the message says what to fix."""
+    """A sweep cannot run as asked; the message says what to fix (a list: one line per problem)."""
+
+    def __init__(self, problems: str | list[str]):
+        super().__init__(problems if isinstance(problems, str) else "; ".join(problems))
 
 
 def history_root() -> Path:
@@ -45,68 +51,54 @@ def cluster_key(name: str) -> str:
     return key[:120]
 
 
-def _read_overrides(overrides: dict | str | Path | None) -> dict:
-    """A judge config mapping, as given or read from a YAML file."""
-    import yaml
-
-    if isinstance(overrides, str | Path):
-        try:
-            data = yaml.safe_load(Path(overrides).read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise SweepError(f"cannot read judge config {overrides}: {one_line(exc)}") from exc
-    else:
-        data = overrides or {}
-    if not isinstance(data, dict):
-        raise SweepError(f"judge config must be a mapping (canary/judge/README.md), got {type(data).__name__}")
-    data = dict(data)
-    if not all(isinstance(fields, dict) for fields in (data.get("metrics") or {}).values()):
-        raise SweepError("judge config: every metric must be a mapping of fields")
-    return data
-
-
 def sweep_judge_config(overrides: dict | str | Path | None = None) -> JudgeConfig:
     """SWEEP_JUDGE with `overrides` (a judge config mapping or YAML file, canary/judge/README.md) merged over it;
     a metric named in both gets the fields of both, the override's winning."""
-    data = _read_overrides(overrides)
-    metrics = {name: dict(fields) for name, fields in SWEEP_JUDGE["metrics"].items()}
-    for name, fields in (data.pop("metrics", None) or {}).items():
-        metrics[name] = metrics.get(name, {}) | fields
-    defaults = {key: value for key, value in SWEEP_JUDGE.items() if key != "metrics"}
-    return config_from_dict(defaults | data | {"metrics": metrics})
+    given = read_config_file(overrides) if isinstance(overrides, str | Path) else overrides
+    return config_from_dict(merged(SWEEP_JUDGE, given))
 
 
-@dataclass(frozen=True)
-class SweepConfig:
+def _cluster_name(name: str | None) -> str | None:
+    if name is not None:
+        try:
+            cluster_key(name)
+        except SweepError as exc:
+            raise ValueError(str(exc)) from None
+    return name
+
+
+def _judge(value: dict | str | Path | None) -> dict | str | Path | None:
+    try:
+        sweep_judge_config(value)
+    except CanaryError as exc:
+        raise ValueError(str(exc).removeprefix(ConfigError.PREFIX)) from None
+    return value
+
+
+class SweepConfig(BuiltSpec):
     """One cluster's sweep. `client`: librdkafka settings (security) passed to the probe untouched. `judge`: a
     judge config mapping or YAML path merged over SWEEP_JUDGE. `out`: where result.json and the report go
-    (default `<history root>/<cluster>/reports/<sweep id>`)."""
+    (default `<history root>/<cluster>/reports/<sweep id>`). Durations are seconds or texts such as 30s; a bad
+    field raises SweepError naming every problem."""
 
-    bootstrap_servers: str
-    cluster_name: str | None = None            # default: the bootstrap servers
-    client: dict[str, str] = field(default_factory=dict)
-    duration: float = 30.0                     # seconds of probe traffic
-    rate: float = 20.0                         # probe messages per second per partition
-    message_size: int = 200
-    topic: str = "__kafka_canary"
-    judge: dict | str | None = None
-    reference_sweeps: int = 6                  # healthy sweeps pooled as the reference
-    trend_sweeps: int = 48                     # sweeps shown in the trend
-    keep_history: int = 2000                   # history files kept per cluster (about 12 weeks hourly)
-    history: Path | None = None                # default: history_root()
+    error: ClassVar = SweepError
+
+    bootstrap_servers: Annotated[str, required("the cluster's bootstrap servers: pass --bootstrap-servers "
+                                               "host:port[,host:port]")]
+    cluster_name: Annotated[str | None, AfterValidator(_cluster_name)] = None  # default: the bootstrap servers
+    client: ClientSettings = Field(default_factory=dict)
+    duration: Annotated[float, Duration(1, 3600)] = 30.0                     # probe traffic
+    rate: Annotated[float, Field(strict=True, gt=0, le=10_000)] = 20.0      # probe messages/s per partition
+    message_size: Annotated[int, Field(strict=True, ge=0, le=900_000)] = 200
+    topic: TopicName = "__kafka_canary"
+    judge: Annotated[dict | str | Path | None, AfterValidator(_judge)] = None
+    reference_sweeps: Annotated[int, Field(strict=True, ge=1, le=200)] = 6   # healthy sweeps pooled as the reference
+    trend_sweeps: Annotated[int, Field(strict=True, ge=1)] = 48              # sweeps shown in the trend
+    # history files kept per cluster (about 12 weeks hourly)
+    keep_history: Annotated[int, Field(strict=True, ge=1)] = 2000
+    history: Path | None = None                                             # default: history_root()
     out: Path | None = None
-    keep_observations: bool = False            # keep <out>/observations.jsonl (it is also on the cluster)
-
-    def __post_init__(self) -> None:
-        if not self.bootstrap_servers:
-            raise SweepError("bootstrap servers are missing: pass --bootstrap-servers host:port[,host:port]")
-        if not 1 <= self.duration <= 3600:
-            raise SweepError(f"duration must be 1 s .. 1 h, got {self.duration:g} s")
-        if self.rate <= 0:
-            raise SweepError(f"rate must be > 0 messages/s per partition, got {self.rate:g}")
-        for name in ("reference_sweeps", "trend_sweeps", "keep_history"):
-            if getattr(self, name) < 1:
-                raise SweepError(f"{name} must be at least 1, got {getattr(self, name)}")
-        cluster_key(self.cluster_name or self.bootstrap_servers)
+    keep_observations: bool = False  # keep <out>/observations.jsonl (it is also on the cluster)
 
     @property
     def cluster(self) -> str:

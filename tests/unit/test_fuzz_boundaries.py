@@ -14,11 +14,13 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from canary.judge.config import ConfigError, JudgeConfig, config_from_dict
 from canary.kafka.broker_config import properties_line
 from canary.observations import BadObservation, Observation, read_observations
 from canary.rollout.client_spec import ClientRolloutSpec, load_client_spec
 from canary.rollout.migration.spec import MigrationSpec, MigrationSpecError, load_migration_spec
 from canary.rollout.spec import RolloutSpec, SpecError, load_spec
+from canary.sweep import SweepConfig, SweepError
 
 FUZZ = settings(max_examples=200, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -38,6 +40,13 @@ MIGRATION = {"bootstrap_servers": "127.0.0.1:9092", "topic": "orders", "group": 
              "baseline": 2, "canary": 1, "rate": 30, "window_s": 40, "disturb_at_s": 12, "restart_gap_s": 2,
              "classic_assignor": "range", "remote_assignor": "uniform", "client": {"security.protocol": "PLAINTEXT"},
              "action": "auto", "settle_timeout_s": 60, "run_id": "billing-1"}
+JUDGE = {"version": 1, "alpha": 0.02, "warmup_s": 5, "bucket_s": 5, "min_buckets": 2, "max_excluded_share": 0.1,
+         "metrics": {"e2e_latency_p99": {"rel_floor": 0.2, "critical": False, "slo": 500},
+                     "loss_rate": {"tolerance": 1e-6}, "throughput": {"enabled": False},
+                     "lag_p90": {"kind": "quantile", "source": "lag", "quantile": 0.9, "abs_floor": 10}}}
+SWEEP = {"bootstrap_servers": "127.0.0.1:9092", "cluster_name": "prod-eu", "client": {"security.protocol": "SSL"},
+         "duration": "30s", "rate": 10, "message_size": 100, "topic": "__kafka_canary", "judge": {"alpha": 0.02},
+         "reference_sweeps": 3, "trend_sweeps": 10, "keep_history": 100, "keep_observations": True}
 OBSERVATION = {"run_id": "r", "kind": "probe", "source": "p-1", "topic": "__kafka_canary", "partition": 0, "leader": 1,
                "lane": "canary", "producer_id": "p", "message_id": "m-1", "seq": 0, "send_ts": 1_700_000_000_000,
                "ack_ts": 1_700_000_000_005, "receive_ts": 1_700_000_000_009, "outcome": "delivered", "schema": 1}
@@ -125,6 +134,31 @@ def _loaded(kind: str, raw):
 @given(data=st.data())
 def test_any_document_gives_a_spec_or_the_loaders_error(kind, data):
     _loaded(kind, data.draw(_documents(KINDS[kind][0])))
+
+
+@FUZZ
+@given(data=st.data())
+def test_any_judge_config_gives_a_config_or_its_error(data):
+    raw = data.draw(_documents(JUDGE))
+    try:
+        config = config_from_dict(raw)
+    except ConfigError as exc:
+        assert str(exc).strip() and "\n" not in str(exc)
+        return
+    assert isinstance(config, JudgeConfig) and config.active
+    assert config_from_dict(config.to_dict()) == config  # what the Spark job reads back is the same config
+
+
+@FUZZ
+@given(data=st.data())
+def test_any_sweep_settings_give_a_sweep_or_its_error(data):
+    raw = data.draw(near_valid(SWEEP))
+    try:
+        config = SweepConfig(**{str(key): value for key, value in raw.items()})
+    except SweepError as exc:
+        assert str(exc).strip()
+        return
+    assert config.cluster and config.judge_config().active
 
 
 @pytest.mark.parametrize("kind, raw", [

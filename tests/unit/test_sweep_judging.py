@@ -165,23 +165,23 @@ def test_too_little_data_is_inconclusive():
 
 def test_judge_config_overrides_merge_over_the_sweep_defaults(tmp_path):
     config = sweep_judge_config({"alpha": 0.05, "metrics": {"e2e_latency_p99": {"slo": 500}}})
-    p99 = {m.name: m for m in config.metrics}["e2e_latency_p99"]
+    p99 = config.metrics["e2e_latency_p99"]
     assert (config.alpha, config.warmup_s, config.bucket_s) == (0.05, 0, 5)
     assert (p99.slo, p99.rel_floor, p99.abs_floor) == (500, 1.0, 25.0)  # the sweep's floors stay
     path = tmp_path / "judge.yaml"
     path.write_text("metrics:\n  availability: {slo: 0.05}\n")
-    assert {m.name: m for m in sweep_judge_config(path).metrics}["availability"].slo == 0.05
+    assert sweep_judge_config(path).metrics["availability"].slo == 0.05
     with pytest.raises(CanaryError, match="alpha"):
         sweep_judge_config({"alpha": 2})
-    with pytest.raises(SweepError, match="mapping"):
+    with pytest.raises(CanaryError, match="metrics.availability: Input should be a valid dictionary"):
         sweep_judge_config({"metrics": {"availability": 0.05}})
 
 
 def test_comparison_and_guards_split_alpha():
     config = sweep_judge_config()
     assert comparison_config(config).alpha == pytest.approx(config.alpha * (1 - SLO_SHARE))
-    assert all(m.slo is None for m in comparison_config(config).metrics)
-    assert [m.name for m in guard_config(config).metrics] == ["e2e_latency_p99", "loss_rate", "availability"]
+    assert all(m.slo is None for m in comparison_config(config).metrics.values())
+    assert list(guard_config(config).metrics) == ["e2e_latency_p99", "loss_rate", "availability"]
     none = sweep_judge_config({"metrics": {n: {"slo": None} for n in ("e2e_latency_p99", "loss_rate",
                                                                        "availability")}})
     assert guard_config(none) is None

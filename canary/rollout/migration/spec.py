@@ -8,13 +8,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 from canary.clients.view import connection_settings
 from canary.errors import CanaryError
-from canary.fields import ClientSettings, Duration, Name, RunId, TopicName, problems
+from canary.fields import BuiltSpec, ClientSettings, Duration, Name, RunId, TopicName, required
 from canary.lanes import canary_client_id
-from canary.rollout.spec import SpecError, SpecIdentity, SpecSection, required, validated, with_environment
+from canary.rollout.spec import SpecError, SpecIdentity, SpecSection, validated, with_environment
 
 Protocol = Literal["classic", "consumer"]
 Action = Literal["auto", "promote", "rollback"]
@@ -35,7 +35,7 @@ class MigrationSpecError(SpecError, MigrationError):
     WHAT = "the migration spec"
 
 
-class MigrationSpec(SpecSection, SpecIdentity):
+class MigrationSpec(SpecSection, BuiltSpec, SpecIdentity):
     """bootstrap_servers, topic, group: the service's cluster, topic and group id. baseline / canary: instance
     counts (baseline on classic, canary on consumer). rate: records/s the canary's producer writes. window_s: the
     compared window; disturb_at_s: when (into the window) one baseline instance restarts, restart_gap_s how long it
@@ -48,6 +48,7 @@ class MigrationSpec(SpecSection, SpecIdentity):
     Durations are seconds, or texts such as 30s or 2m. Building one with a bad field raises MigrationSpecError."""
 
     RUN_ID_PREFIX: ClassVar[str] = "migration"
+    error: ClassVar = MigrationSpecError
 
     bootstrap_servers: Annotated[str, required("the service's cluster, host:port[,host:port…]")]
     topic: TopicName
@@ -66,12 +67,6 @@ class MigrationSpec(SpecSection, SpecIdentity):
     judge_config: str | None = None
     settle_timeout_s: Annotated[float, Duration(1, DAY)] = 120.0
     run_id: RunId | None = None
-
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            raise MigrationSpecError(problems(exc, type(self))) from None
 
     @model_validator(mode="after")
     def _disturbed_inside_the_window(self) -> MigrationSpec:

@@ -5,16 +5,12 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from canary.analysis.inline import judge_file
 from canary.clients.rebalance import RebalanceEvent, account, combine, compare
-from canary.errors import one_line
-from canary.judge.config import DEFAULT_METRICS, JudgeConfig, config_from_dict
+from canary.judge.config import DEFAULT_METRICS, JudgeConfig, config_from_dict, merged, read_config_file
 from canary.lanes import client_lane
-from canary.rollout.migration.spec import MigrationError, MigrationSpec
+from canary.rollout.migration.spec import MigrationSpec
 
 # The judged client metrics; every other judge metric is off (the instances write no produce or probe data).
 JUDGED = ("lag_p99", "processing_latency_p99")
@@ -25,18 +21,8 @@ def judge_config(path: str | None = None) -> JudgeConfig:
     short buckets for a short window; a YAML file at `path` is merged over them (its metrics per name)."""
     metrics: dict[str, dict] = {m.name: {"enabled": False} for m in DEFAULT_METRICS if m.name not in JUDGED}
     metrics.update({name: {"must_have_data": True, "min_samples": 100} for name in JUDGED})
-    data: dict[str, Any] = {"warmup_s": 5, "bucket_s": 5, "min_buckets": 3}
-    if path:
-        try:
-            given = yaml.safe_load(Path(path).read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise MigrationError(f"cannot read judge config {path}: {one_line(exc)}") from exc
-        if not isinstance(given, dict):
-            raise MigrationError(f"judge config {path} must be a YAML mapping")
-        for name, fields in (given.pop("metrics", None) or {}).items():
-            metrics[name] = {**metrics.get(name, {}), **(fields or {})}
-        data.update(given)
-    return config_from_dict({**data, "metrics": metrics})
+    base = {"warmup_s": 5, "bucket_s": 5, "min_buckets": 3, "metrics": metrics}
+    return config_from_dict(merged(base, read_config_file(path) if path else None))
 
 
 def judge_observations(path: Path, out_dir: Path, config: JudgeConfig) -> dict:

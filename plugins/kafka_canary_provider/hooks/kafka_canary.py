@@ -34,8 +34,13 @@ class KafkaCanaryHook(BaseHook):
         self.kafka_canary_conn_id = kafka_canary_conn_id
 
     def cluster_section(self) -> dict[str, Any]:
-        """{"deployer", "dir", "client"} from the connection; raises ValueError naming a bad extra."""
-        from canary.rollout.spec import DEPLOYERS
+        """{"deployer", "dir", "client"} from the connection; raises ValueError naming every bad extra. The extras
+        are the rollout spec's cluster section (one model, canary.rollout.spec.ClusterSection); the password becomes
+        the client's sasl.password."""
+        from pydantic import ValidationError
+
+        from canary.fields import problems
+        from canary.rollout.spec import ClusterSection
 
         conn = self.get_connection(self.kafka_canary_conn_id)
         where = f"connection {self.kafka_canary_conn_id}"
@@ -50,34 +55,17 @@ class KafkaCanaryHook(BaseHook):
         if not isinstance(extras, dict):
             raise ValueError(f"{where}: the extras must be a JSON object with deployer, dir, client; got "
                              f"{type(extras).__name__}")
-        unknown = sorted(set(extras) - {"deployer", "dir", "client"})
-        if unknown:
-            raise ValueError(f"{where}: unknown extras {unknown}; known are deployer, dir, client")
-        deployer = extras.get("deployer", "local")
-        if deployer not in DEPLOYERS:
-            raise ValueError(f"{where}: extras.deployer {deployer!r} is not known; use one of {', '.join(DEPLOYERS)}")
-        directory = extras.get("dir")
-        if directory is not None and (not isinstance(directory, str) or not directory.strip()):
-            raise ValueError(f"{where}: extras.dir must be the cluster's directory as a string, got {directory!r}")
-        if directory is None and deployer == "local":
-            raise ValueError(f"{where}: extras.dir is missing: the local cluster's directory (as given to "
-                             f"`kafka-canary cluster up --dir`)")
-        client = extras.get("client") or {}
-        if not isinstance(client, dict):
-            raise ValueError(f"{where}: extras.client must be a mapping of librdkafka settings, got "
-                             f"{type(client).__name__}")
-        nested = sorted(str(k) for k, v in client.items() if isinstance(v, dict | list))
-        if nested:
-            raise ValueError(f"{where}: extras.client settings {nested} must be single values (librdkafka "
-                             f"settings are strings, numbers or booleans)")
-        client = {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in client.items()}
+        try:
+            cluster = ClusterSection.model_validate(extras)
+        except ValidationError as exc:
+            lines = problems(exc, ClusterSection)
+            raise ValueError(f"{where}: " + "; ".join(f"extras.{line}" for line in lines)) from None
+        client = dict(cluster.client)
         if conn.password:
             client["sasl.password"] = conn.password
-        section: dict[str, Any] = {"deployer": deployer, "client": client}
-        if directory is not None:
-            section["dir"] = directory
+        section: dict[str, Any] = {"deployer": cluster.deployer, "dir": cluster.dir, "client": client}
         self.log.info("connection %s: deployer %s, dir %s, client settings %s", self.kafka_canary_conn_id,
-                      section["deployer"], section.get("dir"), redacted(client))
+                      section["deployer"], section["dir"], redacted(client))
         return section
 
     def bootstrap_servers(self, section: dict[str, Any] | None = None) -> str:

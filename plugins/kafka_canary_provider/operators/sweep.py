@@ -61,14 +61,13 @@ class HealthSweepOperator(BaseOperator):
         self.history = history
 
     def execute(self, context: Context) -> dict:
-        from canary.probe.config import parse_duration
         from canary.sweep import SweepConfig, run_sweep
 
         hook = KafkaCanaryHook(self.kafka_canary_conn_id)
         section = hook.cluster_section()
         bootstrap = hook.bootstrap_servers(section)
         config = SweepConfig(bootstrap_servers=bootstrap, cluster_name=self.kafka_canary_conn_id,
-                             client=section["client"], duration=parse_duration(self.duration) or 0,
+                             client=section["client"], duration=self.duration,
                              rate=float(self.probe_rate), reference_sweeps=int(self.reference_sweeps),
                              judge=dict(self.judge_config or {}), history=self.history or None)
         self.log.info("sweeping %s (%s) for %ss at %s msg/s per partition", self.kafka_canary_conn_id, bootstrap,

@@ -49,8 +49,10 @@ def test_client_values_become_strings(monkeypatch):
 
 
 @pytest.mark.parametrize(("extra", "match"), [
-    ({"dir": "/tmp/c", "bootstrap": "x:9092"}, "unknown extras \\['bootstrap'\\]"),
-    ({"dir": "/tmp/c", "client": "security.protocol=SSL"}, "extras.client must be a mapping"),
+    ({"dir": "/tmp/c", "bootstrap": "x:9092"},
+     "extras.bootstrap: unknown field; known fields are client, deployer, dir"),
+    ({"dir": "/tmp/c", "client": "security.protocol=SSL"}, "extras.client: must be a mapping"),
+    ({"dir": None, "deployer": "k8s"}, "extras.deployer: Input should be 'local' .*; extras.dir: is required"),
 ])
 def test_bad_extras_are_named(monkeypatch, extra, match):
     _connection(monkeypatch, "bad", extra=extra)
