@@ -114,6 +114,8 @@ def airflow_env(home: Path, runs: Path, cluster_dir: Path, project: str | Path |
         "AIRFLOW_CONN_KAFKA_CANARY_DEFAULT": json.dumps(
             {"conn_type": "kafka_canary", "extra": {"deployer": "local", "dir": str(cluster_dir)}}),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        # the local Spark driver of the analysis task binds loopback, not the machine's interface address
+        "SPARK_LOCAL_IP": env.get("SPARK_LOCAL_IP", "127.0.0.1"),
         "KAFKA_CANARY_RUNS": str(runs),
         "PATH": os.pathsep.join([bin_dir, env.get("PATH", "")]),
     })

@@ -4,6 +4,7 @@ installed in this environment."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from pathlib import Path
 
@@ -27,6 +28,9 @@ def test_the_project_is_the_folder_given_else_the_environments_else_the_working_
     # The provider is the installed package's; the checkout's plugins/ is neither a plugins folder nor on the path.
     assert env["AIRFLOW__CORE__PLUGINS_FOLDER"] == str(tmp_path / "home" / "plugins")
     assert env.get("PYTHONPATH") == os.environ.get("PYTHONPATH")
+    # The analysis task's local Spark driver binds loopback (the connection is local[2]).
+    assert json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])["host"].startswith("local")
+    assert env["SPARK_LOCAL_IP"] == os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")
 
 
 def test_outside_a_checkout_the_error_says_what_to_do(tmp_path, monkeypatch):

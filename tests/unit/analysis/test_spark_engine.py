@@ -73,6 +73,18 @@ def test_a_job_that_fails_or_writes_no_verdict_gives_exit_2_and_no_verdict(tmp_p
     assert "spark says hello" in (tmp_path / "spark.log").read_text()
 
 
+@pytest.mark.parametrize(("master", "given", "bound"), [
+    ("local[2]", None, "127.0.0.1"), ("local[2]", "10.1.2.3", "10.1.2.3"), ("spark://127.0.0.1:7077", None, "")])
+def test_a_local_driver_binds_loopback_unless_told(tmp_path, monkeypatch, master, given, bound):
+    if given:
+        monkeypatch.setenv("SPARK_LOCAL_IP", given)
+    else:
+        monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    _fake_submit(tmp_path, "echo \"bind=$SPARK_LOCAL_IP\"; exit 1\n", monkeypatch)
+    submit.run_spark(AnalysisRequest(tmp_path, tmp_path / "out"), master=master, log=tmp_path / "spark.log")
+    assert f"bind={bound}\n" in (tmp_path / "spark.log").read_text()
+
+
 def test_a_job_past_its_time_limit_is_a_timeout(tmp_path, monkeypatch):
     _fake_submit(tmp_path, "exec sleep 5\n", monkeypatch)
     with pytest.raises(AnalysisTimeout, match=r"did not finish within 0s; see .*spark.log"):
