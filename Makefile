@@ -26,13 +26,20 @@ $(CHROMEDRIVER):
 	$(SUDO) apt-get install -y -q chromium chromium-driver || \
 	  { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium chromium-driver; }
 
+# Debian's Prometheus: promtool lints the metric names (its server is not started).
+PROMTOOL := /usr/bin/promtool
+$(PROMTOOL):
+	@command -v apt-get >/dev/null || { echo "error: install Prometheus's promtool ($@)"; exit 1; }
+	$(SUDO) apt-get install -y -q --no-install-recommends prometheus || \
+	  { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q --no-install-recommends prometheus; }
+
 # The broker rollout DAG end to end (airflow dags test); BAD=1: a bad canary, rolled back; UPGRADE=1: the canary
 # is upgraded to Kafka 4.1.2 instead of getting num.io.threads=6.
 demo: setup
 	$(BIN)/kafka-canary demo $(if $(BAD),--bad) $(if $(UPGRADE),--upgrade)
 
 # The fault suite (pytest -m slow: real rollouts under faults, ~10 min) runs with `make faults`.
-test: setup lint $(CHROMEDRIVER)
+test: setup lint $(CHROMEDRIVER) $(PROMTOOL)
 	$(BIN)/pytest -m "not slow"
 
 faults: setup

@@ -297,7 +297,7 @@ class LaneConsumer:
     def _processed(self, msg: Message, receive_ts: int, elapsed_ms: float, error: str | None) -> None:
         topic, partition, offset = position(msg)
         m = self.metrics
-        m.child(m.processing_latency, self.client_id, topic, self.lane).observe(elapsed_ms)
+        m.child(m.processing_latency, self.client_id, topic, self.lane).observe(elapsed_ms / 1000)
         if error is not None:
             m.child(m.processing_errors, self.client_id, topic, self.lane).inc()
         lag = None

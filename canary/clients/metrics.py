@@ -32,15 +32,15 @@ class ClientMetrics:
         self.produced = Counter("kafka_canary_client_records_produced", "Records sent", CTPL, registry=r)
         self.produce_errors = Counter("kafka_canary_client_produce_error", "Records not acknowledged", CTPL,
                                       registry=r)
-        self.produce_latency = Histogram("kafka_canary_client_produce_latency_ms", "Send to acknowledgement, ms",
-                                         CTL, buckets=LATENCY_BUCKETS, registry=r)
+        self.produce_latency = Histogram("kafka_canary_client_produce_latency", "Send to acknowledgement", CTL,
+                                         unit="seconds", buckets=LATENCY_BUCKETS, registry=r)
         self.consumed = Counter("kafka_canary_client_records_consumed", "Records received", CTPL, registry=r)
         self.consume_errors = Counter("kafka_canary_client_consume_error", "Fetch errors", ("client", "lane"),
                                       registry=r)
         self.processing_errors = Counter("kafka_canary_client_processing_error", "Records whose processing failed",
                                          CTL, registry=r)
-        self.processing_latency = Histogram("kafka_canary_client_processing_latency_ms", "Processing time, ms", CTL,
-                                            buckets=LATENCY_BUCKETS, registry=r)
+        self.processing_latency = Histogram("kafka_canary_client_processing_latency", "Processing time", CTL,
+                                            unit="seconds", buckets=LATENCY_BUCKETS, registry=r)
         self.lag = Gauge("kafka_canary_client_lag", "Records behind the partition's end at the last receipt", CTPL,
                          registry=r)
         self.assigned = Gauge("kafka_canary_client_assigned_partitions", "Partitions a consumer reads", CTL,

@@ -136,7 +136,7 @@ class LaneProducer:
                 else choice.partition
             m = self.metrics
             if err is None:
-                m.child(m.produce_latency, self.client_id, topic, self.lane).observe(ack_ts - send_ts)
+                m.child(m.produce_latency, self.client_id, topic, self.lane).observe((ack_ts - send_ts) / 1000)
             else:
                 m.child(m.produce_errors, self.client_id, topic, str(partition), self.lane).inc()
                 self.view.refresh_soon()  # a moved leader is the usual cause

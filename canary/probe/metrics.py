@@ -1,13 +1,19 @@
-"""The probe's Prometheus metrics (the Strimzi canary's names, with `kafka_canary_` in front),
-labelled by partition, leader broker (at send time) and lane. Its own registry, so several
-probes can live in one process (tests) without clashing."""
+"""The probe's Prometheus metrics, labelled by partition, leader broker (at send time) and lane. Its own registry,
+so several probes can live in one process (tests) without clashing.
+
+Names follow Prometheus's conventions (base units, `_total` counters, unit metadata; `promtool check metrics`
+passes), with the Strimzi canary's record names where they fit them: `kafka_canary_` + `records_produced_total`,
+`records_produced_failed_total`, `records_consumed_total`, `consumer_error_total`; Strimzi's latency histograms
+(`records_produced_latency`, `records_consumed_latency`, in milliseconds) are ours in seconds,
+`*_latency_seconds` (docs/metrics.md has the whole mapping)."""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-# ms; covers loopback (sub-ms) to a stalled cluster
-LATENCY_BUCKETS = (0.5, 1, 2, 5, 10, 20, 35, 50, 75, 100, 150, 250, 500, 1000, 2500, 5000, 10000, 30000)
+# seconds; covers loopback (sub-ms) to a stalled cluster
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0,
+                   10.0, 30.0)
 PBL = ("partition", "broker", "lane")
 
 
@@ -23,14 +29,14 @@ class ProbeMetrics:
         self.acked_counter = Counter("kafka_canary_records_acked", "Probe records acknowledged (acks=all)", PBL,
                                      registry=r)
         self.consumed = Counter("kafka_canary_records_consumed", "Own probe records received", PBL, registry=r)
-        self.produce_errors = Counter("kafka_canary_produce_error", "Produce failures (error or timeout)", PBL,
-                                      registry=r)
-        self.consume_errors = Counter("kafka_canary_consume_error", "Consume failures and malformed records",
+        self.produce_errors = Counter("kafka_canary_records_produced_failed", "Produce failures (error or timeout)",
+                                      PBL, registry=r)
+        self.consume_errors = Counter("kafka_canary_consumer_error", "Consume failures and malformed records",
                                       ("partition",), registry=r)
-        self.produce_latency = Histogram("kafka_canary_produce_latency_ms", "Send to acknowledgement, ms", PBL,
-                                         buckets=LATENCY_BUCKETS, registry=r)
-        self.e2e_latency = Histogram("kafka_canary_records_latency_ms", "Send to receive (end to end), ms", PBL,
-                                     buckets=LATENCY_BUCKETS, registry=r)
+        self.produce_latency = Histogram("kafka_canary_records_produced_latency", "Send to acknowledgement", PBL,
+                                         unit="seconds", buckets=LATENCY_BUCKETS, registry=r)
+        self.e2e_latency = Histogram("kafka_canary_records_consumed_latency", "Send to receive (end to end)", PBL,
+                                     unit="seconds", buckets=LATENCY_BUCKETS, registry=r)
         self.lost = Counter("kafka_canary_records_lost", "Acknowledged but not received (gap or SLA)", PBL,
                             registry=r)
         self.duplicated = Counter("kafka_canary_records_duplicated", "Extra receipts of a record", PBL, registry=r)
@@ -45,8 +51,8 @@ class ProbeMetrics:
                                        ("lane",), registry=r)
         self.connection_success = Gauge("kafka_canary_connection_success", "1 when the last connection check "
                                         "to the broker succeeded", ("broker", "lane"), registry=r)
-        self.connection_latency = Histogram("kafka_canary_connection_latency_ms", "Connection check time, ms",
-                                            ("broker", "lane"), buckets=LATENCY_BUCKETS, registry=r)
+        self.connection_latency = Histogram("kafka_canary_connection_latency", "Connection check time",
+                                            ("broker", "lane"), unit="seconds", buckets=LATENCY_BUCKETS, registry=r)
         self.connection_errors = Counter("kafka_canary_connection_error", "Failed connection checks",
                                          ("broker", "lane"), registry=r)
         self.ready = Gauge("kafka_canary_ready", "1 once the topic is reconciled and a round trip succeeded",
@@ -68,7 +74,7 @@ class ProbeMetrics:
     def acked(self, partition: int, leader: int | None, lane: str, latency_ms: float) -> None:
         labels = (str(partition), _broker(leader), lane)
         self._child(self.acked_counter, *labels).inc()
-        self._child(self.produce_latency, *labels).observe(latency_ms)
+        self._child(self.produce_latency, *labels).observe(latency_ms / 1000)
 
     def produce_error(self, partition: int, leader: int | None, lane: str) -> None:
         self._child(self.produce_errors, str(partition), _broker(leader), lane).inc()
@@ -76,7 +82,7 @@ class ProbeMetrics:
     def received(self, partition: int, leader: int | None, lane: str, latency_ms: float) -> None:
         labels = (str(partition), _broker(leader), lane)
         self._child(self.consumed, *labels).inc()
-        self._child(self.e2e_latency, *labels).observe(latency_ms)
+        self._child(self.e2e_latency, *labels).observe(latency_ms / 1000)
 
     def outcome(self, partition: int, leader: int | None, lane: str, outcome: str) -> None:
         metric = {"lost": self.lost, "duplicate": self.duplicated, "out_of_order": self.out_of_order}.get(outcome)
@@ -94,6 +100,6 @@ class ProbeMetrics:
     def connection(self, broker: int, lane: str, ok: bool, latency_ms: float | None) -> None:
         self._child(self.connection_success, str(broker), lane).set(1 if ok else 0)
         if ok and latency_ms is not None:
-            self._child(self.connection_latency, str(broker), lane).observe(latency_ms)
+            self._child(self.connection_latency, str(broker), lane).observe(latency_ms / 1000)
         if not ok:
             self._child(self.connection_errors, str(broker), lane).inc()

@@ -75,11 +75,12 @@ def test_healthy_run_two_probes_share_a_topic_and_crafted_records_are_counted(sh
         summary_a = a.stop()
 
     for name in ("kafka_canary_records_produced_total", "kafka_canary_records_consumed_total",
-                 "kafka_canary_produce_latency_ms_bucket", "kafka_canary_records_latency_ms_bucket",
+                 "kafka_canary_records_produced_latency_seconds_bucket",
+                 "kafka_canary_records_consumed_latency_seconds_bucket",
                  "kafka_canary_lane_availability", "kafka_canary_connection_success",
-                 "kafka_canary_consume_error_total", "kafka_canary_records_duplicated_total"):
+                 "kafka_canary_consumer_error_total", "kafka_canary_records_duplicated_total"):
         assert name in metrics, name
-    assert "kafka_canary_produce_error" in metrics and "kafka_canary_records_lost" in metrics
+    assert "kafka_canary_records_produced_failed_total" in metrics and "kafka_canary_records_lost" in metrics
     assert _metric(metrics, "kafka_canary_records_duplicated_total", partition="0") == 2
     assert _metric(metrics, "kafka_canary_connection_success") == 3
     assert status["ready"] and status["lanes"]["baseline"]["lost"] == 0
@@ -134,8 +135,9 @@ def test_broker_down_shows_errors_and_recovers_and_canary_lane(cluster_factory, 
                    what="produce errors on broker 2's partition")
         metrics = wait_until(lambda: (m := _get(port, "/metrics")[1]) and
                         _metric(m, "kafka_canary_availability", partition="1") < 1 and m, what="availability drop")
-        errors = [line for line in metrics.splitlines() if line.startswith("kafka_canary_produce_error_total{")]
-        assert _metric(metrics, "kafka_canary_produce_error_total", partition="1") > 0, errors
+        failed = "kafka_canary_records_produced_failed_total"
+        errors = [line for line in metrics.splitlines() if line.startswith(failed + "{")]
+        assert _metric(metrics, failed, partition="1") > 0, errors
         # No comparison with partitions 0 and 2: with RF 3 on 3 brokers, broker 2 follows every partition, so
         # acks=all produce to all of them stalls until it is fenced and leaves their ISR (seen: 45 vs 48 errors).
         wait_until(lambda: not probe.connection_checks[2].ok, what="failed connection check")

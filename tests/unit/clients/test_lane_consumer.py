@@ -78,7 +78,7 @@ def test_processing_records_latency_errors_lag_and_stores_offsets_either_way(six
     assert bad.send_ts == bad.receive_ts  # no record timestamp: the receipt stands in
     labels = {"client": "billing-canary-0", "topic": "orders", "lane": "canary"}
     assert metrics.registry.get_sample_value("kafka_canary_client_processing_error_total", labels) == 1
-    assert metrics.registry.get_sample_value("kafka_canary_client_processing_latency_ms_count", labels) == 2
+    assert metrics.registry.get_sample_value("kafka_canary_client_processing_latency_seconds_count", labels) == 2
 
 
 def test_messages_marks_the_previous_record_processed_and_process_goes_on_after_errors(six_partitions, metrics):

@@ -37,7 +37,7 @@ def test_records_go_to_the_lanes_partitions_with_the_callers_arguments(six_parti
     assert all(s["headers"] == {"h": b"1"} and s["timestamp"] == 1234 and s["value"] == b"v" for s in fake.sent)
     assert producer.poll(0) == 20 and [p for _, p in delivered] == returned and all(e is None for e, _ in delivered)
     assert metrics.registry.get_sample_value("kafka_canary_client_lane_fallback", LABELS) == 0
-    assert metrics.registry.get_sample_value("kafka_canary_client_produce_latency_ms_count", LABELS) == 20
+    assert metrics.registry.get_sample_value("kafka_canary_client_produce_latency_seconds_count", LABELS) == 20
     assert producer.lane_partitions("orders") == ((2, 5), False)
 
 
