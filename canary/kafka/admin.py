@@ -34,6 +34,10 @@ class PartitionState:
     isr: tuple[int, ...]
 
 
+# The rollout's cluster lock (canary.rollout.core.lock): while this topic exists a rollout restarts brokers.
+ROLLOUT_LOCK_TOPIC = "__kafka_canary_rollout_lock"
+
+
 @dataclass(frozen=True)
 class TopicState:
     """What the cluster looks like to the reconciler."""
@@ -42,6 +46,7 @@ class TopicState:
     partitions: dict[int, PartitionState] = field(default_factory=dict)
     configs: dict[str, str] = field(default_factory=dict)
     reassigning: frozenset[int] = frozenset()  # partitions with a reassignment in flight
+    rollout_running: bool = False              # the rollout lock is held: brokers away are restarting
 
 
 class TopicAdmin:
@@ -53,9 +58,10 @@ class TopicAdmin:
         self.bootstrap_servers = bootstrap_servers
         self.client = dict(client or {})
         self.timeout = timeout
-        # A broker missing from the metadata for less than this many seconds is restarting, not gone: the
-        # reconciler keeps it (no replica moved off it, its partition still produced to), so a rolling restart
-        # never triggers reassignments.
+        # A broker missing from the metadata for less than this many seconds is restarting or down, not gone: the
+        # reconciler keeps it (no replica moved off it, its partition still produced to, so the probe sees the
+        # outage instead of looking away), and a rolling restart never triggers reassignments. While a rollout holds
+        # the cluster lock, every broker seen is kept, however long it is away.
         self.away_grace = away_grace
         self._seen: dict[int, tuple[float, str | None]] = {}
         self.admin = admin_client(bootstrap_servers, {"socket.timeout.ms": 10000, **self.client})
@@ -64,22 +70,24 @@ class TopicAdmin:
         try:
             # All topics: a metadata request naming the topic could auto-create it on the broker.
             metadata, nodes = metadata_and_brokers(self.admin, self.timeout)
-            brokers = self._with_recently_seen({node.id: node.rack for node in nodes})
+            rollout_running = ROLLOUT_LOCK_TOPIC in metadata.topics
+            brokers = self._with_recently_seen({node.id: node.rack for node in nodes}, rollout_running)
         except KafkaException as exc:
             raise ClusterError(f"cannot read cluster metadata from {self.bootstrap_servers}: {exc.args[0]}") from exc
         meta = metadata.topics.get(topic)
         if meta is None or (meta.error is not None and meta.error.name() == "UNKNOWN_TOPIC_OR_PART"):
-            return TopicState(brokers=brokers, exists=False)
+            return TopicState(brokers=brokers, exists=False, rollout_running=rollout_running)
         if meta.error is not None:
             raise ClusterError(f"topic {topic}: {meta.error.str()}")
         parts = {p.id: PartitionState(tuple(p.replicas), p.leader, tuple(p.isrs)) for p in meta.partitions.values()}
         return TopicState(brokers=brokers, exists=True, partitions=parts, configs=self._configs(topic),
-                          reassigning=frozenset(self.reassignments(topic)))
+                          reassigning=frozenset(self.reassignments(topic)), rollout_running=rollout_running)
 
-    def _with_recently_seen(self, live: dict[int, str | None]) -> dict[int, str | None]:
+    def _with_recently_seen(self, live: dict[int, str | None], rollout_running: bool = False) -> dict[int, str | None]:
         now = time.monotonic()
         self._seen.update({b: (now, rack) for b, rack in live.items()})
-        away = {b: rack for b, (seen, rack) in self._seen.items() if b not in live and now - seen < self.away_grace}
+        grace = float("inf") if rollout_running else self.away_grace
+        away = {b: rack for b, (seen, rack) in self._seen.items() if b not in live and now - seen < grace}
         return live | away
 
     def _configs(self, topic: str, tries: int = 10) -> dict[str, str]:

@@ -47,7 +47,9 @@ class ProbeConfig:
     http_port: int | None = None               # None: no HTTP server; 0: any free port
     http_host: str = "0.0.0.0"
     reconcile: bool = True                     # False: use the topic as it is (no admin rights needed)
-    away_grace: float = 0.0                    # seconds a missing broker counts as restarting, not removed
+    # seconds a missing broker counts as restarting or down, not removed (its replicas stay; the probe keeps
+    # producing to its partition and sees the outage); a broker missing longer is taken as removed (scale-down)
+    away_grace: float = 600.0
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     producer_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     client: dict[str, str] = field(default_factory=dict)  # librdkafka passthrough

@@ -25,8 +25,7 @@ def probe_config(run: Rollout, name: str, seconds: float | None = None, reconcil
     observations.unlink(missing_ok=True)
     return ProbeConfig(bootstrap_servers=run.bootstrap_servers, rate=run.spec.probe_rate, duration=seconds,
                        run_id=f"{run.run_id}-{name}", producer_id=f"rollout-{run.run_id}", client=dict(run.spec.client),
-                       observations_file=str(observations), rtt_sla=15.0, message_timeout=10.0, reconcile=reconcile,
-                       away_grace=300.0)  # a broker the rollout restarts is still probed, not dropped
+                       observations_file=str(observations), rtt_sla=15.0, message_timeout=10.0, reconcile=reconcile)
 
 
 def run_probe(run: Rollout, name: str, seconds: float, reconcile: bool = False) -> ProbeSummary:

@@ -17,10 +17,10 @@ import time
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from canary.errors import CanaryError, ClusterError
-from canary.kafka.admin import TopicAdmin
+from canary.kafka.admin import ROLLOUT_LOCK_TOPIC, TopicAdmin
 from canary.kafka.clients import QUIET_LOGGER, admin_client
 
-LOCK_TOPIC = "__kafka_canary_rollout_lock"
+LOCK_TOPIC = ROLLOUT_LOCK_TOPIC
 
 
 class LockHeld(CanaryError):

@@ -115,7 +115,21 @@ def test_a_restarting_broker_is_kept_within_the_grace_and_dropped_after_it(monke
     assert not plan(SPEC, _state_from(created, brokers)).reassign
     clock[0] += 31  # gone for longer than the grace: removed
     assert admin._with_recently_seen({1: "a", 2: "b"}) == {1: "a", 2: "b"}
-    assert topic.TopicAdmin("127.0.0.1:1")._with_recently_seen({1: None}) == {1: None}  # no grace: live only
+    assert topic.TopicAdmin("127.0.0.1:1", away_grace=0)._with_recently_seen({1: None}) == {1: None}  # live only
+
+
+def test_while_a_rollout_holds_the_lock_a_broker_away_is_never_dropped(monkeypatch):
+    from canary.probe import topic
+    from canary.probe.config import ProbeConfig
+
+    assert ProbeConfig(bootstrap_servers="b:1").away_grace >= 300  # a broker down is watched, not reassigned away
+    admin = topic.TopicAdmin("127.0.0.1:1", away_grace=60)
+    clock = [1000.0]
+    monkeypatch.setattr(topic.time, "monotonic", lambda: clock[0])
+    admin._with_recently_seen({1: "a", 2: "b", 3: None})
+    clock[0] += 3600  # an hour away, far beyond the grace: still a broker while the rollout runs
+    assert admin._with_recently_seen({1: "a", 2: "b"}, rollout_running=True) == {1: "a", 2: "b", 3: None}
+    assert admin._with_recently_seen({1: "a", 2: "b"}, rollout_running=False) == {1: "a", 2: "b"}
 
 
 def test_a_broker_heading_an_orphan_too_keeps_its_own_partition_and_the_returning_broker_gets_its_back():
