@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from canary import process
-from canary.cluster import distribution
+from canary.cluster import distribution, metrics_agent
 from canary.errors import CanaryError
 from canary.kafka import broker_config
 
@@ -227,6 +227,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
     for version in args.versions or [distribution.BASELINE_VERSION, distribution.TARGET_VERSION]:
         dist = distribution.ensure(version)
         print(f"Kafka {dist.version}: {dist.libs} ({dist.source})")
+    print(f"brokers' metrics agent: {metrics_agent.agent_jar()}")
     return 0
 
 

@@ -124,6 +124,10 @@ class LocalCluster:
             return {}
         return cluster_security.client_settings(self.directory, self._loaded_secrets(), with_secret)
 
+    def metrics_endpoints(self) -> dict[int, str]:
+        """Broker id -> the base URL of its metrics agent (canary.cluster.metrics_agent), for brokers that have one."""
+        return {n.node_id: f"http://127.0.0.1:{n.metrics_port}" for n in self.state.brokers if n.metrics_port}
+
     def is_running(self, node: NodeState) -> bool:
         """Whether the node's process is up (it may not serve yet)."""
         return self.processes.running(node)

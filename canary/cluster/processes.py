@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from canary import process
+from canary.cluster import metrics_agent
 from canary.cluster.distribution import KafkaDistribution
 from canary.cluster.state import ClusterState, NodeState
 from canary.errors import ClusterError
@@ -54,10 +55,19 @@ class NodeProcesses:
         logs = state.node_dir(node) / "logs"
         heap = state.broker_heap if node.role == "broker" else state.controller_heap
         jvm = [f"-Xms{heap}", f"-Xmx{heap}", *_JVM_OPTS, f"-Dkafka.logs.dir={logs}", self._marker(node)]
+        if node.role == "broker":
+            jvm.append(metrics_agent.agent_option(self._metrics_port(node)))
         cmd = dist.java_command("kafka.Kafka", [str(properties)], jvm, tool=False)
         node.pid, node.pid_start = process.start(cmd, state.node_dir(node), logs / "stdout.log", self.tie_to_parent)
         node.desired = "running"
         state.save()
+
+    @staticmethod
+    def _metrics_port(node: NodeState) -> int:
+        """The broker's metrics port: the one it had when still free (a scraper keeps its target), else a new one."""
+        if not node.metrics_port or not _port_free(node.metrics_port):
+            node.metrics_port = process.free_port()
+        return node.metrics_port
 
     def start_proxy(self, state: ClusterState, node: NodeState) -> None:
         """Starts the delay proxy in front of the broker's client listener, holding `node.client_delay_ms`."""

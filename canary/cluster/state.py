@@ -42,6 +42,9 @@ class NodeState:
     proxy_port: int | None = None
     proxy_pid: int | None = None
     proxy_pid_start: int | None = None
+    # Brokers: the JMX exporter agent's port (/metrics on loopback, canary.cluster.metrics_agent); None in state
+    # files written before it existed.
+    metrics_port: int | None = None
 
     @property
     def address(self) -> str:

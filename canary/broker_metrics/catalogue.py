@@ -1,0 +1,81 @@
+"""The broker metrics the gate compares, each defined once: which exporter series it comes from, whether it is a
+gauge read as it is or a counter turned into a per-second rate, its unit, which change is bad, and the PromQL that
+computes the same value in a Prometheus scraping the same exporter (a team whose Prometheus names series
+differently overrides the queries)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+Direction = Literal["increase", "decrease"]   # which change is a regression
+
+
+@dataclass(frozen=True)
+class BrokerMetric:
+    """`series` filtered by `labels` (several matching series are summed); kind `gauge`: the value as read; `rate`:
+    the counter's increase per second between two samples, times `scale` (idle nanoseconds per second -> ratio)."""
+
+    name: str
+    series: str
+    kind: Literal["gauge", "rate"]
+    unit: str
+    direction: Direction
+    labels: Mapping[str, str] = field(default_factory=dict)
+    scale: float = 1.0
+
+    def promql(self, broker_label: str, brokers: str, window: str) -> str:
+        """The query giving this metric per broker: `brokers` is the regex of the broker label's values."""
+        matchers = ",".join([*(f'{k}="{v}"' for k, v in sorted(self.labels.items())), f'{broker_label}=~"{brokers}"'])
+        selector = f"{self.series}{{{matchers}}}"
+        inner = f"rate({selector}[{window}])" if self.kind == "rate" else selector
+        query = f"sum by ({broker_label}) ({inner})"
+        return query if self.scale == 1.0 else f"{query} * {self.scale:g}"
+
+
+def _request_times() -> list[BrokerMetric]:
+    """Queue, local, remote and total time of Produce and consumer and follower Fetch requests, p50 and p99."""
+    metrics = []
+    for request, short in (("Produce", "produce"), ("FetchConsumer", "fetch_consumer"),
+                           ("FetchFollower", "fetch_follower")):
+        for part, part_short in (("RequestQueueTimeMs", "queue"), ("LocalTimeMs", "local"),
+                                 ("RemoteTimeMs", "remote"), ("TotalTimeMs", "total")):
+            for quantile in (50, 99):
+                metrics.append(BrokerMetric(
+                    f"{short}_{part_short}_time_p{quantile}_ms", f"kafka_network_requestmetrics_{quantile}thpercentile",
+                    "gauge", "ms", "increase", {"name": part, "request": request}))
+    return metrics
+
+
+def _topic_rate(name: str, bean: str, unit: str, direction: Direction) -> BrokerMetric:
+    return BrokerMetric(name, "kafka_server_brokertopicmetrics_count", "rate", unit, direction, {"name": bean})
+
+
+CATALOGUE: tuple[BrokerMetric, ...] = (
+    # Kafka marks the handler pool's idle meter with idle nanoseconds per thread: its rate / 1e9 is the idle share.
+    BrokerMetric("request_handler_idle_ratio", "kafka_server_kafkarequesthandlerpool_count", "rate", "ratio",
+                 "decrease", {"name": "RequestHandlerAvgIdlePercent"}, scale=1e-9),
+    BrokerMetric("network_processor_idle_ratio", "kafka_network_socketserver_value", "gauge", "ratio", "decrease",
+                 {"name": "NetworkProcessorAvgIdlePercent"}),
+    *_request_times(),
+    _topic_rate("produce_requests_per_s", "TotalProduceRequestsPerSec", "1/s", "decrease"),
+    _topic_rate("fetch_requests_per_s", "TotalFetchRequestsPerSec", "1/s", "decrease"),
+    _topic_rate("failed_produce_requests_per_s", "FailedProduceRequestsPerSec", "1/s", "increase"),
+    _topic_rate("failed_fetch_requests_per_s", "FailedFetchRequestsPerSec", "1/s", "increase"),
+    _topic_rate("bytes_in_per_s", "BytesInPerSec", "bytes/s", "decrease"),
+    _topic_rate("bytes_out_per_s", "BytesOutPerSec", "bytes/s", "decrease"),
+    _topic_rate("messages_in_per_s", "MessagesInPerSec", "1/s", "decrease"),
+    BrokerMetric("log_flushes_per_s", "kafka_log_logflushstats_count", "rate", "1/s", "increase",
+                 {"name": "LogFlushRateAndTimeMs"}),
+    BrokerMetric("log_flush_time_p99_ms", "kafka_log_logflushstats_99thpercentile", "gauge", "ms", "increase",
+                 {"name": "LogFlushRateAndTimeMs"}),
+    BrokerMetric("isr_shrinks_per_s", "kafka_server_replicamanager_count", "rate", "1/s", "increase",
+                 {"name": "IsrShrinksPerSec"}),
+    BrokerMetric("isr_expands_per_s", "kafka_server_replicamanager_count", "rate", "1/s", "increase",
+                 {"name": "IsrExpandsPerSec"}),
+    BrokerMetric("under_replicated_partitions", "kafka_server_replicamanager_value", "gauge", "partitions",
+                 "increase", {"name": "UnderReplicatedPartitions"}),
+    BrokerMetric("cpu_seconds_per_s", "process_cpu_seconds_total", "rate", "s/s", "increase"),
+    BrokerMetric("gc_seconds_per_s", "jvm_gc_collection_seconds_sum", "rate", "s/s", "increase"),
+)

@@ -1,0 +1,115 @@
+"""Broker metrics from both sources on real brokers: the JMX exporter agent of each broker we start, and a real
+Prometheus server (Debian's, started on loopback) scraping those agents, read through its HTTP query API."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from confluent_kafka import Producer
+from conftest import running_cluster
+
+from canary.broker_metrics import CATALOGUE, BrokerMetricsError, ExporterSource, PrometheusSource
+from canary.process import free_port
+
+pytestmark = pytest.mark.integration
+PROMETHEUS = "/usr/bin/prometheus"
+
+
+def _load(bootstrap: str, messages: int = 3000) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    for i in range(messages):
+        producer.produce("metrics-load", value=b"x" * 500, key=str(i).encode())
+        producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator:
+    with running_cluster("broker-metrics", brokers=2) as started:
+        yield started
+
+
+def test_every_broker_serves_every_catalogue_metric_and_load_shows(cluster):
+    source = ExporterSource(cluster.metrics_endpoints())
+    assert sorted(source.endpoints) == [1, 2]
+    source.check()
+    first = source.sample()
+    assert {s.metric for s in first} == {m.name for m in CATALOGUE if m.kind == "gauge"}  # rates need two readings
+    _load(cluster.bootstrap_servers)
+    second = source.sample()
+    assert {(s.broker, s.metric) for s in second} == {(b, m.name) for b in (1, 2) for m in CATALOGUE}
+    value = {(s.broker, s.metric): s.value for s in second}
+    assert sum(value[(b, "bytes_in_per_s")] for b in (1, 2)) > 0
+    assert sum(value[(b, "messages_in_per_s")] for b in (1, 2)) > 0
+    assert all(0 < value[(b, "request_handler_idle_ratio")] <= 1 for b in (1, 2))
+    assert all(value[(b, "cpu_seconds_per_s")] > 0 for b in (1, 2))
+
+
+def test_a_broker_whose_metrics_cannot_be_read_is_named(cluster):
+    endpoints = {**cluster.metrics_endpoints(), 9: f"http://127.0.0.1:{free_port()}"}
+    with pytest.raises(BrokerMetricsError, match=r"broker 9: cannot read its metrics at http://127\.0\.0\.1:\d+"):
+        ExporterSource(endpoints).check()
+    assert {s.broker for s in ExporterSource(endpoints).sample()} == {1, 2}  # the others still sampled
+
+
+@pytest.fixture(scope="module")
+def prometheus(cluster, tmp_path_factory) -> Iterator[str]:
+    """Debian's Prometheus on loopback scraping both brokers' agents every second, each target labelled broker."""
+    assert shutil.which(PROMETHEUS), f"{PROMETHEUS} is missing: `make test` installs Debian's prometheus package"
+    home = tmp_path_factory.mktemp("prometheus")
+    targets = "\n".join(f"      - targets: ['{url.removeprefix('http://')}']\n        labels: {{broker: '{broker}'}}"
+                        for broker, url in sorted(cluster.metrics_endpoints().items()))
+    (home / "prometheus.yml").write_text(f"global: {{scrape_interval: 1s}}\nscrape_configs:\n  - job_name: kafka\n"
+                                         f"    static_configs:\n{targets}\n")
+    port = free_port()
+    with open(home / "prometheus.log", "w") as log:
+        server = subprocess.Popen([PROMETHEUS, f"--config.file={home / 'prometheus.yml'}",
+                                   f"--storage.tsdb.path={home / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
+                                  stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _until_scraped(url, home / "prometheus.log")
+        yield url
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def _until_scraped(url: str, log: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            up = requests.get(f"{url}/api/v1/query", params={"query": "count_over_time(up[1m])"}, timeout=2).json()
+            if len(up["data"]["result"]) == 2 and all(float(r["value"][1]) >= 4 for r in up["data"]["result"]):
+                return
+        except (requests.RequestException, ValueError, KeyError):
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"Prometheus did not scrape both brokers within {timeout:.0f}s: {log.read_text()[-2000:]}")
+
+
+def test_prometheus_gives_the_same_metrics_per_broker(cluster, prometheus):
+    _load(cluster.bootstrap_servers)
+    time.sleep(3)  # two scrapes after the load
+    source = PrometheusSource(prometheus, {1: "1", 2: "2"}, window="10s")
+    source.check()
+    samples = source.sample()
+    assert {(s.broker, s.metric) for s in samples} == {(b, m.name) for b in (1, 2) for m in CATALOGUE}
+    value = {(s.broker, s.metric): s.value for s in samples}
+    assert sum(value[(b, "bytes_in_per_s")] for b in (1, 2)) > 0
+    assert all(value[(b, "under_replicated_partitions")] == 0 for b in (1, 2))
+
+
+def test_prometheus_problems_are_named(prometheus):
+    with pytest.raises(BrokerMetricsError, match=r"no metrics for brokers \[3\]"):
+        PrometheusSource(prometheus, {1: "1", 3: "3"}).check()
+    with pytest.raises(BrokerMetricsError, match="refused the query"):
+        PrometheusSource(prometheus, {1: "1"}, queries={"cpu_seconds_per_s": "rate(("}).sample()
+    with pytest.raises(BrokerMetricsError, match="cannot reach Prometheus"):
+        PrometheusSource(f"http://127.0.0.1:{free_port()}", {1: "1"}).check()
