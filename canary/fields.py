@@ -140,7 +140,8 @@ def _config_key(key: str) -> str:
 
 
 ConfigKey = Annotated[str, AfterValidator(_config_key)]
-ConfigValue = Annotated[str | None, BeforeValidator(_one_line_value)]
+ConfigValue = Annotated[str | None, BeforeValidator(_one_line_value),
+                        WithJsonSchema({"type": ["string", "number", "boolean", "null"]})]
 # Broker config overrides: key -> one-line value, or null to remove an override.
 BrokerConfig = dict[ConfigKey, ConfigValue]
 
@@ -179,13 +180,23 @@ class BuiltSpec(SpecModel):
             raise self.error(problems(exc, type(self))) from None
 
 
-def required(what: str) -> AfterValidator:
-    """A string that may not be blank; the error says what it is: `Annotated[str, required("...")] = ""`."""
-    def check(value: str) -> str:
+@dataclass(frozen=True)
+class _Required(GroupedMetadata):
+    what: str
+
+    def check(self, value: str) -> str:
         if not value.strip():
-            raise ValueError(f"is required: {what}")
+            raise ValueError(f"is required: {self.what}")
         return value
-    return AfterValidator(check)
+
+    def __iter__(self) -> Iterator[object]:
+        yield AfterValidator(self.check)
+        yield Field(json_schema_extra={"minLength": 1})  # a form refuses it empty too
+
+
+def required(what: str) -> _Required:
+    """A string that may not be blank; the error says what it is: `Annotated[str, required("...")] = ""`."""
+    return _Required(what)
 
 
 def _known_fields(model: type[BaseModel], loc: tuple) -> list[str]:
@@ -211,15 +222,14 @@ def _shown(part: object) -> str:
     return text if re.fullmatch(r"[\w.-]+", text) else repr(text)
 
 
-def problems(error: ValidationError, model: type[BaseModel]) -> list[str]:
-    """One line per problem of `error`: the field's dotted path, what is wrong and what to fix."""
-    lines = []
+def problem_items(error: ValidationError, model: type[BaseModel]) -> list[tuple[tuple, str]]:
+    """(where, what is wrong and what to fix) per problem of `error`; `where` is the field's path."""
+    items = []
     for item in error.errors(include_url=False):
-        loc = tuple(item["loc"])
-        where = ".".join(_shown(p) for p in loc if p != "[key]") or "the spec"
+        loc = tuple(p for p in item["loc"] if p != "[key]")
         kind, text = item["type"], item["msg"]
         if kind == "extra_forbidden":
-            known = _known_fields(model, loc[:-1])
+            known = _known_fields(model, tuple(item["loc"])[:-1])
             text = "unknown field" + (f"; known fields are {', '.join(known)}" if known else "")
         elif kind == "missing":
             text = "is required"
@@ -228,5 +238,10 @@ def problems(error: ValidationError, model: type[BaseModel]) -> list[str]:
         elif not any(isinstance(p, str) and is_secret(p) for p in loc):
             shown = repr(item.get("input"))
             text = f"{text} (got {shown[:60]}{'…' if len(shown) > 60 else ''})"
-        lines.append(f"{where}: {text}")
-    return lines
+        items.append((loc, text))
+    return items
+
+
+def problems(error: ValidationError, model: type[BaseModel]) -> list[str]:
+    """One line per problem of `error`: the field's dotted path, what is wrong and what to fix."""
+    return [f"{'.'.join(_shown(p) for p in loc) or 'the spec'}: {text}" for loc, text in problem_items(error, model)]

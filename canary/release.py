@@ -23,6 +23,7 @@ from typing import TextIO
 import requests
 
 from canary.errors import CanaryError
+from canary.forms import BROKER_FORM
 from canary.probe.config import parse_duration
 
 DAG_ID = "kafka_broker_canary"
@@ -211,10 +212,8 @@ def _conf(args: argparse.Namespace) -> dict:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ReleaseError(f"--param {item!r} is not KEY=VALUE")
-        try:  # JSON where it parses ({"warmup_s": 5}, 20, true), else the plain string
-            conf[key] = json.loads(value)
-        except ValueError:
-            conf[key] = value
+        # JSON where it parses ({"warmup_s": 5}, 20, true), else the plain string; a text param stays text
+        conf[key] = BROKER_FORM.parse(key, value) if key in BROKER_FORM.names else value
     conf["cluster_conn_id"] = args.cluster
     if args.version is not None or "target_version" not in conf:
         conf["target_version"] = args.version  # none: a config-only change
@@ -230,6 +229,7 @@ def _conf(args: argparse.Namespace) -> dict:
         overrides[key] = value
     if overrides:
         conf["config_overrides"] = overrides
+    BROKER_FORM.check(conf)  # the DAG's own rules, before Airflow is asked for anything
     return conf
 
 
@@ -242,13 +242,14 @@ def cmd_release(args: argparse.Namespace) -> int:
         raise ReleaseError(f"--timeout: {exc}") from None
     if timeout is None:  # an empty --timeout: the deadline arithmetic needs a number
         raise ReleaseError("--timeout: give a duration such as 4h or 30m")
+    if not args.follow and not args.cluster:
+        raise ReleaseError("--cluster is required (the Airflow connection id of the cluster), unless --follow")
+    conf = None if args.follow else _conf(args)  # every param checked before Airflow is asked anything
     client = AirflowClient(args.airflow_url, token=os.environ.get("AIRFLOW_API_TOKEN"),
                            username=os.environ.get("AIRFLOW_USERNAME"), password=os.environ.get("AIRFLOW_PASSWORD"))
-    if args.follow:
+    if conf is None:
         return follow(client, args.follow, poll=args.poll, timeout=timeout, patience=args.patience)
-    if not args.cluster:
-        raise ReleaseError("--cluster is required (the Airflow connection id of the cluster), unless --follow")
-    return release(client, _conf(args), run_id=args.run_id, wait=args.wait, poll=args.poll, timeout=timeout,
+    return release(client, conf, run_id=args.run_id, wait=args.wait, poll=args.poll, timeout=timeout,
                    check_cluster=not args.skip_cluster_check, patience=args.patience)
 
 

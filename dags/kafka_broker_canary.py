@@ -8,7 +8,8 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-from airflow.sdk import Param, chain, dag
+from airflow.sdk import chain, dag
+from kafka_canary_provider.forms import params_from_form
 from kafka_canary_provider.operators.analysis import CanaryAnalysisSubmitOperator
 from kafka_canary_provider.operators.gate import verdict_gate
 from kafka_canary_provider.operators.rollout import (
@@ -25,6 +26,8 @@ from kafka_canary_provider.operators.rollout import (
 )
 from kafka_canary_provider.operators.warm_up import LearnerWarmUpOperator
 from kafka_canary_provider.runs import rollout_run_id
+
+from canary.forms import BROKER_FORM
 
 REPO = Path(__file__).resolve().parents[1]
 ANALYSIS_JOB = str(REPO / "spark_jobs" / "canary_analysis.py")
@@ -71,45 +74,7 @@ The same steps run without Airflow: `kafka-canary rollout run --spec rollout.yam
     # still missing (a leader that moved while a broker was slow, a task runner the API server answered too late).
     default_args={"retries": 2, "retry_delay": timedelta(seconds=10)},
     user_defined_macros={"kafka_connector_jars": _kafka_connector_jars, "rollout_run_id": rollout_run_id},
-    params={
-        "cluster_conn_id": Param("kafka_canary_default", type="string", minLength=1, title="Cluster connection",
-                                 description="Airflow connection (type kafka_canary) of the cluster to roll"),
-        "target_version": Param("4.1.2", type=["null", "string"], pattern=r"^\d+\.\d+\.\d+$",
-                                title="Target Kafka version",
-                                description="Version the canary brokers get, then the fleet; empty keeps each "
-                                            "broker's version (a config-only change)"),
-        "config_overrides": Param({}, type="object", title="Broker config overrides",
-                                  description='Broker settings the change applies, e.g. {"num.io.threads": "6"}; '
-                                              "null removes an override"),
-        "canary_count": Param(1, type="integer", minimum=1, title="Canary brokers (count)",
-                              description="How many brokers become canaries (the highest ids), unless canary "
-                                          "broker ids are given"),
-        "canary_brokers": Param([], type="array", items={"type": "integer", "minimum": 0}, uniqueItems=True,
-                                title="Canary broker ids",
-                                description="Explicit canary broker ids; empty uses the count"),
-        "window": Param("2m", type="string", pattern=r"^\d+(\.\d+)?(ms|s|m|h)?$", title="Probe window",
-                        description="How long probe traffic is judged, e.g. 90s or 2m"),
-        "interim_interval": Param("30s", type="string", pattern=r"^\d+(\.\d+)?(ms|s|m|h)?$",
-                                  title="Interim look interval",
-                                  description="Time between interim looks that can stop the window early"),
-        "probe_rate": Param(20, type="number", exclusiveMinimum=0, maximum=10000, title="Probe rate",
-                            description="Probe messages per second per partition"),
-        "preflight_probe": Param("10s", type="string", pattern=r"^\d+(\.\d+)?(ms|s|m|h)?$",
-                                 title="Preflight probe",
-                                 description="Length of the green baseline probe in preflight and verify"),
-        "judge_config": Param({}, type="object", title="Judge config",
-                              description='Judge thresholds (canary/judge/README.md), e.g. {"warmup_s": 5}; '
-                                          "empty uses the defaults"),
-        "engine": Param("spark", type="string", enum=["spark", "inline"], title="Analysis engine",
-                        description="spark: the Spark analysis task decides; inline: the judge in-process"),
-        "finalize": Param(True, type="boolean", title="Finalize features",
-                          description="Raise finalized feature levels after promoting (no binary rollback after)"),
-        "on_inconclusive": Param("ask", type="string", enum=["ask", "rollback"], title="On INCONCLUSIVE",
-                                 description="ask: a person approves or rejects (rollback after 4 h); "
-                                             "rollback: roll back without asking"),
-        "client_delay_ms": Param(0, type="number", minimum=0, maximum=60000, title="Fault: client delay (ms)",
-                                 description="Scenarios only: a delay proxy in front of each canary broker"),
-    },
+    params=params_from_form(BROKER_FORM),
 )
 def kafka_broker_canary():
     steps = {"kafka_canary_conn_id": CONN, "pool": CLUSTER_POOL}

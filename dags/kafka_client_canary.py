@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 
-from airflow.sdk import Param, chain, dag
+from airflow.sdk import chain, dag
+from kafka_canary_provider.forms import params_from_form
 from kafka_canary_provider.operators.client_rollout import (
     ClientDeployCanaryOperator,
     ClientJudgeOperator,
@@ -22,11 +23,11 @@ from kafka_canary_provider.operators.client_rollout import (
 from kafka_canary_provider.operators.gate import verdict_gate
 from kafka_canary_provider.runs import rollout_run_id
 
+from canary.forms import CLIENT_FORM
+
 # The broker rollout's pool: a client rollout moves partition leadership, so it must not overlap a broker rollout.
 CLUSTER_POOL = os.environ.get("KAFKA_CANARY_POOL", "kafka_canary_default")
 CONN = "{{ params.cluster_conn_id }}"
-NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
-DURATION = r"^\d+(\.\d+)?(ms|s|m|h)?$"
 
 DOC = """
 ### Gated rollout of a Kafka client service
@@ -51,40 +52,7 @@ The same steps run without Airflow: `kafka-canary client-rollout run --spec clie
     tags=["kafka", "canary", "rollout", "clients"],
     default_args={"retries": 2, "retry_delay": timedelta(seconds=10)},
     user_defined_macros={"rollout_run_id": rollout_run_id},
-    params={
-        "cluster_conn_id": Param("kafka_canary_default", type="string", minLength=1, title="Cluster connection",
-                                 description="Airflow connection (type kafka_canary) of the service's cluster"),
-        "service_name": Param("orders", type="string", pattern=NAME, title="Service",
-                              description="The service; its instances are named <service>-producer-0, …"),
-        "topic": Param("orders", type="string", pattern=r"^[A-Za-z0-9._-]{1,249}$", title="Topic",
-                       description="The topic the service produces to and consumes from"),
-        "group": Param("orders-billing", type="string", pattern=NAME, title="Consumer group",
-                       description="The consumers' group id (their committed offsets)"),
-        "fleet_dir": Param("", type="string", minLength=1, title="Fleet directory",
-                           description="The service deployer's directory: instance state, logs"),
-        "producers": Param(1, type="integer", minimum=0, maximum=64, title="Baseline producer instances",
-                           description="Producer instances of the baseline lane (a canary one is added)"),
-        "consumers": Param(2, type="integer", minimum=0, maximum=64, title="Baseline consumer instances",
-                           description="Consumer instances of the baseline lane (a canary one is added)"),
-        "rate": Param(20, type="number", exclusiveMinimum=0, maximum=10000, title="Records/s per producer",
-                      description="The sample producer's rate (records per second per instance)"),
-        "from_version": Param("v1", type="string", pattern=NAME, title="Current version",
-                              description="The version every instance runs before the rollout"),
-        "to_version": Param("v2", type="string", pattern=NAME, title="New version",
-                            description="The version the canary instances get, then the fleet"),
-        "canary_partitions": Param(1, type="integer", minimum=1, maximum=10000, title="Canary partitions",
-                                   description="How many of the topic's partitions the canary lane gets"),
-        "window": Param("60s", type="string", pattern=DURATION, title="Window",
-                        description="How long the lanes are compared, e.g. 60s or 5m"),
-        "interim_interval": Param("15s", type="string", pattern=DURATION, title="Interim look interval",
-                                  description="Time between interim looks that can stop the window early"),
-        "judge_config": Param({}, type="object", title="Judge config",
-                              description="Judge thresholds; empty uses the client rollout's defaults"),
-        "engine": Param("spark", type="string", enum=["spark", "inline"], title="Analysis engine",
-                        description="spark: the Spark analysis job decides; inline: the judge in-process"),
-        "on_inconclusive": Param("ask", type="string", enum=["ask", "rollback"], title="On INCONCLUSIVE",
-                                 description="ask: a person approves or rejects (rollback after 4 h)"),
-    },
+    params=params_from_form(CLIENT_FORM),
 )
 def kafka_client_canary():
     steps = {"kafka_canary_conn_id": CONN, "pool": CLUSTER_POOL}

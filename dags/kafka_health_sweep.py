@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 from datetime import datetime, timedelta
 
-from airflow.sdk import AssetAlias, Param, Variable, dag, task
+from airflow.sdk import AssetAlias, Variable, dag, task
+from kafka_canary_provider.forms import params_from_form
 from kafka_canary_provider.operators.sweep import (
     HEALTH_ALIAS,
     HealthSweepOperator,
@@ -15,11 +16,12 @@ from kafka_canary_provider.operators.sweep import (
     alert_on_failure,
 )
 
+from canary.forms import SWEEP_FORM
+
 CLUSTERS_VARIABLE = "kafka_canary_sweep_clusters"
 DEFAULT_CLUSTERS = ["kafka_canary_default"]
 # The schedule is fixed when the DAG is parsed; an environment variable changes it without editing the file.
 SCHEDULE = os.environ.get("KAFKA_CANARY_SWEEP_SCHEDULE", "@hourly")
-DURATION = r"^\d+(\.\d+)?(ms|s|m|h)?$"
 
 DOC = """
 ### Kafka health sweep
@@ -53,22 +55,7 @@ The same sweep without Airflow: `kafka-canary sweep --bootstrap-servers HOST:POR
     default_args={"retries": 0, "on_failure_callback": alert_on_failure},
     # Params reach the operator through templates; native rendering keeps numbers numbers and mappings mappings.
     render_template_as_native_obj=True,
-    params={
-        "clusters": Param([], type="array", items={"type": "string", "minLength": 1}, uniqueItems=True,
-                          title="Clusters",
-                          description="Connection ids to sweep; empty: the Variable kafka_canary_sweep_clusters "
-                                      '(default ["kafka_canary_default"])'),
-        "duration": Param("30s", type="string", pattern=DURATION, title="Probe duration",
-                          description="Probe traffic per cluster, e.g. 30s or 1m"),
-        "probe_rate": Param(20, type="number", exclusiveMinimum=0, maximum=10000, title="Probe rate",
-                            description="Probe messages per second per partition"),
-        "reference_sweeps": Param(6, type="integer", minimum=1, maximum=200, title="Reference sweeps",
-                                  description="How many of the cluster's latest healthy sweeps are pooled as the "
-                                              "reference"),
-        "judge_config": Param({}, type="object", title="Judge config",
-                              description="Judge thresholds merged over the sweep's defaults (canary/judge/README.md), "
-                                          'e.g. {"metrics": {"e2e_latency_p99": {"slo": 500}}}'),
-    },
+    params=params_from_form(SWEEP_FORM),
 )
 def kafka_health_sweep():
     @task

@@ -122,7 +122,7 @@ class ChangeSection(SpecSection):
 
 class CanarySection(SpecSection):
     count: int | None = Field(None, strict=True, ge=1)                    # exactly one of count / brokers
-    brokers: list[BrokerId] | None = Field(None, min_length=1)
+    brokers: list[BrokerId] | None = Field(None, min_length=1, json_schema_extra={"uniqueItems": True})
 
     @field_validator("brokers")
     @classmethod

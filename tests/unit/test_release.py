@@ -199,3 +199,28 @@ def test_a_busy_airflow_is_asked_again_while_following_and_given_up_on_after_pat
     with pytest.raises(ReleaseError, match="answered 503"):
         follow(AirflowClient(airflow(STEPS, None, busy=50).url, username="ci", password="s3cret", timeout=5), "r1",
                poll=0.01, patience=2, out=io.StringIO())
+
+
+def test_params_the_form_refuses_stop_the_release_before_airflow_is_asked(airflow, monkeypatch):
+    from canary import release as release_module
+    from canary.forms import FormError
+
+    fake = airflow(STEPS, None)
+    args = argparse.Namespace(cluster="prod", version=None, canary_count=None, window=None, engine=None,
+                              config=["broker.rack=x"], param=["canary_count=0", "target_version=4.1", "windw=1m"])
+    with pytest.raises(FormError, match="windw: unknown param"):
+        _conf(args)
+    args.param = ["canary_count=0", "target_version=4.1"]
+    with pytest.raises(FormError) as refused:
+        _conf(args)
+    assert [p.split(":")[0] for p in refused.value.problems] == [
+        "target_version", "config_overrides.broker.rack", "canary_count"]  # every problem, each naming its param
+    # The whole command: exit 2 from the check, and no request reached Airflow.
+    monkeypatch.setenv("AIRFLOW_API_TOKEN", "t")
+    parser = argparse.ArgumentParser()
+    release_module.register(parser.add_subparsers())
+    parsed = parser.parse_args(["release", "--cluster", "prod", "--version", "4.1.2", "--airflow-url", fake.url,
+                                "--param", "window=5s"])
+    with pytest.raises(FormError, match="window: '5s' must be a duration between 10s and 24h"):
+        parsed.func(parsed)
+    assert fake.calls == []

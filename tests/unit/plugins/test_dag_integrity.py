@@ -179,6 +179,7 @@ def test_client_dag_params_make_a_valid_client_spec(dagbag):
     from airflow.sdk.definitions.param import ParamsDict
     from kafka_canary_provider.runs import client_spec_from_params
 
+    from canary.forms import FormError
     from canary.rollout.client_spec import load_client_spec
 
     params = ParamsDict(dict(dagbag.dags["kafka_client_canary"].params.items()))
@@ -189,7 +190,7 @@ def test_client_dag_params_make_a_valid_client_spec(dagbag):
     assert (spec.from_version, spec.to_version, spec.window, spec.engine) == ("v1", "v2", 30.0, "spark")
     assert (spec.service.topic, spec.service.consumers, spec.service.dir) == ("orders", 2, "/tmp/orders-fleet")
     assert spec.run_id == "client-run"
-    with pytest.raises(ValueError, match="unknown trigger params \\['windw'\\]"):
+    with pytest.raises(FormError, match="windw: unknown param; known params are"):
         client_spec_from_params({**values, "windw": "1m"}, {"deployer": "local", "dir": "/tmp/c"}, "client-run")
 
 

@@ -1,0 +1,274 @@
+"""The DAGs' trigger forms, generated from the spec models, so each rule is written once.
+
+A form is a flat list of fields (the Airflow trigger params), each pointing at a field of a spec model (`path`) or
+at an option the DAG reads itself (`path=()`, validated by the form's small `options` model). From it come:
+- `json_schema(name)`: the param's JSON schema, the model field's own (type, range, pattern, enum), which the
+  provider turns into an Airflow `Param` (kafka_canary_provider.forms);
+- `spec(params, ...)`: the nested spec mapping a run's params ask for (an empty value means "not set": a form
+  cannot send null for every type), unknown params refused;
+- `check(params)`: every problem at once, each naming the param, before anything runs — the release command
+  calls it before it asks Airflow for a run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
+
+from canary.errors import CanaryError
+from canary.fields import SpecModel, problem_items
+from canary.kafka.versions import TARGET_VERSION
+from canary.rollout.client_spec import ClientRolloutModel
+from canary.rollout.spec import BrokerRolloutModel
+from canary.sweep.config import SweepConfig
+
+
+class FormError(CanaryError):
+    """Trigger params that cannot be used; `problems` lists every param to fix."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        listed = " " + problems[0] if len(problems) == 1 else "\n  - " + "\n  - ".join(problems)
+        super().__init__("the trigger params are not valid, nothing was started:" + listed)
+
+
+@dataclass(frozen=True)
+class FormField:
+    name: str                    # the trigger param
+    path: tuple[str, ...]        # where its value goes in the spec; () = an option of the DAG (the options model)
+    title: str
+    description: str
+    default: Any                 # as the form shows it ("2m", not 120.0)
+    unless: str | None = None    # left out of the spec when this other param is given
+    schema: Mapping[str, Any] | None = None  # replaces the model's where a form takes another shape
+
+
+def _empty(value: Any) -> bool:
+    return value is None or value == "" or value == [] or value == {}
+
+
+def _names(model: type[BaseModel], part: str) -> tuple[str, str]:
+    """The attribute name of the field `part` (its name or alias) and the key its JSON schema uses."""
+    for name, info in model.model_fields.items():
+        if part in (name, info.alias):
+            return name, info.alias or name
+    raise KeyError(f"{model.__name__} has no field {part!r}")
+
+
+def _leaf_schema(model: type[BaseModel], path: tuple[str, ...]) -> dict[str, Any]:
+    for part in path[:-1]:
+        section = model.model_fields[_names(model, part)[0]].annotation
+        assert isinstance(section, type) and issubclass(section, BaseModel), path
+        model = section
+    return dict(model.model_json_schema(by_alias=True)["properties"][_names(model, path[-1])[1]])
+
+
+def _form_schema(schema: dict[str, Any], default: Any) -> dict[str, Any]:
+    """A model field's schema as a form param's: no title or default of the model's, `X or null` as one type
+    that admits null, and no minimum count of items when the form's default is an empty list (empty = not set)."""
+    schema = {k: v for k, v in schema.items() if k not in ("title", "default")}
+    options = schema.pop("anyOf", None)
+    if options:
+        real = [o for o in options if o != {"type": "null"}]
+        if len(real) == 1 and len(options) == 2:
+            schema = {**real[0], **schema, "type": ["null", real[0].get("type")]}
+        else:
+            schema["anyOf"] = options
+    if default == []:
+        schema.pop("minItems", None)
+    return schema
+
+
+@dataclass(frozen=True)
+class Form:
+    model: type[BaseModel]                 # the spec the paths point into
+    options: type[SpecModel]               # the params that are not in the spec
+    fields: tuple[FormField, ...]
+    placeholders: Mapping[str, Any]        # what the DAG adds at run time (cluster, run id), for `check`
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(f.name for f in self.fields)
+
+    def field(self, name: str) -> FormField:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    def json_schema(self, name: str) -> dict[str, Any]:
+        f = self.field(name)
+        if f.schema is not None:
+            return dict(f.schema)
+        model: type[BaseModel] = self.options if not f.path else self.model
+        return _form_schema(_leaf_schema(model, f.path or (f.name,)), f.default)
+
+    def parse(self, name: str, text: str) -> Any:
+        """A param given as text on a command line: JSON where it parses, except for a text param (a version
+        such as 4.1 stays the text it is)."""
+        kind = self.json_schema(name).get("type")
+        if kind == "string" or kind == ["null", "string"]:
+            return text
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+
+    def _refuse_unknown(self, params: Mapping[str, Any]) -> None:
+        known = self.names
+        unknown = sorted(set(params) - known)
+        if unknown:
+            raise FormError([f"{name}: unknown param; known params are {', '.join(sorted(known))}"
+                             for name in unknown])
+
+    def spec(self, params: Mapping[str, Any], **fixed: Any) -> dict[str, Any]:
+        """The spec mapping for `params` (missing ones take the form's default), with `fixed` at the top level."""
+        self._refuse_unknown(params)
+        values = {f.name: params.get(f.name, f.default) for f in self.fields}
+        doc: dict[str, Any] = {}
+        for f in self.fields:
+            if not f.path or _empty(values[f.name]) or (f.unless and not _empty(values[f.unless])):
+                continue
+            node = doc
+            for part in f.path[:-1]:
+                node = node.setdefault(part, {})
+            node[f.path[-1]] = values[f.name]
+        return {**doc, **fixed}
+
+    def check(self, params: Mapping[str, Any]) -> None:
+        """Raises FormError naming every param that the spec or the options refuse."""
+        self._refuse_unknown(params)
+        found: list[str] = []
+        options = {f.name: params[f.name] for f in self.fields if not f.path and f.name in params}
+        for model, data in ((self.options, options), (self.model, self.spec(params, **self.placeholders))):
+            try:
+                model.model_validate(data)
+            except ValidationError as exc:
+                found += [f"{self._named(loc)}: {text}" for loc, text in problem_items(exc, model)]
+        if found:
+            raise FormError(found)
+
+    def _named(self, loc: tuple) -> str:
+        """The param(s) a problem at `loc` is about: the field whose path leads there, else those under it."""
+        loc = tuple(str(p) for p in loc)
+        for f in sorted(self.fields, key=lambda f: -len(f.path)):
+            if f.path and loc[:len(f.path)] == f.path:
+                return ".".join((f.name, *loc[len(f.path):]))  # a key inside the param's mapping too
+        under = [f.name for f in self.fields if f.path and f.path[:len(loc)] == loc]
+        return " / ".join(under) or ".".join(loc) or "the params"
+
+
+class RolloutOptions(SpecModel):
+    cluster_conn_id: Annotated[str, Field(min_length=1)] = "kafka_canary_default"
+    on_inconclusive: Literal["ask", "rollback"] = "ask"
+
+
+def _each_once(values: list[str]) -> list[str]:
+    twice = sorted({v for v in values if values.count(v) > 1})
+    if twice:
+        raise ValueError(f"{twice} are listed twice")
+    return values
+
+
+class SweepOptions(SpecModel):
+    clusters: Annotated[list[Annotated[str, Field(min_length=1)]], AfterValidator(_each_once),
+                        Field(json_schema_extra={"uniqueItems": True})] = []
+
+
+_CONNECTION = FormField("cluster_conn_id", (), "Cluster connection",
+                        "Airflow connection (type kafka_canary) of the cluster to roll", "kafka_canary_default")
+_ON_INCONCLUSIVE = FormField("on_inconclusive", (), "On INCONCLUSIVE", "ask: a person approves or rejects (rollback "
+                             "after 4 h); rollback: roll back without asking", "ask")
+_INTERIM = "Time between interim looks that can stop the window early"
+_ENGINE = "spark: the Spark analysis task decides; inline: the judge in-process"
+_IN_SPEC = {"cluster": {"deployer": "local", "dir": "(the connection's)"}, "run_id": "form-check"}
+
+BROKER_FORM = Form(BrokerRolloutModel, RolloutOptions, (
+    _CONNECTION,
+    FormField("target_version", ("change", "version"), "Target Kafka version",
+              "Version the canary brokers get, then the fleet; empty keeps each broker's version (a config-only "
+              "change)", TARGET_VERSION),
+    FormField("config_overrides", ("change", "config"), "Broker config overrides",
+              'Broker settings the change applies, e.g. {"num.io.threads": "6"}; null removes an override', {}),
+    FormField("canary_count", ("canary", "count"), "Canary brokers (count)",
+              "How many brokers become canaries (the highest ids), unless canary broker ids are given", 1,
+              unless="canary_brokers"),
+    FormField("canary_brokers", ("canary", "brokers"), "Canary broker ids",
+              "Explicit canary broker ids; empty uses the count", []),
+    FormField("window", ("probe", "window"), "Probe window", "How long probe traffic is judged, e.g. 90s or 2m",
+              "2m"),
+    FormField("interim_interval", ("probe", "interim_interval"), "Interim look interval", _INTERIM, "30s"),
+    FormField("probe_rate", ("probe", "rate"), "Probe rate", "Probe messages per second per partition", 20),
+    FormField("preflight_probe", ("probe", "preflight"), "Preflight probe",
+              "Length of the green baseline probe in preflight and verify", "10s"),
+    FormField("judge_config", ("judge", "config"), "Judge config",
+              'Judge thresholds (canary/judge/README.md), e.g. {"warmup_s": 5}; empty uses the defaults', {},
+              schema={"type": "object"}),
+    FormField("engine", ("judge", "engine"), "Analysis engine", _ENGINE, "spark"),
+    FormField("finalize", ("finalize",), "Finalize features",
+              "Raise finalized feature levels after promoting (no binary rollback after)", True),
+    _ON_INCONCLUSIVE,
+    FormField("lead_topics", ("lead_topics",), "Lead topics",
+              "Topics whose canary partitions get canary leaders, so real traffic runs through the canary", []),
+    FormField("client_delay_ms", ("fault", "client_delay_ms"), "Fault: client delay (ms)",
+              "Scenarios only: a delay proxy in front of each canary broker", 0),
+    FormField("warm_up_timeout", ("timeouts", "warm_up"), "Warm-up timeout",
+              "How long a canary broker may take to rejoin every ISR", "5m"),
+    FormField("guard_timeout", ("timeouts", "guard"), "Safe-roll guard timeout",
+              "How long the safe-roll guard may take to allow a restart", "5m"),
+), _IN_SPEC)
+
+CLIENT_FORM = Form(ClientRolloutModel, RolloutOptions, (
+    FormField(_CONNECTION.name, (), _CONNECTION.title,
+              "Airflow connection (type kafka_canary) of the service's cluster", _CONNECTION.default),
+    FormField("service_name", ("service", "name"), "Service",
+              "The service; its instances are named <service>-producer-0, …", "orders"),
+    FormField("topic", ("service", "topic"), "Topic", "The topic the service produces to and consumes from",
+              "orders"),
+    FormField("group", ("service", "group"), "Consumer group", "The consumers' group id (their committed offsets)",
+              "orders-billing"),
+    FormField("fleet_dir", ("service", "dir"), "Fleet directory",
+              "The service deployer's directory: instance state, logs", ""),
+    FormField("producers", ("service", "producers"), "Baseline producer instances",
+              "Producer instances of the baseline lane (a canary one is added)", 1),
+    FormField("consumers", ("service", "consumers"), "Baseline consumer instances",
+              "Consumer instances of the baseline lane (a canary one is added)", 2),
+    FormField("rate", ("service", "rate"), "Records/s per producer",
+              "The sample producer's rate (records per second per instance)", 20),
+    FormField("observation_id", ("service", "observation_id"), "Observation run id",
+              "The run id the fleet's observations carry; empty: <service>-service", ""),
+    FormField("from_version", ("change", "from"), "Current version",
+              "The version every instance runs before the rollout", "v1"),
+    FormField("to_version", ("change", "to"), "New version",
+              "The version the canary instances get, then the fleet", "v2"),
+    FormField("canary_partitions", ("lane", "partitions"), "Canary partitions",
+              "How many of the topic's partitions the canary lane gets", 1),
+    FormField("window", ("window", "duration"), "Window", "How long the lanes are compared, e.g. 60s or 5m", "60s"),
+    FormField("interim_interval", ("window", "interim_interval"), "Interim look interval", _INTERIM, "15s"),
+    FormField("judge_config", ("judge", "config"), "Judge config",
+              "Judge thresholds; empty uses the client rollout's defaults", {}, schema={"type": "object"}),
+    FormField("engine", ("judge", "engine"), "Analysis engine", _ENGINE, "spark"),
+    _ON_INCONCLUSIVE,
+    FormField("stop_timeout", ("timeouts", "stop"), "Stop timeout",
+              "How long an instance may take to stop before it is killed", "20s"),
+    FormField("drain_timeout", ("timeouts", "drain"), "Drain timeout",
+              "Rollback: how long canary consumers may take to finish the canary partitions", "1m"),
+    FormField("lane_timeout", ("timeouts", "lane"), "Lane timeout",
+              "How long opening or closing the lane may take (reassignments, elections)", "1m"),
+), _IN_SPEC)
+
+SWEEP_FORM = Form(SweepConfig, SweepOptions, (
+    FormField("clusters", (), "Clusters", "Connection ids to sweep; empty: the Variable kafka_canary_sweep_clusters "
+              '(default ["kafka_canary_default"])', []),
+    FormField("duration", ("duration",), "Probe duration", "Probe traffic per cluster, e.g. 30s or 1m", "30s"),
+    FormField("probe_rate", ("rate",), "Probe rate", "Probe messages per second per partition", 20),
+    FormField("reference_sweeps", ("reference_sweeps",), "Reference sweeps",
+              "How many of the cluster's latest healthy sweeps are pooled as the reference", 6),
+    FormField("judge_config", ("judge",), "Judge config",
+              "Judge thresholds merged over the sweep's defaults (canary/judge/README.md), e.g. "
+              '{"metrics": {"e2e_latency_p99": {"slo": 500}}}', {}, schema={"type": "object"}),
+), {"bootstrap_servers": "(the connection's)"})

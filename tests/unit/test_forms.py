@@ -1,0 +1,73 @@
+"""The trigger forms come from the spec models: each param's schema is its model field's rule, the defaults make
+a valid spec, and a bad param is named with every other problem before anything runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from canary.fields import DURATION_PATTERN
+from canary.forms import BROKER_FORM, CLIENT_FORM, SWEEP_FORM, FormError
+from canary.rollout.client_spec import load_client_spec
+from canary.rollout.spec import ENGINES, ProbeSection, load_spec
+from canary.sweep import SweepConfig
+
+CLUSTER = {"deployer": "local", "dir": "/tmp/c"}
+
+
+def test_a_params_schema_is_its_model_fields_rule():
+    assert BROKER_FORM.json_schema("window") == {"type": "string", "pattern": DURATION_PATTERN}
+    rate = {m.__class__.__name__: m for m in ProbeSection.model_fields["rate"].metadata}
+    assert BROKER_FORM.json_schema("probe_rate") == {"type": "number", "minimum": rate["Ge"].ge,
+                                                     "maximum": rate["Le"].le}
+    assert BROKER_FORM.json_schema("engine")["enum"] == list(ENGINES)
+    assert BROKER_FORM.json_schema("target_version")["type"] == ["null", "string"]  # empty: a config-only change
+    assert BROKER_FORM.json_schema("canary_brokers")["uniqueItems"] is True
+    assert "minItems" not in BROKER_FORM.json_schema("canary_brokers")  # [] means "use the count"
+    assert CLIENT_FORM.json_schema("fleet_dir") == {"type": "string", "minLength": 1}
+    assert SWEEP_FORM.json_schema("reference_sweeps") == {"type": "integer", "minimum": 1, "maximum": 200}
+    assert BROKER_FORM.json_schema("on_inconclusive")["enum"] == ["ask", "rollback"]
+
+
+def test_the_defaults_make_valid_specs():
+    BROKER_FORM.check({})
+    spec = load_spec(BROKER_FORM.spec({}, cluster=CLUSTER, run_id="r1"))
+    assert (spec.canary_count, spec.window, spec.interim_interval, spec.engine) == (1, 120.0, 30.0, "spark")
+    CLIENT_FORM.check({"fleet_dir": "/tmp/fleet"})
+    client = load_client_spec(CLIENT_FORM.spec({"fleet_dir": "/tmp/fleet"}, cluster=CLUSTER, run_id="c1"))
+    assert (client.from_version, client.to_version, client.window) == ("v1", "v2", 60.0)
+    SWEEP_FORM.check({})
+    sweep = SweepConfig(**SWEEP_FORM.spec({}, bootstrap_servers="b:9092"))
+    assert (sweep.duration, sweep.rate, sweep.reference_sweeps) == (30.0, 20, 6)
+
+
+def test_empty_means_not_set_and_broker_ids_win_over_the_count():
+    spec = BROKER_FORM.spec({"canary_brokers": [3, 4], "target_version": None, "config_overrides": {"a.b": "1"},
+                             "window": ""}, cluster=CLUSTER)
+    assert spec["canary"] == {"brokers": [3, 4]} and "version" not in spec["change"]
+    assert "window" not in spec["probe"]  # the model's default applies
+
+
+def test_every_problem_is_named_by_its_param():
+    with pytest.raises(FormError) as refused:
+        BROKER_FORM.check({"canary_count": 0, "window": "30s", "interim_interval": "1m", "on_inconclusive": "maybe",
+                           "config_overrides": {"broker.rack": "x:canary-broker", "num.io.threads": "6\n"}})
+    named = sorted(p.split(":")[0] for p in refused.value.problems)
+    assert named == ["canary_count", "config_overrides.broker.rack", "config_overrides.num.io.threads",
+                     "on_inconclusive", "window / interim_interval / probe_rate / preflight_probe"]
+    with pytest.raises(FormError, match="service_name: '-x' must be"):
+        CLIENT_FORM.check({"fleet_dir": "/f", "service_name": "-x"})
+    with pytest.raises(FormError, match=r"clusters: \['a'\] are listed twice"):
+        SWEEP_FORM.check({"clusters": ["a", "a"]})
+
+
+def test_an_unknown_param_is_refused_naming_the_known_ones():
+    for form in (BROKER_FORM, CLIENT_FORM, SWEEP_FORM):
+        with pytest.raises(FormError, match="windw: unknown param; known params are .*duration|window"):
+            form.spec({"windw": "1m"})
+
+
+def test_a_command_line_value_is_json_except_for_a_text_param():
+    assert BROKER_FORM.parse("probe_rate", "50") == 50
+    assert BROKER_FORM.parse("judge_config", '{"alpha": 0.05}') == {"alpha": 0.05}
+    assert BROKER_FORM.parse("target_version", "4.1") == "4.1"  # not the number 4.1
+    assert BROKER_FORM.parse("window", "90") == "90"
