@@ -108,15 +108,16 @@ class Form:
         return _form_schema(_leaf_schema(model, f.path or (f.name,)), f.default)
 
     def parse(self, name: str, text: str) -> Any:
-        """A param given as text on a command line: JSON where it parses, except for a text param (a version
-        such as 4.1 stays the text it is)."""
-        kind = self.json_schema(name).get("type")
-        if kind == "string" or kind == ["null", "string"]:
-            return text
+        """A param given as text on a command line: JSON where it parses ("ask" quoted too), but a text param
+        stays text unless its JSON is a string or null (a version such as 4.1 is not the number 4.1)."""
         try:
-            return json.loads(text)
+            value = json.loads(text)
         except ValueError:
             return text
+        kind = self.json_schema(name).get("type")
+        if kind in ("string", ["null", "string"]) and not (value is None or isinstance(value, str)):
+            return text
+        return value
 
     def _refuse_unknown(self, params: Mapping[str, Any]) -> None:
         known = self.names

@@ -71,3 +71,4 @@ def test_a_command_line_value_is_json_except_for_a_text_param():
     assert BROKER_FORM.parse("judge_config", '{"alpha": 0.05}') == {"alpha": 0.05}
     assert BROKER_FORM.parse("target_version", "4.1") == "4.1"  # not the number 4.1
     assert BROKER_FORM.parse("window", "90") == "90"
+    assert BROKER_FORM.parse("on_inconclusive", '"ask"') == BROKER_FORM.parse("on_inconclusive", "ask") == "ask"
