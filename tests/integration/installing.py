@@ -42,3 +42,14 @@ def clean_env(**extra: str) -> dict[str, str]:
     """This process's environment without what would let a command import anything but the venv's packages; pip
     run with a checkout on PYTHONPATH would also take its egg-info for kafka-canary installed already."""
     return {k: v for k, v in os.environ.items() if k not in NOT_INHERITED} | extra
+
+
+def wheel_venv(work: Path, *pip_args: object, extra: str = "", timeout: float = 300) -> Path:
+    """A fresh venv under `work` with the project's wheel (and `extra`, e.g. "[airflow]") installed by pip with
+    `pip_args` (index and constraint options)."""
+    wheel = build_wheel(work)
+    venv = work / "venv"
+    run([sys.executable, "-m", "venv", "--without-pip", venv])
+    run([sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "-q", *pip_args,
+         f"{wheel}{extra}"], timeout=timeout, env=clean_env())
+    return venv

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
-from installing import build_wheel, clean_env, run
+from installing import clean_env, run, wheel_venv
 from observation_files import probe_run, write_judge, write_lines
 
 pytestmark = pytest.mark.integration
@@ -24,12 +23,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory) -> Path:
     """A fresh venv with the wheel installed and this environment's third-party packages visible."""
-    work = tmp_path_factory.mktemp("install")
-    wheel = build_wheel(work)
-    venv = work / "venv"
-    run([sys.executable, "-m", "venv", "--without-pip", venv])
-    run([sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "-q", "--no-deps",
-         "--no-index", wheel], timeout=300, env=clean_env())
+    venv = wheel_venv(tmp_path_factory.mktemp("install"), "--no-deps", "--no-index")
     site = Path(run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
                 .stdout.strip())
     ours = dict.fromkeys(sysconfig.get_paths()[key] for key in ("purelib", "platlib"))  # of sys.prefix

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
-from installing import REPO, build_wheel, clean_env, run
+from installing import REPO, clean_env, run, wheel_venv
 
 pytestmark = pytest.mark.integration
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
@@ -24,13 +23,8 @@ VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["versi
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory) -> Path:
     """A fresh venv with the wheel and its `airflow` extra installed, at the locked versions."""
-    work = tmp_path_factory.mktemp("provider-install")
-    wheel = build_wheel(work)
-    venv = work / "venv"
-    run([sys.executable, "-m", "venv", "--without-pip", venv])
-    run([sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "-q",
-         "-c", REPO / "requirements.lock", f"{wheel}[airflow]"], timeout=900, env=clean_env())
-    return venv
+    return wheel_venv(tmp_path_factory.mktemp("provider-install"), "-c", REPO / "requirements.lock",
+                      extra="[airflow]", timeout=900)
 
 
 @pytest.fixture
