@@ -6,6 +6,8 @@ import argparse
 import json
 import os
 import sys
+import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -104,6 +106,23 @@ def cmd_cluster_status(args: argparse.Namespace) -> int:
         rack, pid = n.rack or "-", n.pid or "-"
         delay = f"{n.client_delay_ms:g} ms via proxy port {n.proxy_port} ({n.proxy})" if n.client_delay_ms else "-"
         print(f"{n.node_id:>5}  {n.role:<10} {n.version:<8} {rack:<10} {pid:>7}  {n.port:>5}  {n.state:<8}  {delay}")
+    return 0
+
+
+def cmd_cluster_metrics(args: argparse.Namespace) -> int:
+    from canary.broker_metrics import ExporterSource, metrics_table
+    from canary.cluster.local import LocalCluster
+
+    cluster = LocalCluster.open(args.dir)
+    source = ExporterSource(cluster.metrics_endpoints())
+    source.check()
+    source.sample()  # the first reading: rates need a second one
+    time.sleep(args.interval)
+    samples = source.sample()
+    if args.json:
+        print(json.dumps([asdict(s) for s in samples], indent=2))
+    else:
+        print(metrics_table(samples))
     return 0
 
 
@@ -322,6 +341,10 @@ def _add_cluster_lifecycle(actions: argparse._SubParsersAction) -> None:
 
     status = _cluster_action(actions, "status", cmd_cluster_status, "nodes, versions, pids and health", timeout=False)
     status.add_argument("--json", action="store_true")
+    metrics = _cluster_action(actions, "metrics", cmd_cluster_metrics, "each broker's own metrics as the gate reads "
+                              "them (docs/metrics.md), two readings --interval apart", timeout=False)
+    metrics.add_argument("--interval", type=float, default=5.0, help="seconds between the two readings (rates)")
+    metrics.add_argument("--json", action="store_true")
     _cluster_action(actions, "down", cmd_cluster_down, "stop every node and delete the data (logs are kept)",
                     timeout=False)
     client_config = _cluster_action(actions, "client-config", cmd_cluster_client_config,

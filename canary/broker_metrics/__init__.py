@@ -11,7 +11,8 @@ from canary.broker_metrics.sources import (
     BrokerSample,
     ExporterSource,
     PrometheusSource,
+    metrics_table,
 )
 
 __all__ = ["CATALOGUE", "BrokerMetric", "BrokerMetricsError", "BrokerMetricsSource", "BrokerSample",
-           "ExporterSource", "PrometheusSource"]
+           "ExporterSource", "PrometheusSource", "metrics_table"]

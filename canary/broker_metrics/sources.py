@@ -82,6 +82,9 @@ class ExporterSource:
         return parse_exposition(response.text)
 
     def check(self) -> None:
+        if not self.endpoints:
+            raise BrokerMetricsError("no broker serves its metrics: brokers started before the metrics agent existed "
+                                     "have no metrics port; restart them (kafka-canary cluster restart-broker ID)")
         problems = []
         for broker in sorted(self.endpoints):
             try:
@@ -197,3 +200,16 @@ class PrometheusSource:
             samples += [BrokerSample(broker, metric.name, value, int(at * 1000))
                         for broker, value in sorted(values.items()) if value == value]  # NaN: no data
         return samples
+
+
+def metrics_table(samples: Iterable[BrokerSample]) -> str:
+    """One row per catalogue metric, one column per broker (the catalogue's order; '-' where there is no value)."""
+    samples = list(samples)
+    brokers = sorted({s.broker for s in samples})
+    value = {(s.broker, s.metric): s.value for s in samples}
+    width = max(len(m.name) for m in CATALOGUE)
+    lines = [f"{'metric':<{width}}  {'unit':<10}" + "".join(f"{'broker ' + str(b):>16}" for b in brokers)]
+    for m in CATALOGUE:
+        cells = "".join(f"{value[(b, m.name)]:>16.4g}" if (b, m.name) in value else f"{'-':>16}" for b in brokers)
+        lines.append(f"{m.name:<{width}}  {m.unit:<10}{cells}")
+    return "\n".join(lines)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -113,3 +114,14 @@ def test_prometheus_problems_are_named(prometheus):
         PrometheusSource(prometheus, {1: "1"}, queries={"cpu_seconds_per_s": "rate(("}).sample()
     with pytest.raises(BrokerMetricsError, match="cannot reach Prometheus"):
         PrometheusSource(f"http://127.0.0.1:{free_port()}", {1: "1"}).check()
+
+
+def test_the_cluster_metrics_command_shows_every_broker(cluster):
+    shown = subprocess.run([sys.executable, "-m", "canary.cli", "cluster", "metrics", "--dir", str(cluster.directory),
+                            "--interval", "1"], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert "broker 1" in lines[0] and "broker 2" in lines[0]
+    assert {line.split()[0] for line in lines[1:]} == {m.name for m in CATALOGUE}
+    cpu = next(line for line in lines if line.startswith("cpu_seconds_per_s")).split()
+    assert len(cpu) == 4 and all(float(v) > 0 for v in cpu[2:])  # a rate for each broker
