@@ -49,8 +49,8 @@ OBSERVATION_SCHEMA = T.StructType([
     T.StructField("partition", T.IntegerType()), T.StructField("leader", T.IntegerType()),
     T.StructField("lane", T.StringType()), T.StructField("producer_id", T.StringType()),
     T.StructField("message_id", T.StringType()), T.StructField("seq", T.LongType()),
-    T.StructField("send_ts", T.LongType()), T.StructField("ack_ts", T.LongType()),
-    T.StructField("receive_ts", T.LongType()), T.StructField("outcome", T.StringType()),
+    T.StructField("send_ts", T.DoubleType()), T.StructField("ack_ts", T.DoubleType()),
+    T.StructField("receive_ts", T.DoubleType()), T.StructField("outcome", T.StringType()),
     T.StructField("error", T.StringType()), T.StructField("processing_ms", T.DoubleType()),
     T.StructField("lag", T.LongType()), T.StructField("schema", T.IntegerType()),
 ])
@@ -147,8 +147,8 @@ def transform(obs: DataFrame, bucket_ms: int, from_ms: int | None = None, to_ms:
     }
     good = F.col("bad_reason").isNull()
     # Stage 1, one pass over the observations: count them by every key at once (lane, bucket, partition,
-    # outcome and each histogram's bin, or the reason an observation is excluded). Latencies are whole
-    # milliseconds, so the combinations are few and the map-side aggregation shrinks the data before any
+    # outcome and each histogram's bin, or the reason an observation is excluded). Latencies fall into few
+    # histogram bins, so the combinations are few and the map-side aggregation shrinks the data before any
     # shuffle, where splitting each observation into one row per metric first would multiply it by six.
     keys = [F.when(good, F.col("lane")).alias("lane"),
             F.coalesce(bucket, F.lit(-1).cast("long")).alias("bucket_start_ms"),

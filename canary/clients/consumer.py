@@ -125,7 +125,7 @@ class LaneConsumer:
         self.closed = False
         self._seen_version: int | None = None
         self._stored: dict[Partition, int] = {}
-        self._last: tuple[Message | None, int] = (None, 0)
+        self._last: tuple[Message | None, float] = (None, 0.0)
         self._lock = threading.Lock()
         self._reassign()
         log.info("lane consumer %s in the %s lane (instance %d of %d): %s", self.client_id, self.lane, instance,
@@ -222,7 +222,7 @@ class LaneConsumer:
             return None
         m = self.metrics
         m.child(m.consumed, self.client_id, key[0], str(key[1]), self.lane).inc()
-        self._last = (msg, int(time.time() * 1000))
+        self._last = (msg, round(time.time() * 1000, 3))
         return msg
 
     def messages(self, stop: threading.Event | None = None, poll_timeout: float = 1.0) -> Iterator[Message]:
@@ -255,7 +255,7 @@ class LaneConsumer:
         """Wraps the processing of one record: records its processing time, lag and outcome (an exception raised
         inside is a processing error, recorded and raised again), then stores its offset either way."""
         last, polled_ms = self._last
-        receive_ts = polled_ms if last is msg else int(time.time() * 1000)
+        receive_ts = polled_ms if last is msg else round(time.time() * 1000, 3)
         started = time.perf_counter()
         try:
             yield
@@ -294,7 +294,7 @@ class LaneConsumer:
                     log.warning("lane consumer %s: processing failed: %r", self.client_id, exc)
         return handled
 
-    def _processed(self, msg: Message, receive_ts: int, elapsed_ms: float, error: str | None) -> None:
+    def _processed(self, msg: Message, receive_ts: float, elapsed_ms: float, error: str | None) -> None:
         topic, partition, offset = position(msg)
         m = self.metrics
         m.child(m.processing_latency, self.client_id, topic, self.lane).observe(elapsed_ms / 1000)

@@ -60,14 +60,14 @@ class ClientObserver:
     def __init__(self, sink: ObservationSink, run_id: str, source: str, lane: Lane):
         self.sink, self.run_id, self.source, self.lane = sink, run_id, source, lane
 
-    def produced(self, topic: str, partition: int, leader: int | None, message_id: str, seq: int, send_ts: int,
-                 ack_ts: int, error: str | None) -> None:
+    def produced(self, topic: str, partition: int, leader: int | None, message_id: str, seq: int, send_ts: float,
+                 ack_ts: float, error: str | None) -> None:
         self.sink.emit(Observation(
             run_id=self.run_id, kind="client", source=self.source, topic=topic, partition=partition, leader=leader,
             lane=self.lane, producer_id=self.source, message_id=message_id, seq=seq, send_ts=send_ts, ack_ts=ack_ts,
             receive_ts=None, outcome="delivered" if error is None else "produce_error", error=error))
 
-    def processed(self, topic: str, partition: int, leader: int | None, offset: int, send_ts: int, receive_ts: int,
+    def processed(self, topic: str, partition: int, leader: int | None, offset: int, send_ts: float, receive_ts: float,
                   processing_ms: float, lag: int | None, error: str | None) -> None:
         self.sink.emit(Observation(
             run_id=self.run_id, kind="client", source=self.source, topic=topic, partition=partition, leader=leader,

@@ -37,8 +37,8 @@ log = logging.getLogger(__name__)
 DeliveryCallback = Callable[[Any, Any], None]
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+def _now_ms() -> float:
+    return round(time.time() * 1000, 3)  # to the microsecond (observations keep the fraction)
 
 
 class LaneProducer:

@@ -54,7 +54,7 @@ class Aggregates:
             counts[(BAD_LANE, -1, BAD_PREFIX + reason, 0)] += excluded
         run_ids = set()
         for obs in observations:
-            bucket = obs.send_ts // bucket_ms * bucket_ms
+            bucket = int(obs.send_ts // bucket_ms) * bucket_ms
             run_ids.add(obs.run_id)
             if (obs.receive_ts is not None and obs.receive_ts < obs.send_ts
                     or obs.ack_ts is not None and obs.ack_ts < obs.send_ts):

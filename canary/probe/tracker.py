@@ -256,5 +256,10 @@ class Tracker:
             run_id=self.id.run_id, kind="probe", source=self.id.producer_id, topic=self.id.topic,
             partition=partition, leader=sent.leader, lane=sent.lane,  # type: ignore[arg-type]
             producer_id=self.id.producer_id, message_id=f"{self.id.epoch}-{partition}-{sent.seq}", seq=sent.seq,
-            send_ts=int(sent.send_ms), ack_ts=None if sent.ack_ms is None else int(sent.ack_ms),
-            receive_ts=None if receive is None else int(receive), outcome=outcome, error=error))
+            send_ts=_us(sent.send_ms), ack_ts=None if sent.ack_ms is None else _us(sent.ack_ms),
+            receive_ts=None if receive is None else _us(receive), outcome=outcome, error=error))
+
+
+def _us(ms: float) -> float:
+    """Milliseconds kept to the microsecond: enough for a loopback p50 under 1 ms, short in JSON."""
+    return round(ms, 3)

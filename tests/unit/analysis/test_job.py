@@ -35,7 +35,7 @@ def test_parse_names_every_kind_of_bad_observation(spark):
 
 def test_transform_counts_outcomes_partitions_latency_bins_and_bad_data(spark):
     lines = [obs(seq=0, send=1_000, ack=1_002, recv=1_005),
-             obs(seq=1, send=2_000, ack=2_002, recv=2_005, partition=1),
+             obs(seq=1, send=2_000.125, ack=2_002.125, recv=2_005.125, partition=1),  # microseconds kept
              obs(seq=2, send=3_000, ack=None, recv=None, outcome="produce_error"),
              obs(lane="baseline", partition=2, seq=0, send=12_000, ack=12_001, recv=12_010),
              obs(recv=500),  # clock skew
@@ -54,6 +54,14 @@ def test_transform_counts_outcomes_partitions_latency_bins_and_bad_data(spark):
     assertDataFrameEqual(out, expected)
 
 
+def test_sub_millisecond_latencies_are_kept_to_their_bin(spark):
+    """A 3.4 ms and a 3.9 ms latency are apart (two 2 % bins), where whole milliseconds made both 3 or 4."""
+    lines = [obs(seq=0, send=1_000.0, ack=1_001.4, recv=1_003.4), obs(seq=1, send=1_000.5, ack=1_001.9, recv=1_004.4)]
+    out = job.transform(job.parse(raw(spark, lines)), bucket_ms=10_000).where("metric = 'e2e_latency_ms'")
+    assert sorted(r["bin"] for r in out.collect()) == [H.bin_of(3.4), H.bin_of(3.9)]
+    assert H.bin_of(3.4) != H.bin_of(3.9)
+
+
 def test_spark_bins_match_the_judges_bins(spark):
     values = [0.0, 0.009, 0.01, 1.0, 4.999, 5.0, 123.4, 10_000.0]
     df = spark.createDataFrame([(v,) for v in values], "x double")
@@ -65,7 +73,7 @@ def test_whole_run_on_parquet_writes_verdict_aggregates_and_report(spark, tmp_pa
     # 2 minutes of 30 msg/s: canary partition 0, baseline partitions 1 and 2; the canary loses 10 %.
     records = []
     for i in range(3600):
-        send = 1_700_000_000_000 + i * 33
+        send = 1_700_000_000_000 + i * 33 + 0.375  # sub-millisecond times, as the probe writes them
         lane, part = ("canary", 0) if i % 3 == 0 else ("baseline", 1 + i % 2)
         lost = lane == "canary" and i % 30 == 0
         recv, outcome = (None, "lost") if lost else (send + 5 + i % 7, "delivered")

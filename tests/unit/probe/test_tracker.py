@@ -126,3 +126,25 @@ def test_per_lane_ledger_and_message_fields():
     tracker.record(1, 0, c.encode(), 1004.0)
     assert obs[0].lane == "canary" and obs[0].leader == 3
     assert set(tracker.ledger.by_lane()) == {"canary"}
+
+
+def test_observations_keep_the_microsecond_and_read_back():
+    from canary.observations import BadObservation, Observation
+
+    tracker, obs = _tracker()
+    m = _send(tracker, now=1_700_000_000_000.1234)
+    tracker.acked(0, m.seq, offset=1, now_ms=1_700_000_000_001.5678)
+    tracker.record(0, 1, m.encode(200), now_ms=1_700_000_000_003.4321)
+    (o,) = obs
+    assert (o.send_ts, o.ack_ts, o.receive_ts) == (1_700_000_000_000.123, 1_700_000_000_001.568, 1_700_000_000_003.432)
+    assert round(o.e2e_latency_ms, 3) == 3.309  # not 3, as whole milliseconds made it
+    again = Observation.from_json(o.to_json())
+    assert again == o
+    for bad in (float("nan"), float("inf"), True, "1700000000000"):
+        record = json.loads(o.to_json()) | {"send_ts": bad}
+        try:
+            Observation.from_json(json.dumps(record))
+        except BadObservation as exc:
+            assert exc.reason == "malformed" and "send_ts" in str(exc)
+        else:
+            raise AssertionError(f"send_ts {bad!r} was taken")
