@@ -26,6 +26,7 @@ FUTURE_SLACK_MS = 5 * 60_000
 Lane = Literal["canary", "baseline"]
 LANES: tuple[Lane, ...] = ("canary", "baseline")
 Kind = Literal["probe", "client"]
+BROKER_KIND = "broker"   # a BrokerReading's kind
 
 # What happened to one message, as far as the observer can tell.
 OUTCOMES: tuple[str, ...] = (
@@ -90,14 +91,10 @@ class Observation:
     def from_json(cls, raw: bytes | str) -> Observation:
         """Parses one record; raises BadObservation (a ValueError) naming what is wrong and why it is excluded
         (callers count and skip)."""
-        if len(raw) > MAX_RECORD_BYTES:
-            raise BadObservation("oversize", f"record of {len(raw)} bytes, at most {MAX_RECORD_BYTES} allowed")
-        try:
-            data = json.loads(raw)
-        except (ValueError, RecursionError) as exc:  # RecursionError: arrays nested thousands deep
-            raise BadObservation("malformed", f"not JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise BadObservation("malformed", "observation is not a JSON object")
+        return cls.from_dict(_json_object(raw))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Observation:
         names = {f.name for f in fields(cls)}
         missing = sorted(n for n in names if n not in data and n not in ("error", "processing_ms", "lag"))
         if missing:
@@ -119,6 +116,70 @@ class Observation:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+@dataclass(frozen=True)
+class BrokerReading:
+    """One broker metric's value at one moment, with the broker's lane then (canary.broker_metrics names the
+    metrics). It travels with the observations (same topic and files, same run id) so the analysis compares the
+    brokers of the two lanes over the same time buckets as the probe's messages."""
+
+    run_id: str
+    source: str            # the sampler that read it
+    broker: int
+    lane: Lane
+    metric: str            # a canary.broker_metrics catalogue name
+    value: float
+    ts: float              # ms since the epoch, when it was read
+    kind: str = BROKER_KIND
+    schema: int = SCHEMA_VERSION
+
+    @property
+    def send_ts(self) -> float:
+        """The time a window selects records by (an observation's send time)."""
+        return self.ts
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), separators=(",", ":")).encode()
+
+    @classmethod
+    def from_dict(cls, data: dict) -> BrokerReading:
+        missing = sorted(f.name for f in fields(cls) if f.name not in data)
+        if missing:
+            raise BadObservation("malformed", f"broker reading lacks {missing}")
+        wrong = [k for k in ("broker",) if not _is_int(data[k])]
+        wrong += [k for k in ("value", "ts") if not _is_time(data[k])]
+        wrong += [k for k in ("run_id", "source", "lane", "metric") if not isinstance(data[k], str)]
+        if wrong:
+            raise BadObservation("malformed", f"broker reading fields {wrong} have the wrong type")
+        if data["schema"] != SCHEMA_VERSION:
+            raise BadObservation("schema_version", f"broker reading schema {data['schema']!r}, "
+                                                   f"expected {SCHEMA_VERSION}")
+        if data["lane"] not in LANES:
+            raise BadObservation("unknown_lane", f"unknown lane {data['lane']!r}")
+        return cls(**{f.name: data[f.name] for f in fields(cls)})
+
+
+Record = Observation | BrokerReading
+
+
+def parse_record(raw: bytes | str) -> Record:
+    """One line of the observations topic or file: an Observation, or a BrokerReading (kind `broker`); raises
+    BadObservation as Observation.from_json does."""
+    data = _json_object(raw)
+    return BrokerReading.from_dict(data) if data.get("kind") == BROKER_KIND else Observation.from_dict(data)
+
+
+def _json_object(raw: bytes | str) -> dict:
+    if len(raw) > MAX_RECORD_BYTES:
+        raise BadObservation("oversize", f"record of {len(raw)} bytes, at most {MAX_RECORD_BYTES} allowed")
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # RecursionError: arrays nested thousands deep
+        raise BadObservation("malformed", f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise BadObservation("malformed", "observation is not a JSON object")
+    return data
+
+
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -129,28 +190,34 @@ def _is_time(value) -> bool:
 
 
 def read_observations(lines: Iterable[str | bytes], now_ms: int | None = None
-                      ) -> tuple[list[Observation], dict[str, int]]:
-    """Observations from JSON lines, and the count of excluded records per reason (the Spark job's reasons):
-    unreadable ones, and ones with a time after `now_ms` (default: now) beyond FUTURE_SLACK_MS."""
+                      ) -> tuple[list[Record], dict[str, int]]:
+    """Observations and broker readings from JSON lines, and the count of excluded records per reason (the Spark
+    job's reasons): unreadable ones, and ones with a time after `now_ms` (default: now) beyond FUTURE_SLACK_MS."""
     limit = (int(time.time() * 1000) if now_ms is None else now_ms) + FUTURE_SLACK_MS
-    parsed: list[Observation] = []
+    parsed: list[Record] = []
     bad: dict[str, int] = {}
     for line in lines:
         if not line.strip():
             continue
         try:
-            o = Observation.from_json(line)
+            o = parse_record(line)
         except BadObservation as exc:
             bad[exc.reason] = bad.get(exc.reason, 0) + 1
             continue
-        if max(t for t in (o.send_ts, o.ack_ts, o.receive_ts) if t is not None) > limit:
+        if max(_times(o)) > limit:
             bad["future_timestamp"] = bad.get("future_timestamp", 0) + 1
             continue
         parsed.append(o)
     return parsed, bad
 
 
-def read_file_counted(path: str | Path, now_ms: int | None = None) -> tuple[list[Observation], dict[str, int]]:
+def _times(record: Record) -> list[float]:
+    if isinstance(record, BrokerReading):
+        return [record.ts]
+    return [t for t in (record.send_ts, record.ack_ts, record.receive_ts) if t is not None]
+
+
+def read_file_counted(path: str | Path, now_ms: int | None = None) -> tuple[list[Record], dict[str, int]]:
     """A probe's observations file (JSON lines): the usable observations and the excluded records counted per
     reason, as the Spark job excludes them (read_observations). A missing file has no observations."""
     path = Path(path)

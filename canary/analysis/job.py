@@ -33,8 +33,9 @@ from canary.analysis.result import summary
 from canary.errors import CanaryError
 from canary.judge import EXIT_CODES, Aggregates, judge, load_config
 from canary.judge import histogram as H
-from canary.judge.aggregates import BAD_LANE, BAD_PREFIX, OUTCOME_PREFIX
+from canary.judge.aggregates import BAD_LANE, BAD_PREFIX, BROKER_PREFIX, OUTCOME_PREFIX
 from canary.observations import (
+    BROKER_KIND,
     FUTURE_SLACK_MS,
     LANES,
     MAX_RECORD_BYTES,
@@ -53,8 +54,12 @@ OBSERVATION_SCHEMA = T.StructType([
     T.StructField("receive_ts", T.DoubleType()), T.StructField("outcome", T.StringType()),
     T.StructField("error", T.StringType()), T.StructField("processing_ms", T.DoubleType()),
     T.StructField("lag", T.LongType()), T.StructField("schema", T.IntegerType()),
+    # broker readings (canary.observations.BrokerReading, kind "broker")
+    T.StructField("broker", T.IntegerType()), T.StructField("metric", T.StringType()),
+    T.StructField("value", T.DoubleType()), T.StructField("ts", T.DoubleType()),
 ])
 REQUIRED = ("run_id", "partition", "lane", "send_ts", "outcome", "schema")
+READING_REQUIRED = ("run_id", "source", "broker", "lane", "metric", "value", "ts", "schema")
 HISTOGRAMS = ("e2e_latency_ms", "produce_latency_ms", "processing_ms", "lag")
 AGGREGATE_COLUMNS = ("lane", "bucket_start_ms", "metric", "bin", "count")
 
@@ -98,9 +103,16 @@ def parse(raw: DataFrame, now_ms: int | None = None) -> DataFrame:
     else:
         parsed = raw.select(*[(F.col(f.name) if f.name in raw.columns else F.lit(None)).cast(f.dataType).alias(f.name)
                               for f in OBSERVATION_SCHEMA.fields])
+    reading = F.coalesce(F.col("kind") == BROKER_KIND, F.lit(False))
     missing = F.lit(False)
     for name in REQUIRED:
         missing = missing | F.col(name).isNull()
+    missing_reading = F.lit(False)
+    for name in READING_REQUIRED:
+        missing_reading = missing_reading | F.col(name).isNull()
+    missing = F.when(reading, missing_reading).otherwise(missing)
+    # A reading's time is when it was read: windows and buckets select it by that, as an observation by its send.
+    parsed = parsed.withColumn("send_ts", F.when(reading, F.col("ts")).otherwise(F.col("send_ts")))
     future = F.lit(False)
     if now_ms is not None:
         latest = F.greatest(F.col("send_ts"), F.col("ack_ts"), F.col("receive_ts"))
@@ -109,7 +121,7 @@ def parse(raw: DataFrame, now_ms: int | None = None) -> DataFrame:
               .when(missing, "malformed")
               .when(F.col("schema") != SCHEMA_VERSION, "schema_version")
               .when(~F.col("lane").isin(*LANES), "unknown_lane")
-              .when(~F.col("outcome").isin(*OUTCOMES), "unknown_outcome")
+              .when(~reading & ~F.col("outcome").isin(*OUTCOMES), "unknown_outcome")
               .when(future, "future_timestamp")
               .when((F.col("receive_ts") < F.col("send_ts")) | (F.col("ack_ts") < F.col("send_ts")), "clock_skew"))
     return parsed.withColumn("bad_reason", reason).drop("_oversize")
@@ -125,7 +137,8 @@ def transform(obs: DataFrame, bucket_ms: int, from_ms: int | None = None, to_ms:
     """Per lane × time bucket × metric × histogram bin counts (columns AGGREGATE_COLUMNS).
 
     metric `outcome.<o>` (bin 0) counts outcomes, `partition` (bin = partition) the partitions a lane used,
-    the HISTOGRAMS sources their log-spaced bins (canary.judge.histogram). Excluded observations become
+    the HISTOGRAMS sources their log-spaced bins (canary.judge.histogram), a broker reading its broker's cell
+    (`broker.<metric>@<broker>`, the value's bin). Excluded observations become
     lane `_bad`, metric `bad.<reason>`, bucket -1 when their time is unknown. Observations sent outside
     [from_ms, to_ms) or of another run are left out silently (they belong to other windows and runs), except
     those whose time is in the future: no window holds them, so they are counted here."""
@@ -146,23 +159,29 @@ def transform(obs: DataFrame, bucket_ms: int, from_ms: int | None = None, to_ms:
         "lag": F.col("lag").cast("double"),
     }
     good = F.col("bad_reason").isNull()
+    reading = F.coalesce(F.col("kind") == BROKER_KIND, F.lit(False))
+    message = good & ~reading
     # Stage 1, one pass over the observations: count them by every key at once (lane, bucket, partition,
     # outcome and each histogram's bin, or the reason an observation is excluded). Latencies fall into few
     # histogram bins, so the combinations are few and the map-side aggregation shrinks the data before any
     # shuffle, where splitting each observation into one row per metric first would multiply it by six.
     keys = [F.when(good, F.col("lane")).alias("lane"),
             F.coalesce(bucket, F.lit(-1).cast("long")).alias("bucket_start_ms"),
-            F.when(good, F.col("partition")).alias("partition"), F.when(good, F.col("outcome")).alias("outcome"),
-            F.col("bad_reason")]
-    keys += [F.when(good, _bin(value)).alias(name) for name, value in values.items()]
+            F.when(message, F.col("partition")).alias("partition"),
+            F.when(message, F.col("outcome")).alias("outcome"), F.col("bad_reason"),
+            F.when(good & reading, F.concat(F.lit(BROKER_PREFIX), F.col("metric"), F.lit("@"),
+                                            F.col("broker").cast("string"))).alias("reading"),
+            F.when(good & reading, _bin(F.col("value"))).alias("reading_bin")]
+    keys += [F.when(message, _bin(value)).alias(name) for name, value in values.items()]
     combined = obs.groupBy(*keys).agg(F.count(F.lit(1)).alias("n"))
     # Stage 2, on the combinations only: one row per metric and bin, summed.
     cells = [F.struct(F.concat(F.lit(OUTCOME_PREFIX), F.col("outcome")).alias("metric"), F.lit(0).alias("bin")),
              F.struct(F.lit("partition").alias("metric"), F.col("partition").alias("bin"))]
     cells += [F.struct(F.lit(name).alias("metric"), F.col(name).alias("bin")) for name in values]
+    cells += [F.struct(F.col("reading").alias("metric"), F.col("reading_bin").alias("bin"))]
     good_rows = (combined.where(F.col("bad_reason").isNull())
                  .select("lane", "bucket_start_ms", "n", F.explode(F.array(*cells)).alias("c"))
-                 .where(F.col("c.bin").isNotNull())
+                 .where(F.col("c.bin").isNotNull() & F.col("c.metric").isNotNull())
                  .select("lane", "bucket_start_ms", "c.metric", "c.bin", "n"))
     bad_rows = combined.where(F.col("bad_reason").isNotNull()).select(
         F.lit(BAD_LANE).alias("lane"), "bucket_start_ms",

@@ -11,15 +11,22 @@ import numpy as np
 
 from canary.judge import histogram as H
 from canary.judge.config import JudgeConfig
-from canary.observations import LANES, Lane
+from canary.observations import LANES, BrokerReading, Lane
 
-OUTCOME_PREFIX, BAD_PREFIX, BAD_LANE = "outcome.", "bad.", "_bad"
+OUTCOME_PREFIX, BAD_PREFIX, BAD_LANE, BROKER_PREFIX = "outcome.", "bad.", "_bad", "broker."
+
+
+def broker_cell(metric: str, broker: int) -> str:
+    """The aggregate metric holding one broker's readings of `metric`: `broker.<metric>@<broker>`, the readings'
+    values in the histogram bins (2 % resolution is finer than any floor a broker metric is judged by)."""
+    return f"{BROKER_PREFIX}{metric}@{broker}"
 
 
 @dataclass
 class Aggregates:
     """cells[(lane, metric)][bucket_start_ms][bin] = count. Metrics: `outcome.<outcome>` (bin 0),
-    `partition` (bin = partition number), and the histogram sources of canary.judge.config.SOURCES.
+    `partition` (bin = partition number), the histogram sources of canary.judge.config.SOURCES, and broker
+    readings (`broker_cell`) under the lane of their broker.
     bad[reason] = observations excluded for that reason."""
 
     bucket_ms: int
@@ -56,6 +63,9 @@ class Aggregates:
         for obs in observations:
             bucket = int(obs.send_ts // bucket_ms) * bucket_ms
             run_ids.add(obs.run_id)
+            if isinstance(obs, BrokerReading):
+                counts[(obs.lane, bucket, broker_cell(obs.metric, obs.broker), H.bin_of(obs.value))] += 1
+                continue
             if (obs.receive_ts is not None and obs.receive_ts < obs.send_ts
                     or obs.ack_ts is not None and obs.ack_ts < obs.send_ts):
                 counts[(BAD_LANE, bucket, BAD_PREFIX + "clock_skew", 0)] += 1
@@ -75,6 +85,15 @@ class Aggregates:
     def hist(self, lane: str, metric: str, bucket: int) -> dict[int, int]:
         by_bucket = self.cells.get((lane, metric))
         return by_bucket.get(bucket, {}) if by_bucket else {}
+
+    def broker_values(self, metric: str, bucket: int) -> dict[int, tuple[str, float]]:
+        """Per broker with readings of `metric` in `bucket`: its lane and the readings' median."""
+        prefix = f"{BROKER_PREFIX}{metric}@"
+        values = {}
+        for (lane, name), by in self.cells.items():
+            if name.startswith(prefix) and by.get(bucket):
+                values[int(name.removeprefix(prefix))] = (lane, H.quantile(by[bucket], 0.5))
+        return values
 
     def outcomes(self, lane: str, bucket: int) -> dict[str, int]:
         return {metric.removeprefix(OUTCOME_PREFIX): by.get(bucket, {}).get(0, 0)

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, get_args
 import yaml
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
+from canary.broker_metrics.catalogue import CATALOGUE
 from canary.errors import CanaryError, one_line
 from canary.fields import SpecModel, problems
 from canary.observations import OUTCOMES
@@ -21,6 +22,7 @@ from canary.observations import OUTCOMES
 # Histogram sources the Spark job produces (see canary/analysis/job.py).
 Source = Literal["e2e_latency_ms", "produce_latency_ms", "processing_ms", "lag"]
 SOURCES: tuple[str, ...] = get_args(Source)
+BROKER_SOURCES: tuple[str, ...] = tuple(m.name for m in CATALOGUE)  # broker metrics: the catalogue's names
 FAILURES = ("produce_error", "lost", "consume_error")
 
 
@@ -28,7 +30,7 @@ class ConfigError(CanaryError):
     PREFIX = "judge config: "  # a spec's field naming the judge config drops it
 
 
-Kind = Literal["rate", "quantile", "throughput"]
+Kind = Literal["rate", "quantile", "throughput", "broker"]
 Direction = Literal["increase", "decrease"]  # which change is bad
 
 
@@ -45,7 +47,8 @@ class MetricSpec(SpecModel):
     """One compared metric.
 
     kind: `rate` (share of messages whose outcome is in `events`), `quantile` (the `quantile` of
-    histogram `source`), `throughput` (acknowledged messages per partition-second).
+    histogram `source`), `throughput` (acknowledged messages per partition-second), `broker` (the broker metric
+    `source`, canary brokers against the baseline brokers; min_samples counts time buckets).
     direction: which change is a regression. rel_floor / abs_floor: the smallest regression that
     matters (a relative change and an absolute one, in the metric's unit; both must be exceeded).
     critical: a regression stops the rollout at any interim look (fail fast). must_have_data: no
@@ -60,7 +63,7 @@ class MetricSpec(SpecModel):
 
     name: str
     kind: Kind
-    source: Source | Literal[""] = ""
+    source: Annotated[str, Field(strict=True)] = ""  # quantile: one of SOURCES; broker: one of BROKER_SOURCES
     events: tuple[Annotated[str, AfterValidator(_outcome)], ...] = ()
     quantile: Annotated[float, Field(strict=True, gt=0, lt=1)] = 0.99
     direction: Direction = "increase"
@@ -89,6 +92,13 @@ def _kind_problem(m: MetricSpec) -> str | None:
             return f"a quantile metric needs a source: one of {', '.join(SOURCES)}"
         if m.direction != "increase":
             return "quantile metrics regress upwards; direction must be 'increase'"
+    if m.kind == "broker":
+        if m.source not in BROKER_SOURCES:
+            return f"a broker metric needs a source: a broker metric's name ({', '.join(BROKER_SOURCES)})"
+        if m.slo is not None:
+            return "broker metrics have no slo guard"
+    elif m.source and m.kind != "quantile":
+        return f"source is for quantile and broker metrics, not {m.kind}"
     if m.kind == "rate":
         if not m.events:
             return f"a rate metric needs events: outcomes from {', '.join(OUTCOMES)}"
@@ -134,6 +144,16 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     _q("processing_latency_p99", "processing_ms", 0.99, 0.10, 5.0, must_have_data=False),
     _r("processing_error_rate", ["processing_error"], 0.2, 0.002, must_have_data=False),
     _q("lag_p99", "lag", 0.99, 0.5, 100.0, must_have_data=False),
+    # Each broker's own metrics (canary.broker_metrics), canary brokers against the baseline brokers: what a change
+    # that cuts capacity moves under load. Floors well above how much healthy brokers differ (README).
+    *(MetricSpec(name=f"broker_{source}", kind="broker", source=source, direction=direction, rel_floor=rel,
+                 abs_floor=abs_, min_samples=3, must_have_data=False)
+      for source, direction, rel, abs_ in (
+          ("request_handler_idle_ratio", "decrease", 0.5, 0.2),
+          ("network_processor_idle_ratio", "decrease", 0.5, 0.2),
+          ("produce_total_time_p99_ms", "increase", 1.0, 10.0),
+          ("fetch_consumer_local_time_p99_ms", "increase", 1.0, 10.0),
+          ("cpu_seconds_per_s", "increase", 1.0, 0.25))),
 )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from canary.judge.aggregates import Aggregates, Window
 from canary.judge.alpha import Alphas, count_tests, metric_shares
+from canary.judge.brokers import broker_test
 from canary.judge.config import JudgeConfig, MetricSpec
 from canary.judge.evidence import FAIL, INSUFFICIENT, NO_DATA, PASS, metric_result
 from canary.judge.quantiles import quantile_test
@@ -73,6 +74,8 @@ def judge_metric(window: Window, metric: MetricSpec, share: float) -> dict:
         rate_test(window, metric, alphas, result)
     elif metric.kind == "throughput":
         throughput_test(window, metric, alphas.test, result)
+    elif metric.kind == "broker":
+        broker_test(window, metric, alphas.test, result)
     else:
         quantile_test(window, metric, alphas, result)
     short = result.pop("insufficient", None)
@@ -129,6 +132,8 @@ def _window_summary(window: Window) -> dict:
 
 
 def _has_data(window: Window, metric: MetricSpec) -> bool:
+    if metric.kind == "broker":
+        return any(window.agg.broker_values(metric.source, b) for b in window.buckets)
     if metric.kind != "quantile":
         return bool(window.trials["canary"].sum() + window.trials["baseline"].sum())
     return any(window.agg.hist(lane, metric.source, b) for lane in ("canary", "baseline") for b in window.buckets)

@@ -9,7 +9,7 @@ from pyspark.testing import assertDataFrameEqual
 from canary.analysis import AnalysisRequest, job
 from canary.judge import Aggregates
 from canary.judge import histogram as H
-from canary.observations import Observation
+from canary.observations import BrokerReading, Observation, parse_record
 
 COMMON = dict(run_id="run-1", kind="probe", source="probe-0", topic="canary", leader=1, producer_id="p")
 
@@ -121,3 +121,35 @@ def test_transform_counts_client_histograms_and_agrees_with_the_reference_aggreg
     assert good == sorted((lane, b, metric, k, c) for (lane, metric), by in reference.cells.items()
                           for b, h in by.items() for k, c in h.items())
     assert reference.bad == {"clock_skew": 1}
+
+
+def reading(broker=1, lane="canary", metric="produce_total_time_p99_ms", value=4.0, ts=1_000.0, **kw) -> str:
+    return BrokerReading(run_id="run-1", source="sampler", broker=broker, lane=lane, metric=metric, value=value,
+                         ts=ts, **kw).to_json().decode()
+
+
+def test_broker_readings_become_their_brokers_cells_beside_the_messages(spark):
+    """Readings travel with the observations: each lands in its broker's cell (the value's bin) of its lane and
+    bucket, counts no message, and a bad one is excluded like a bad observation; the Python reference agrees."""
+    lines = [obs(seq=0, send=1_000), reading(ts=1_500.0), reading(ts=2_500.0, value=4.01),
+             reading(broker=2, lane="baseline", value=0.9, metric="request_handler_idle_ratio", ts=12_000.5),
+             reading(ts=99_000.0),                                   # outside the window: left out silently
+             json.dumps({"kind": "broker", "run_id": "run-1", "broker": 1}),  # fields missing
+             reading(lane="purple")]
+    out = job.transform(job.parse(raw(spark, lines)), bucket_ms=10_000, from_ms=0, to_ms=50_000)
+    b4 = H.bin_of(4.0)
+    assert b4 == H.bin_of(4.01)
+    expected = spark.createDataFrame([
+        ("canary", 0, "outcome.delivered", 0, 1), ("canary", 0, "partition", 0, 1),
+        ("canary", 0, "produce_latency_ms", H.bin_of(2), 1), ("canary", 0, "e2e_latency_ms", H.bin_of(5), 1),
+        ("canary", 0, "broker.produce_total_time_p99_ms@1", b4, 2),
+        ("baseline", 10_000, "broker.request_handler_idle_ratio@2", H.bin_of(0.9), 1),
+        ("_bad", -1, "bad.malformed", 0, 1), ("_bad", 0, "bad.unknown_lane", 0, 1),
+    ], "lane string, bucket_start_ms long, metric string, bin int, count long")
+    assertDataFrameEqual(out, expected)
+    records = [parse_record(line) for line in lines[:4]]
+    reference = Aggregates.from_observations(records, 10_000)
+    good = sorted(tuple(r) for r in out.collect() if r["lane"] != "_bad")
+    assert good == sorted((lane, b, metric, k, c) for (lane, metric), by in reference.cells.items()
+                          for b, h in by.items() for k, c in h.items())
+    assert reference.broker_values("produce_total_time_p99_ms", 0) == {1: ("canary", H.representative(b4))}

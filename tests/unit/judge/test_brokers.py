@@ -1,0 +1,119 @@
+"""Broker metrics in the judge: canary brokers against the baseline brokers, knowing that brokers differ."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from canary.judge import Aggregates, JudgeConfig, judge
+from canary.judge import histogram as H
+from canary.judge.aggregates import broker_cell
+from canary.judge.config import config_from_dict
+from canary.observations import BrokerReading, Observation
+
+BUCKET = 10_000
+LANE_OF = {1: "canary", 2: "baseline", 3: "baseline"}
+
+
+def readings(levels: dict[int, float], metric="produce_total_time_p99_ms", buckets=12, noise=0.0, seed=0,
+             lanes=LANE_OF) -> list[BrokerReading]:
+    """Two readings per broker and bucket around its level (relative noise `noise`)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for b in range(buckets):
+        for broker, level in levels.items():
+            for k in range(2):
+                value = level * float(np.exp(rng.normal(0, noise))) if noise else level
+                out.append(BrokerReading("run-1", "sampler", broker, lanes[broker], metric, value,
+                                         b * BUCKET + 1_000 + 4_000 * k))
+    return out
+
+
+def verdict_of(records, config=None, probe=True, buckets=12):
+    agg = Aggregates.from_observations(records, BUCKET)
+    if probe:  # the probe's messages, alike in both lanes: 1,000 per lane and bucket at 5 ms
+        for lane in ("canary", "baseline"):
+            for b in range(buckets):
+                for name, k in (("outcome.delivered", 0), ("partition", 0), ("e2e_latency_ms", H.bin_of(5.0)),
+                                ("produce_latency_ms", H.bin_of(2.0))):
+                    agg.cells[(lane, name)][b * BUCKET][k] = 1_000
+    return judge(agg, config or JudgeConfig())
+
+
+def metric(verdict, name="broker_produce_total_time_p99_ms"):
+    return next(m for m in verdict["metrics"] if m["name"] == name)
+
+
+def test_a_canary_broker_five_times_slower_to_produce_rolls_back_naming_the_broker_metric():
+    verdict = verdict_of(readings({1: 50.0, 2: 10.0, 3: 11.0}, noise=0.05))
+    m = metric(verdict)
+    assert m["decision"] == "FAIL", m["reason"]
+    assert verdict["verdict"] == "ROLLBACK"
+    assert "broker_produce_total_time_p99_ms" in verdict["reason"]
+    assert m["canary"]["brokers"] == [1] and m["baseline"]["brokers"] == [2, 3]
+    assert m["canary"]["worst_in_buckets"] == m["canary"]["buckets"] == 9  # 12 buckets, 3 in the warm-up
+    assert 3.5 < m["effect"]["relative"] < 4.5
+
+
+def test_a_busier_handler_pool_is_a_regression_downwards():
+    verdict = verdict_of(readings({1: 0.3, 2: 0.9, 3: 0.92}, metric="request_handler_idle_ratio", noise=0.02))
+    m = metric(verdict, "broker_request_handler_idle_ratio")
+    assert m["decision"] == "FAIL" and m["direction"] == "decrease"
+    assert m["effect"]["absolute"] < -0.5
+
+
+def test_a_broker_that_is_always_a_little_slower_is_how_brokers_differ_not_a_regression():
+    """Today's A/A failure, broker-side: the canary broker is the slowest in every bucket (the rank test is
+    significant) but by less than the floor beyond how much the baseline brokers differ: PASS."""
+    verdict = verdict_of(readings({1: 16.0, 2: 10.0, 3: 13.0}, noise=0.01))
+    m = metric(verdict)
+    assert m["test"]["significant"] and m["decision"] == "PASS", m["reason"]
+    assert m["baseline"]["spread"] > 1.0
+    assert verdict["verdict"] == "PROMOTE"
+
+
+def test_the_spread_of_the_baseline_brokers_raises_the_bar():
+    """The same canary deviation (+12 ms, +109 %) fails next to baseline brokers that agree, and passes next to
+    baseline brokers that differ by as much among themselves."""
+    tight = metric(verdict_of(readings({1: 23.0, 2: 11.0, 3: 11.0}, noise=0.01)))
+    loose = metric(verdict_of(readings({1: 23.0, 2: 5.0, 3: 17.0}, noise=0.01)))
+    assert tight["decision"] == "FAIL"
+    assert loose["decision"] == "PASS", loose["reason"]
+
+
+def test_without_readings_the_broker_metrics_are_skipped_and_the_probe_decides():
+    verdict = verdict_of([])
+    assert metric(verdict)["decision"] == "NO_DATA"
+    assert verdict["verdict"] == "PROMOTE"
+
+
+def test_a_lane_without_readings_is_no_data_and_a_config_may_require_them():
+    only_baseline = readings({2: 10.0, 3: 11.0})
+    assert metric(verdict_of(only_baseline))["decision"] == "NO_DATA"
+    config = config_from_dict({"metrics": {"broker_produce_total_time_p99_ms": {"must_have_data": True}}})
+    verdict = verdict_of(only_baseline, config)
+    assert verdict["verdict"] == "INCONCLUSIVE" and "broker_produce_total_time_p99_ms" in verdict["reason"]
+
+
+def test_no_change_rarely_fails_whatever_the_brokers_levels():
+    """A/A: three brokers with their own levels (up to 30 % apart) and noisy readings, every broker in turn the
+    canary; false failures stay within alpha."""
+    rng = np.random.default_rng(7)
+    runs = failures = 0
+    for seed in range(60):
+        levels = {b: float(10 * np.exp(rng.uniform(0, 0.3))) for b in (1, 2, 3)}
+        for canary in (1, 2, 3):
+            lanes = {b: "canary" if b == canary else "baseline" for b in (1, 2, 3)}
+            verdict = verdict_of(readings(levels, noise=0.2, seed=seed, lanes=lanes), probe=False)
+            runs += 1
+            failures += metric(verdict)["decision"] == "FAIL"
+    assert runs == 180 and failures <= 1
+
+
+def test_the_cells_hold_each_brokers_readings_and_messages_are_unchanged():
+    probe = Observation(run_id="run-1", kind="probe", source="p", topic="t", partition=0, leader=1, lane="canary",
+                        producer_id="p", message_id="m", seq=0, send_ts=1_000.0, ack_ts=1_002.0, receive_ts=1_004.0,
+                        outcome="delivered")
+    agg = Aggregates.from_observations([probe, *readings({1: 4.0, 2: 2.0}, buckets=1)], BUCKET)
+    assert agg.outcomes("canary", 0) == {"delivered": 1}
+    assert set(agg.broker_values("produce_total_time_p99_ms", 0)) == {1, 2}
+    assert (("baseline", broker_cell("produce_total_time_p99_ms", 2))) in agg.cells
