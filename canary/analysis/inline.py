@@ -12,13 +12,13 @@ from canary.analysis.errors import RequestError
 from canary.analysis.request import AnalysisRequest
 from canary.analysis.result import AnalysisResult
 from canary.judge import Aggregates, JudgeConfig, judge
-from canary.observations import Observation, read_file_counted
+from canary.observations import Record, read_file_counted
 
 
 def read_window(path: str | Path, *, from_ms: int | None = None, to_ms: int | None = None,
-                run_id: str | None = None) -> tuple[list[Observation], dict[str, int]]:
-    """The usable observations of `path` sent in [from_ms, to_ms) by run `run_id` (None: any), and the excluded
-    records counted per reason. A missing file has no observations."""
+                run_id: str | None = None) -> tuple[list[Record], dict[str, int]]:
+    """The usable observations and broker readings of `path` sent (read) in [from_ms, to_ms) by run `run_id` (None:
+    any), and the excluded records counted per reason. A missing file has no observations."""
     parsed, bad = read_file_counted(path)
     if from_ms is not None or to_ms is not None or run_id is not None:
         # As the Spark job: observations of other windows and runs belong elsewhere and are left out silently.

@@ -89,10 +89,10 @@ class Aggregates:
     def broker_values(self, metric: str, bucket: int) -> dict[int, tuple[str, float]]:
         """Per broker with readings of `metric` in `bucket`: its lane and the readings' median."""
         prefix = f"{BROKER_PREFIX}{metric}@"
-        values = {}
+        values: dict[int, tuple[str, float]] = {}
         for (lane, name), by in self.cells.items():
             if name.startswith(prefix) and by.get(bucket):
-                values[int(name.removeprefix(prefix))] = (lane, H.quantile(by[bucket], 0.5))
+                values[int(name.removeprefix(prefix))] = (lane, H.quantile(by[bucket], 0.5) or 0.0)
         return values
 
     def outcomes(self, lane: str, bucket: int) -> dict[str, int]:

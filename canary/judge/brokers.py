@@ -53,9 +53,9 @@ def broker_test(window: Window, metric: MetricSpec, alpha: float, result: dict) 
         p0s.append(len(canary) / (len(canary) + len(baseline)))
     n = len(x)
     unit = UNITS[metric.source]
-    for lane, values in (("canary", worst_canary), ("baseline", pool)):
+    for lane, series in (("canary", worst_canary), ("baseline", pool)):
         result[lane] = {"brokers": sorted(brokers[lane]), "buckets": n, "unit": unit,
-                        "value": float(np.median(values)) if values else None}
+                        "value": float(np.median(series)) if series else None}
     if not check_sufficiency(result, n, n, metric, "time buckets with readings of canary and baseline brokers"):
         return
     c, b, s = float(np.median(worst_canary)), float(np.median(pool)), float(np.median(spread))

@@ -126,6 +126,11 @@ def _r(name, events, rel, abs_, **kw) -> MetricSpec:
                       min_samples=kw.pop("min_samples", 1000), **kw)
 
 
+def _b(source: str, direction: Direction, rel: float, abs_: float) -> MetricSpec:
+    return MetricSpec(name=f"broker_{source}", kind="broker", source=source, direction=direction, rel_floor=rel,
+                      abs_floor=abs_, min_samples=3, must_have_data=False)
+
+
 DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     _q("e2e_latency_p50", "e2e_latency_ms", 0.50, 0.10, 0.5),
     _q("e2e_latency_p95", "e2e_latency_ms", 0.95, 0.10, 1.0),
@@ -146,14 +151,11 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     _q("lag_p99", "lag", 0.99, 0.5, 100.0, must_have_data=False),
     # Each broker's own metrics (canary.broker_metrics), canary brokers against the baseline brokers: what a change
     # that cuts capacity moves under load. Floors well above how much healthy brokers differ (README).
-    *(MetricSpec(name=f"broker_{source}", kind="broker", source=source, direction=direction, rel_floor=rel,
-                 abs_floor=abs_, min_samples=3, must_have_data=False)
-      for source, direction, rel, abs_ in (
-          ("request_handler_idle_ratio", "decrease", 0.5, 0.2),
-          ("network_processor_idle_ratio", "decrease", 0.5, 0.2),
-          ("produce_total_time_p99_ms", "increase", 1.0, 10.0),
-          ("fetch_consumer_local_time_p99_ms", "increase", 1.0, 10.0),
-          ("cpu_seconds_per_s", "increase", 1.0, 0.25))),
+    _b("request_handler_idle_ratio", "decrease", 0.5, 0.2),
+    _b("network_processor_idle_ratio", "decrease", 0.5, 0.2),
+    _b("produce_total_time_p99_ms", "increase", 1.0, 10.0),
+    _b("fetch_consumer_local_time_p99_ms", "increase", 1.0, 10.0),
+    _b("cpu_seconds_per_s", "increase", 1.0, 0.25),
 )
 
 
