@@ -43,6 +43,7 @@ class ProbeConfig:
     metadata_interval: float = 5.0             # seconds between leader/rack refreshes
     reconcile_interval: float = 30.0           # seconds between topic reconciliations
     connection_interval: float = 15.0          # seconds between broker connection checks
+    broker_metrics_interval: float = 5.0       # seconds between readings of the brokers' metrics (when given)
     status_window: float = 60.0                # seconds summarised by /status
     http_port: int | None = None               # None: no HTTP server; 0: any free port
     http_host: str = "0.0.0.0"
@@ -61,8 +62,8 @@ class ProbeConfig:
             raise ConfigError(f"rate must be > 0 messages/s per partition, got {self.rate}")
         if self.message_size < 0 or self.message_size > 900_000:
             raise ConfigError(f"message size must be 0..900000 bytes, got {self.message_size}")
-        if self.rtt_sla <= 0 or self.message_timeout <= 0:
-            raise ConfigError("rtt SLA and message timeout must be positive seconds")
+        if self.rtt_sla <= 0 or self.message_timeout <= 0 or self.broker_metrics_interval <= 0:
+            raise ConfigError("rtt SLA, message timeout and broker metrics interval must be positive seconds")
         managed = sorted(set(self.client) & _MANAGED)
         if managed:
             raise ConfigError(f"client settings {managed} are managed by the probe; remove them from the config")
@@ -105,7 +106,7 @@ def _coerce(name: str, type_name: str, value: object) -> object:
         return value
     try:
         if name in ("duration", "rtt_sla", "message_timeout", "metadata_interval", "reconcile_interval",
-                    "connection_interval", "status_window"):
+                    "connection_interval", "status_window", "broker_metrics_interval"):
             return parse_duration(value)
         if "bool" in type_name:
             return value.lower() in ("1", "true", "yes", "on")

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from canary import process
+from canary.broker_metrics import BrokerMetricsSource
 from canary.errors import CanaryError
 from canary.kafka import health
 from canary.kafka.admin import TopicAdmin
@@ -27,6 +28,7 @@ from canary.kafka.clients import PRODUCER_DEFAULTS, QUIET_LOGGER, position
 from canary.kafka.health import metadata_and_brokers
 from canary.lanes import broker_lane
 from canary.observations import OBSERVATIONS_TOPIC
+from canary.probe.broker_readings import BrokerReadings
 from canary.probe.config import ProbeConfig
 from canary.probe.connection import ConnectionCheck, check_broker
 from canary.probe.http import StatusServer
@@ -56,6 +58,7 @@ class ProbeSummary:
     observations: dict[str, int]
     reconcile: dict | None
     connection_checks: dict[int, dict] = field(default_factory=dict)
+    broker_readings: dict | None = None
     reached: bool = True
 
     @property
@@ -79,7 +82,11 @@ class ClusterView:
 
 
 class Probe:
-    def __init__(self, config: ProbeConfig, metrics: ProbeMetrics | None = None):
+    """`broker_metrics`: a source of each broker's own metrics, read every `config.broker_metrics_interval` seconds
+    into the observations (canary.probe.broker_readings); None reads none."""
+
+    def __init__(self, config: ProbeConfig, metrics: ProbeMetrics | None = None,
+                 broker_metrics: BrokerMetricsSource | None = None):
         self.config = config
         self.metrics = metrics or ProbeMetrics()
         self.epoch = uuid.uuid4().hex[:8]
@@ -93,6 +100,9 @@ class Probe:
         self.admin = TopicAdmin(config.bootstrap_servers, config.client, away_grace=config.away_grace)
         self.spec = TopicSpec(config.topic)
         self.view = ClusterView()
+        self.readings = None if broker_metrics is None else BrokerReadings(
+            broker_metrics, config.broker_metrics_interval, config.run_id, f"probe-{config.producer_id}",
+            self.view.lane_of, self.sink.emit)
         self.reconciled: ReconcileResult | None = None
         self.reconcile_errors: list[str] = []
         self.connection_checks: dict[int, ConnectionCheck] = {}
@@ -153,7 +163,8 @@ class Probe:
         self._started = time.monotonic()
         for target, name in ((self._consume_loop, "consume"), (self._delivery_loop, "delivery"),
                              (self._produce_loop, "produce"), (self._housekeeping_loop, "housekeeping"),
-                             (self._admin_loop, "admin"), (self._connection_loop, "connections")):
+                             (self._admin_loop, "admin"), (self._connection_loop, "connections"),
+                             *([(self._readings_loop, "broker-metrics")] if self.readings else [])):
             thread = threading.Thread(target=self._guard(target), name=f"probe-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -236,7 +247,8 @@ class Probe:
             foreign_records=self.tracker.foreign_records, malformed_records=self.tracker.malformed_records,
             unresolved=self.tracker.unresolved(), observations=self.sink.stats(),
             reconcile=self.reconciled.to_dict() if self.reconciled else None,
-            connection_checks={b: asdict(c) for b, c in sorted(self.connection_checks.items())})
+            connection_checks={b: asdict(c) for b, c in sorted(self.connection_checks.items())},
+            broker_readings=self.readings.stats() if self.readings else None)
 
     # ----- cluster state -----
 
@@ -357,6 +369,10 @@ class Probe:
                 tracker.record(partition, offset, msg.value(), now)
             if not self._round_trip_ok:
                 self._round_trip_ok = any(t.counts["delivered"] for t in self.ledger.by_lane().values())
+
+    def _readings_loop(self) -> None:
+        assert self.readings is not None
+        self.readings.loop(self._stop)
 
     def _housekeeping_loop(self) -> None:
         """Fast and never blocked by the cluster: SLA expiry and gauges."""

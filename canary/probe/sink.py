@@ -14,7 +14,7 @@ from confluent_kafka.admin import NewTopic
 
 from canary.errors import ClusterError
 from canary.kafka.clients import PRODUCER_DEFAULTS, QUIET_LOGGER
-from canary.observations import Observation
+from canary.observations import Record
 
 OBSERVATIONS_RETENTION_MS = 7 * 24 * 3600 * 1000
 
@@ -50,8 +50,8 @@ class ObservationSink:
                 **(client or {})})
         self._file = open(path, "a", buffering=1 << 16) if path else None  # noqa: SIM115 - closed in close()
 
-    def emit(self, obs: Observation) -> None:
-        # vars() of the flat frozen dataclass: the same JSON as Observation.to_json, without asdict's copying
+    def emit(self, obs: Record) -> None:
+        # vars() of the flat frozen dataclass: the same JSON as its to_json, without asdict's copying
         raw = json.dumps(vars(obs), separators=(",", ":"))
         if self._file is not None:
             with self._lock:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from canary.broker_metrics import BrokerMetricsSource, ExporterSource
 from canary.cluster import distribution
 from canary.cluster.local import UNCHANGED, LocalCluster
 
@@ -56,6 +57,9 @@ class Deployer(Protocol):
     def roll_controller(self, node_id: int, *, version: str) -> None:
         """Restarts one controller on `version`; returns once it runs."""
 
+    def broker_metrics(self) -> BrokerMetricsSource | None:
+        """The brokers' own metrics as the deployer can read them, or None when it cannot."""
+
 
 class LocalDeployer:
     """The embedded local cluster (canary.cluster.local) in `directory`."""
@@ -90,6 +94,13 @@ class LocalDeployer:
 
     def roll_controller(self, node_id: int, *, version: str) -> None:
         self.cluster.restart_node(node_id, version=version, wait=False, role="controller")
+
+    def broker_metrics(self) -> BrokerMetricsSource | None:
+        """The brokers' metrics agents; every broker must have one (a broker started before the agent existed
+        has none: restart it)."""
+        self.cluster.reload()
+        endpoints = self.cluster.metrics_endpoints()
+        return ExporterSource(endpoints) if endpoints else None
 
 
 def open_deployer(kind: str, directory: str) -> Deployer:

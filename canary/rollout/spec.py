@@ -8,6 +8,7 @@
     finalize: true
     lead_topics: [orders]                               # user topics whose canary partitions get canary leaders
     fault:    {client_delay_ms: 200}                    # scenarios and tests only: make the canary bad
+    broker_metrics: {interval: 5s}                      # or {prometheus: {url: …, brokers: {1: kafka-1}}}
 
 `load_spec` reads YAML or JSON and checks every field before anything is touched, through one typed model per
 section (`BrokerRolloutModel`, the place of every rule: ranges, defaults, cross-field checks); all problems are
@@ -42,6 +43,8 @@ from canary.fields import (
     ConfigValue,
     Duration,
     KafkaVersion,
+    Matching,
+    Name,
     RunId,
     SpecModel,
     TopicName,
@@ -178,6 +181,42 @@ class TimeoutsSection(SpecSection):
     guard: Annotated[float, Duration(0, DAY)] = 300.0      # the safe-roll guard allowing a restart
 
 
+def _no_credentials(url: str) -> str:
+    """Refuses user:password@ in a URL without quoting it: the spec lands in run.json and reports."""
+    if "@" in url.split("/", 3)[2 if "://" in url else 0]:
+        raise ValueError("must not carry credentials; put an Authorization header in "
+                         "$KAFKA_CANARY_PROMETHEUS_AUTHORIZATION")
+    return url
+
+
+class PrometheusSection(SpecSection):
+    """A Prometheus that scrapes the brokers (their JMX exporter's series): queried over its HTTP API. Credentials
+    come from $KAFKA_CANARY_PROMETHEUS_AUTHORIZATION (an Authorization header), never from the spec."""
+
+    url: Annotated[str, AfterValidator(_no_credentials),
+                   Matching(r"^https?://[^\s/]+(/\S*)?$", "an http(s) URL of the Prometheus server")]
+    broker_label: Name = "broker"                                   # the label naming a broker on its series
+    # broker id -> that label's value
+    brokers: dict[Annotated[int, Field(strict=False, ge=0)], Annotated[str, Field(min_length=1, max_length=200)]]
+    window: Annotated[str, Matching(r"^[1-9][0-9]{0,4}[smh]$", "a Prometheus duration such as 30s or 1m")] = "30s"
+
+    @field_validator("brokers")
+    @classmethod
+    def _some(cls, brokers: dict[int, str]) -> dict[int, str]:
+        if not brokers:
+            raise ValueError("map each broker id to the value of broker_label on its series, e.g. {1: kafka-1}")
+        return brokers
+
+
+class BrokerMetricsSection(SpecSection):
+    """Each broker's own metrics, read during the window beside the probe: from the deployer (the metrics agents of
+    the brokers we start) or from `prometheus`. enabled: false judges the probe alone."""
+
+    enabled: bool = Field(True, strict=True)
+    interval: Annotated[float, Duration(1, 300)] = 5.0              # seconds between readings
+    prometheus: PrometheusSection | None = None
+
+
 class BrokerRolloutModel(SpecSection):
     """The broker rollout spec file, as written."""
     cluster: ClusterSection = section()
@@ -189,6 +228,7 @@ class BrokerRolloutModel(SpecSection):
     lead_topics: list[TopicName] = Field(default_factory=list)  # their canary partitions get canary leaders
     fault: FaultSection = section()
     timeouts: TimeoutsSection = section()
+    broker_metrics: BrokerMetricsSection = section()
     run_id: RunId | None = None
 
 
@@ -243,6 +283,7 @@ class RolloutSpec(SpecIdentity):
     fault: FaultSection
     warm_up_timeout: float
     guard_timeout: float
+    broker_metrics: BrokerMetricsSection
     run_id: str | None
 
 
@@ -298,4 +339,5 @@ def load_spec(source: str | Path | dict, environ: Mapping[str, str] | None = Non
         interim_interval=spec.probe.interim_interval, probe_rate=spec.probe.rate,
         preflight_probe=spec.probe.preflight, judge_config=spec.judge.config, engine=spec.judge.engine,
         finalize=spec.finalize, lead_topics=tuple(spec.lead_topics), fault=spec.fault,
-        warm_up_timeout=spec.timeouts.warm_up, guard_timeout=spec.timeouts.guard, run_id=spec.run_id)
+        warm_up_timeout=spec.timeouts.warm_up, guard_timeout=spec.timeouts.guard, broker_metrics=spec.broker_metrics,
+        run_id=spec.run_id)

@@ -16,6 +16,7 @@ from waiting import wait_until
 
 from canary.cluster.distribution import BASELINE_VERSION, TARGET_VERSION
 from canary.cluster.local import LocalCluster
+from canary.process import free_port
 from canary.rollout.broker import BROKER, Rollout
 from canary.rollout.broker.rolling import GuardRefused
 from canary.rollout.core import RolloutError, run_all
@@ -71,12 +72,22 @@ def test_good_canary_promotes_the_fleet_and_finalizes(cluster_factory, tmp_path)
     assert cluster.features().finalized["metadata.version"] > rollout.state.before["features"]["metadata.version"]
     stepped = rollout.state.data["steps"]
     assert stepped["judge"]["result"]["engine"] == "spark"
-    assert (tmp_path / "run" / "analysis-1" / "verdict.json").exists()
+    # The brokers' own metrics were read beside the probe and judged by Spark, canary broker against the others.
+    canary = rollout.state.data["canary_brokers"]
+    assert stepped["preflight"]["result"]["broker_metrics"] == "deployer"
+    readings = stepped["probe-window"]["result"]["broker_readings"]
+    assert readings["written"] > 0 and readings["failed"] == 0, readings
+    window_file = (tmp_path / "run" / "observations-window-1.jsonl").read_text()
+    assert '"kind":"broker"' in window_file
+    verdict = json.loads((tmp_path / "run" / "analysis-1" / "verdict.json").read_text())
+    judged = {m["name"]: m for m in verdict["metrics"] if m["kind"] == "broker"}
+    produce = judged["broker_produce_total_time_p99_ms"]
+    assert produce["decision"] in ("PASS", "INSUFFICIENT_DATA"), produce
+    assert produce["canary"]["brokers"] == canary and produce["baseline"]["brokers"] == sorted({1, 2, 3} - {*canary})
     for step in ("deploy-canary", "promote"):
         probe = stepped[step]["result"]["probe"]
         assert probe["acked"] > 0 and probe["lost"] == 0, (step, probe)
     assert sum(t["lost"] for t in stepped["probe-window"]["result"]["probe"].values()) == 0
-    canary = rollout.state.data["canary_brokers"]
     assert restarts(rollout, "deploy-canary") == canary
     assert sorted(restarts(rollout, "promote")) == [1, 2, 3]  # the canary once more, to drop its marker
     assert ClusterLock(cluster.bootstrap_servers).holder() is None
@@ -151,9 +162,15 @@ def test_guard_refuses_a_restart_below_min_isr_and_the_lock_refuses_a_second_rol
 
 def test_bad_spec_against_the_cluster_is_refused_before_any_change(baseline_cluster, tmp_path):
     before = snapshot(baseline_cluster)
-    for canary, message in (({"brokers": [9]}, r"\[9\] are not brokers"),
-                            ({"count": 3}, "leaves no baseline")):
-        rollout = Rollout(spec_for(baseline_cluster, f"bad-{len(message)}", canary=canary), tmp_path / message[:4])
+    closed = free_port()
+    unreadable = {"prometheus": {"url": f"http://127.0.0.1:{closed}", "brokers": {1: "a", 2: "b", 3: "c"}}}
+    cases = [({"canary": {"brokers": [9]}}, r"\[9\] are not brokers"),
+             ({"canary": {"count": 3}}, "leaves no baseline"),
+             ({"broker_metrics": unreadable}, f"broker_metrics: cannot reach Prometheus at http://127.0.0.1:{closed}"),
+             ({"broker_metrics": {"prometheus": {"url": "http://127.0.0.1:1", "brokers": {1: "a"}}}},
+              r"brokers \[2, 3\] have no label value")]
+    for i, (overrides, message) in enumerate(cases):
+        rollout = Rollout(spec_for(baseline_cluster, f"bad-{i}", **overrides), tmp_path / str(i))
         with pytest.raises(RolloutError, match=message):
             BROKER.step("preflight")(rollout)
     assert snapshot(baseline_cluster) == before

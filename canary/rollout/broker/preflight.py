@@ -1,5 +1,6 @@
 """Preflight of a broker rollout: everything is checked before any change (the spec against the cluster, health,
-no reassignment, the target's features, the lock, a green baseline probe); then the pre-rollout snapshot."""
+no reassignment, the target's features, every broker's metrics readable, the lock, a green baseline probe); then the
+pre-rollout snapshot."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from canary.kafka import features, health
 from canary.kafka.admin import TopicAdmin
 from canary.kafka.clients import admin_client
 from canary.kafka.settings import kafka_python_settings
+from canary.rollout.broker.metrics import check_broker_metrics
 from canary.rollout.broker.probes import green_probe
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.core import RolloutError
@@ -65,6 +67,8 @@ def preflight(run: Rollout) -> dict:
             raise RolloutError(f"lead_topics {missing} do not exist on the cluster; create them or remove them "
                                f"from the spec")
 
+    metrics_from = check_broker_metrics(run, [b.broker_id for b in brokers])
+
     taken = run.lock.acquire(run.run_id, len(brokers))
     run.audit.record("preflight", "lock taken" if taken else "lock already held by this rollout")
     run.state.update(canary_brokers=canaries, status="preflight")
@@ -77,7 +81,8 @@ def preflight(run: Rollout) -> dict:
     if run.state.before is None:
         run.state.update(before=snapshot(run))
         run.audit.record("preflight", "snapshot", before=run.state.before)
-    return {"canary_brokers": canaries, "brokers": len(brokers), "finalized": levels.finalized, "probe": probe}
+    return {"canary_brokers": canaries, "brokers": len(brokers), "finalized": levels.finalized, "probe": probe,
+            "broker_metrics": metrics_from}
 
 
 def check_features(version: str, finalized: dict[str, int]) -> None:

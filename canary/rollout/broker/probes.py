@@ -25,7 +25,8 @@ def probe_config(run: Rollout, name: str, seconds: float | None = None, reconcil
     observations.unlink(missing_ok=True)
     return ProbeConfig(bootstrap_servers=run.bootstrap_servers, rate=run.spec.probe_rate, duration=seconds,
                        run_id=f"{run.run_id}-{name}", producer_id=f"rollout-{run.run_id}", client=dict(run.spec.client),
-                       observations_file=str(observations), rtt_sla=15.0, message_timeout=10.0, reconcile=reconcile)
+                       observations_file=str(observations), rtt_sla=15.0, message_timeout=10.0, reconcile=reconcile,
+                       broker_metrics_interval=run.spec.broker_metrics.interval)
 
 
 def run_probe(run: Rollout, name: str, seconds: float, reconcile: bool = False) -> ProbeSummary:

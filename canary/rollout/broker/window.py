@@ -9,6 +9,7 @@ from canary.analysis.inline import aggregate
 from canary.judge import judge
 from canary.kafka import health
 from canary.probe.runner import Probe
+from canary.rollout.broker.metrics import broker_metrics_source
 from canary.rollout.broker.probes import observations_path, probe_config
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.spec import judge_settings
@@ -49,7 +50,7 @@ def probe_window(run: Rollout) -> dict:
     attempt = run.state.data["steps"]["probe-window"]["attempts"]
     cfg = probe_config(run, f"window-{attempt}")
     observations = observations_path(run, f"window-{attempt}")
-    probe = Probe(cfg)
+    probe = Probe(cfg, broker_metrics=broker_metrics_source(run))  # the brokers' own metrics beside the messages
     start_ms = int(time.time() * 1000)
     probe.start()
     run.audit.record(run.step, "probe started", probe_run_id=cfg.run_id, window_s=spec.window)
@@ -82,9 +83,10 @@ def probe_window(run: Rollout) -> dict:
               "observations": str(observations), "stopped_early": stopped_early, "interim": interim,
               "disturbed": disturbed[:20],
               "probe": {lane: {k: t[k] for k in ("sent", "acked", "lost", "produce_errors")}
-                        for lane, t in summary.lanes.items()}}
+                        for lane, t in summary.lanes.items()},
+              "broker_readings": summary.broker_readings}
     run.state.update(window=window, verdict=None)
     if stopped_early:
         fail_fast_verdict(run, stopped_early, probe_run_id=cfg.run_id, probe=window["probe"])
-    return {k: window[k] for k in ("probe_run_id", "start_ms", "end_ms", "probe", "disturbed")} | {
+    return {k: window[k] for k in ("probe_run_id", "start_ms", "end_ms", "probe", "disturbed", "broker_readings")} | {
         "stopped_early": bool(stopped_early), "interim_looks": len(interim)}

@@ -84,7 +84,8 @@ def test_an_unknown_field_is_refused_naming_the_known_ones():
     assert problems({**GOOD, "probe": {"windw": "2m"}}) == [
         "probe.windw: unknown field; known fields are interim_interval, preflight, rate, window"]
     assert problems({**GOOD, "canary": {"count": 1}, "canaries": 2})[0].startswith(
-        "canaries: unknown field; known fields are canary, change, cluster, fault, finalize, judge, lead_topics")
+        "canaries: unknown field; known fields are broker_metrics, canary, change, cluster, fault, finalize, judge, "
+        "lead_topics")
 
 
 def test_several_problems_are_reported_together_one_per_line():
@@ -124,3 +125,19 @@ def test_values_are_coerced_as_written_and_booleans_are_not_numbers():
 def test_an_empty_section_means_its_defaults():
     spec = load_spec({**GOOD, "probe": None, "judge": None, "lead_topics": None})
     assert (spec.window, spec.engine, spec.lead_topics) == (120.0, "spark", ())
+
+
+def test_broker_metrics_come_from_the_deployer_or_a_prometheus_without_credentials_in_the_spec():
+    assert load_spec(GOOD).broker_metrics.enabled and load_spec(GOOD).broker_metrics.prometheus is None
+    spec = load_spec({**GOOD, "broker_metrics": {"interval": "10s", "prometheus": {
+        "url": "https://prom.example:9090", "brokers": {"1": "kafka-1", 2: "kafka-2"}}}})
+    assert spec.broker_metrics.interval == 10.0
+    assert spec.broker_metrics.prometheus.brokers == {1: "kafka-1", 2: "kafka-2"}
+    assert problems({**GOOD, "broker_metrics": {"interval": "0s", "prometheus": {
+        "url": "https://admin:hunter2@prom:9090", "brokers": {}, "window": "30 seconds"}}}) == [
+        "broker_metrics.interval: '0s' must be a duration between 1s and 5m, such as 30s or 2m",
+        "broker_metrics.prometheus.url: must not carry credentials; put an Authorization header in "
+        "$KAFKA_CANARY_PROMETHEUS_AUTHORIZATION",
+        "broker_metrics.prometheus.brokers: map each broker id to the value of broker_label on its series, e.g. "
+        "{1: kafka-1}",
+        "broker_metrics.prometheus.window: '30 seconds' must be a Prometheus duration such as 30s or 1m"]
