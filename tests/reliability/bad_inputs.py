@@ -202,6 +202,16 @@ CASES: tuple[Case, ...] = (
     Case("spec-lead-topic-missing", "rollout spec", "lead topic that does not exist",
          {"lead_topics": ["orders-that-do-not-exist"]},
          "lead_topics ['orders-that-do-not-exist'] do not exist on the cluster", stage="preflight", cluster=True),
+    Case("spec-prometheus-credentials", "rollout spec", "Prometheus URL with a password in it",
+         {"broker_metrics": {"prometheus": {"url": "http://admin:s3cret@127.0.0.1:9090", "brokers": {1: "a"}}}},
+         "broker_metrics.prometheus.url: must not carry credentials; put an Authorization header in "
+         "$KAFKA_CANARY_PROMETHEUS_AUTHORIZATION"),
+    Case("spec-prometheus-unreachable", "rollout spec", "broker metrics from a Prometheus nobody serves",
+         {"broker_metrics": {"prometheus": {"url": "http://127.0.0.1:1", "brokers": {1: "a", 2: "b", 3: "c"}}}},
+         "broker_metrics: cannot reach Prometheus at http://127.0.0.1:1", stage="preflight", cluster=True),
+    Case("spec-prometheus-unmapped-broker", "rollout spec", "a broker without a Prometheus label value",
+         {"broker_metrics": {"prometheus": {"url": "http://127.0.0.1:1", "brokers": {1: "a"}}}},
+         "broker_metrics.prometheus.brokers: brokers [2, 3] have no label value", stage="preflight", cluster=True),
 
     # ----- the CLIs -----
     Case("cli-restart-config-not-a-key", "CLI", "restart-broker --config with a key that is no config name",
