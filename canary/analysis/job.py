@@ -138,7 +138,7 @@ def transform(obs: DataFrame, bucket_ms: int, from_ms: int | None = None, to_ms:
 
     metric `outcome.<o>` (bin 0) counts outcomes, `partition` (bin = partition) the partitions a lane used,
     the HISTOGRAMS sources their log-spaced bins (canary.judge.histogram), a broker reading its broker's cell
-    (`broker.<metric>@<broker>`, the value's bin). Excluded observations become
+    (`broker.<metric>@<broker>`, the value's bin, at the reading's own time). Excluded observations become
     lane `_bad`, metric `bad.<reason>`, bucket -1 when their time is unknown. Observations sent outside
     [from_ms, to_ms) or of another run are left out silently (they belong to other windows and runs), except
     those whose time is in the future: no window holds them, so they are counted here."""
@@ -151,7 +151,10 @@ def transform(obs: DataFrame, bucket_ms: int, from_ms: int | None = None, to_ms:
     if run_id is not None:
         in_scope &= F.col("run_id").isNull() | (F.col("run_id") == run_id)
     obs = obs.where(in_scope)
-    bucket = (F.floor(F.col("send_ts") / bucket_ms) * bucket_ms).cast("long")
+    reading = F.coalesce(F.col("kind") == BROKER_KIND, F.lit(False))
+    # A broker reading keeps its own time (ms) as its key: the judge compares the brokers reading by reading.
+    bucket = F.when(reading & F.col("bad_reason").isNull(), F.floor(F.col("send_ts"))).otherwise(
+        F.floor(F.col("send_ts") / bucket_ms) * bucket_ms).cast("long")
     values = {
         "e2e_latency_ms": (F.col("receive_ts") - F.col("send_ts")).cast("double"),
         "produce_latency_ms": (F.col("ack_ts") - F.col("send_ts")).cast("double"),
@@ -159,7 +162,6 @@ def transform(obs: DataFrame, bucket_ms: int, from_ms: int | None = None, to_ms:
         "lag": F.col("lag").cast("double"),
     }
     good = F.col("bad_reason").isNull()
-    reading = F.coalesce(F.col("kind") == BROKER_KIND, F.lit(False))
     message = good & ~reading
     # Stage 1, one pass over the observations: count them by every key at once (lane, bucket, partition,
     # outcome and each histogram's bin, or the reason an observation is excluded). Latencies fall into few

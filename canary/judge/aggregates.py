@@ -17,8 +17,10 @@ OUTCOME_PREFIX, BAD_PREFIX, BAD_LANE, BROKER_PREFIX = "outcome.", "bad.", "_bad"
 
 
 def broker_cell(metric: str, broker: int) -> str:
-    """The aggregate metric holding one broker's readings of `metric`: `broker.<metric>@<broker>`, the readings'
-    values in the histogram bins (2 % resolution is finer than any floor a broker metric is judged by)."""
+    """The aggregate metric holding one broker's readings of `metric`: `broker.<metric>@<broker>`, each reading's
+    value in its histogram bin (2 % resolution is finer than any floor a broker metric is judged by) under the
+    reading's own time in ms rather than a time bucket: the brokers are compared reading by reading (every few
+    seconds), which a time bucket would merge."""
     return f"{BROKER_PREFIX}{metric}@{broker}"
 
 
@@ -64,7 +66,7 @@ class Aggregates:
             bucket = int(obs.send_ts // bucket_ms) * bucket_ms
             run_ids.add(obs.run_id)
             if isinstance(obs, BrokerReading):
-                counts[(obs.lane, bucket, broker_cell(obs.metric, obs.broker), H.bin_of(obs.value))] += 1
+                counts[(obs.lane, int(obs.ts), broker_cell(obs.metric, obs.broker), H.bin_of(obs.value))] += 1
                 continue
             if (obs.receive_ts is not None and obs.receive_ts < obs.send_ts
                     or obs.ack_ts is not None and obs.ack_ts < obs.send_ts):
@@ -80,20 +82,25 @@ class Aggregates:
         return cls.from_rows([(*key, count) for key, count in counts.items()], bucket_ms, run_ids)
 
     def buckets(self) -> list[int]:
-        return sorted({b for (lane, _), by in self.cells.items() if lane in LANES for b in by})
+        """The time buckets of the messages (broker readings sit at their own times, inside these or not)."""
+        return sorted({b for (lane, metric), by in self.cells.items() if lane in LANES
+                       and not metric.startswith(BROKER_PREFIX) for b in by})
 
     def hist(self, lane: str, metric: str, bucket: int) -> dict[int, int]:
         by_bucket = self.cells.get((lane, metric))
         return by_bucket.get(bucket, {}) if by_bucket else {}
 
-    def broker_values(self, metric: str, bucket: int) -> dict[int, tuple[str, float]]:
-        """Per broker with readings of `metric` in `bucket`: its lane and the readings' median."""
+    def broker_readings(self, metric: str, start_ms: float, end_ms: float) -> dict[int, dict[int, tuple[str, float]]]:
+        """The readings of `metric` taken in [start_ms, end_ms): reading time -> broker -> (lane, value). One
+        sampling of the brokers shares one time (canary.probe.broker_readings)."""
         prefix = f"{BROKER_PREFIX}{metric}@"
-        values: dict[int, tuple[str, float]] = {}
+        readings: dict[int, dict[int, tuple[str, float]]] = defaultdict(dict)
         for (lane, name), by in self.cells.items():
-            if name.startswith(prefix) and by.get(bucket):
-                values[int(name.removeprefix(prefix))] = (lane, H.quantile(by[bucket], 0.5) or 0.0)
-        return values
+            if name.startswith(prefix):
+                for at, hist in by.items():
+                    if start_ms <= at < end_ms and hist:
+                        readings[at][int(name.removeprefix(prefix))] = (lane, H.quantile(hist, 0.5) or 0.0)
+        return dict(sorted(readings.items()))
 
     def outcomes(self, lane: str, bucket: int) -> dict[str, int]:
         return {metric.removeprefix(OUTCOME_PREFIX): by.get(bucket, {}).get(0, 0)
@@ -116,6 +123,12 @@ class Window:
         self.trials = {lane: np.array([sum(o.values()) for o in self.outcomes[lane]], dtype=float) for lane in LANES}
         self.partitions = {lane: np.array([len(agg.hist(lane, "partition", b)) for b in self.buckets], dtype=float)
                            for lane in LANES}
+
+    def broker_readings(self, metric: str) -> dict[int, dict[int, tuple[str, float]]]:
+        """The brokers' readings of `metric` after the warm-up, up to the end of the last bucket."""
+        if not self.buckets:
+            return {}
+        return self.agg.broker_readings(metric, self.warmup_end, self.buckets[-1] + self.agg.bucket_ms)
 
     def events(self, lane: Lane, names: Iterable[str]) -> np.ndarray:
         """Per bucket after the warm-up, the lane's observations with one of the outcomes `names`."""

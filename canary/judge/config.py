@@ -48,7 +48,7 @@ class MetricSpec(SpecModel):
 
     kind: `rate` (share of messages whose outcome is in `events`), `quantile` (the `quantile` of
     histogram `source`), `throughput` (acknowledged messages per partition-second), `broker` (the broker metric
-    `source`, canary brokers against the baseline brokers; min_samples counts time buckets).
+    `source`, canary brokers against the baseline brokers; min_samples counts readings).
     direction: which change is a regression. rel_floor / abs_floor: the smallest regression that
     matters (a relative change and an absolute one, in the metric's unit; both must be exceeded).
     critical: a regression stops the rollout at any interim look (fail fast). must_have_data: no

@@ -133,7 +133,7 @@ def _window_summary(window: Window) -> dict:
 
 def _has_data(window: Window, metric: MetricSpec) -> bool:
     if metric.kind == "broker":
-        return any(window.agg.broker_values(metric.source, b) for b in window.buckets)
+        return bool(window.broker_readings(metric.source))
     if metric.kind != "quantile":
         return bool(window.trials["canary"].sum() + window.trials["baseline"].sum())
     return any(window.agg.hist(lane, metric.source, b) for lane in ("canary", "baseline") for b in window.buckets)

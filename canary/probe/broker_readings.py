@@ -5,6 +5,7 @@ the brokers of the two lanes in the same time buckets as the messages."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from canary.broker_metrics import BrokerMetricsError, BrokerMetricsSource
@@ -25,6 +26,7 @@ class BrokerReadings:
 
     def sample_once(self) -> int:
         """One reading of every broker; how many readings were written."""
+        at = float(int(time.time() * 1000))  # one time for the whole sampling: the judge compares brokers by it
         try:
             samples = self.source.sample()
         except BrokerMetricsError as exc:
@@ -33,7 +35,7 @@ class BrokerReadings:
             return 0
         for s in samples:
             lane: Lane = "canary" if self.lane_of(s.broker) == "canary" else "baseline"
-            self.emit(BrokerReading(self.run_id, self.name, s.broker, lane, s.metric, s.value, float(s.ts_ms)))
+            self.emit(BrokerReading(self.run_id, self.name, s.broker, lane, s.metric, s.value, at))
         self.written += len(samples)
         return len(samples)
 

@@ -9,6 +9,7 @@
     lead_topics: [orders]                               # user topics whose canary partitions get canary leaders
     fault:    {client_delay_ms: 200}                    # scenarios and tests only: make the canary bad
     broker_metrics: {interval: 5s}                      # or {prometheus: {url: …, brokers: {1: kafka-1}}}
+    load:     {rate: 2000, record_size: 1000}           # records/s per partition through every broker in the window
 
 `load_spec` reads YAML or JSON and checks every field before anything is touched, through one typed model per
 section (`BrokerRolloutModel`, the place of every rule: ranges, defaults, cross-field checks); all problems are
@@ -217,6 +218,14 @@ class BrokerMetricsSection(SpecSection):
     prometheus: PrometheusSection | None = None
 
 
+class LoadSection(SpecSection):
+    """Load through canary and baseline brokers alike during the window (canary.probe.load): records per second
+    into each partition of the load topic (0: no load) of `record_size` bytes, acks=all, batched."""
+
+    rate: float = Field(0.0, strict=True, ge=0, le=100_000)
+    record_size: int = Field(1000, strict=True, ge=1, le=1_000_000)
+
+
 class BrokerRolloutModel(SpecSection):
     """The broker rollout spec file, as written."""
     cluster: ClusterSection = section()
@@ -229,6 +238,7 @@ class BrokerRolloutModel(SpecSection):
     fault: FaultSection = section()
     timeouts: TimeoutsSection = section()
     broker_metrics: BrokerMetricsSection = section()
+    load: LoadSection = section()
     run_id: RunId | None = None
 
 
@@ -284,6 +294,7 @@ class RolloutSpec(SpecIdentity):
     warm_up_timeout: float
     guard_timeout: float
     broker_metrics: BrokerMetricsSection
+    load: LoadSection
     run_id: str | None
 
 
@@ -340,4 +351,4 @@ def load_spec(source: str | Path | dict, environ: Mapping[str, str] | None = Non
         preflight_probe=spec.probe.preflight, judge_config=spec.judge.config, engine=spec.judge.engine,
         finalize=spec.finalize, lead_topics=tuple(spec.lead_topics), fault=spec.fault,
         warm_up_timeout=spec.timeouts.warm_up, guard_timeout=spec.timeouts.guard, broker_metrics=spec.broker_metrics,
-        run_id=spec.run_id)
+        load=spec.load, run_id=spec.run_id)

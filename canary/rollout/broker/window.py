@@ -8,6 +8,7 @@ from pathlib import Path
 from canary.analysis.inline import aggregate
 from canary.judge import judge
 from canary.kafka import health
+from canary.probe.load import Load, LoadConfig
 from canary.probe.runner import Probe
 from canary.rollout.broker.metrics import broker_metrics_source
 from canary.rollout.broker.probes import observations_path, probe_config
@@ -54,6 +55,12 @@ def probe_window(run: Rollout) -> dict:
     start_ms = int(time.time() * 1000)
     probe.start()
     run.audit.record(run.step, "probe started", probe_run_id=cfg.run_id, window_s=spec.window)
+    load = None
+    if spec.load.rate:
+        load = Load(LoadConfig(run.bootstrap_servers, spec.load.rate, spec.load.record_size, dict(spec.client)))
+        load.start()
+        run.audit.record(run.step, "load started", rate_per_partition=spec.load.rate,
+                         record_size=spec.load.record_size)
     disturbed: list[str] = []  # each problem once, when first seen
     seen: set[str] = set()
 
@@ -78,15 +85,17 @@ def probe_window(run: Rollout) -> dict:
     try:
         interim, stopped_early = watch_window(run, spec.window, spec.interim_interval, look, tick)
     finally:
+        loaded = load.stop() if load is not None else None
         summary = probe.stop()
     window = {"attempt": attempt, "probe_run_id": cfg.run_id, "start_ms": start_ms, "end_ms": int(time.time() * 1000),
               "observations": str(observations), "stopped_early": stopped_early, "interim": interim,
               "disturbed": disturbed[:20],
               "probe": {lane: {k: t[k] for k in ("sent", "acked", "lost", "produce_errors")}
                         for lane, t in summary.lanes.items()},
-              "broker_readings": summary.broker_readings}
+              "broker_readings": summary.broker_readings, "load": loaded}
     run.state.update(window=window, verdict=None)
     if stopped_early:
         fail_fast_verdict(run, stopped_early, probe_run_id=cfg.run_id, probe=window["probe"])
-    return {k: window[k] for k in ("probe_run_id", "start_ms", "end_ms", "probe", "disturbed", "broker_readings")} | {
+    return {k: window[k] for k in ("probe_run_id", "start_ms", "end_ms", "probe", "disturbed", "broker_readings",
+                                  "load")} | {
         "stopped_early": bool(stopped_early), "interim_looks": len(interim)}

@@ -129,8 +129,8 @@ def reading(broker=1, lane="canary", metric="produce_total_time_p99_ms", value=4
 
 
 def test_broker_readings_become_their_brokers_cells_beside_the_messages(spark):
-    """Readings travel with the observations: each lands in its broker's cell (the value's bin) of its lane and
-    bucket, counts no message, and a bad one is excluded like a bad observation; the Python reference agrees."""
+    """Readings travel with the observations: each lands in its broker's cell (the value's bin) of its lane at its
+    own time, counts no message, and a bad one is excluded like a bad observation; the Python reference agrees."""
     lines = [obs(seq=0, send=1_000), reading(ts=1_500.0), reading(ts=2_500.0, value=4.01),
              reading(broker=2, lane="baseline", value=0.9, metric="request_handler_idle_ratio", ts=12_000.5),
              reading(ts=99_000.0),                                   # outside the window: left out silently
@@ -142,8 +142,9 @@ def test_broker_readings_become_their_brokers_cells_beside_the_messages(spark):
     expected = spark.createDataFrame([
         ("canary", 0, "outcome.delivered", 0, 1), ("canary", 0, "partition", 0, 1),
         ("canary", 0, "produce_latency_ms", H.bin_of(2), 1), ("canary", 0, "e2e_latency_ms", H.bin_of(5), 1),
-        ("canary", 0, "broker.produce_total_time_p99_ms@1", b4, 2),
-        ("baseline", 10_000, "broker.request_handler_idle_ratio@2", H.bin_of(0.9), 1),
+        ("canary", 1_500, "broker.produce_total_time_p99_ms@1", b4, 1),
+        ("canary", 2_500, "broker.produce_total_time_p99_ms@1", b4, 1),
+        ("baseline", 12_000, "broker.request_handler_idle_ratio@2", H.bin_of(0.9), 1),
         ("_bad", -1, "bad.malformed", 0, 1), ("_bad", 0, "bad.unknown_lane", 0, 1),
     ], "lane string, bucket_start_ms long, metric string, bin int, count long")
     assertDataFrameEqual(out, expected)
@@ -152,4 +153,6 @@ def test_broker_readings_become_their_brokers_cells_beside_the_messages(spark):
     good = sorted(tuple(r) for r in out.collect() if r["lane"] != "_bad")
     assert good == sorted((lane, b, metric, k, c) for (lane, metric), by in reference.cells.items()
                           for b, h in by.items() for k, c in h.items())
-    assert reference.broker_values("produce_total_time_p99_ms", 0) == {1: ("canary", H.representative(b4))}
+    assert reference.broker_readings("produce_total_time_p99_ms", 0, 10_000) == {
+        1_500: {1: ("canary", H.representative(b4))}, 2_500: {1: ("canary", H.representative(b4))}}
+    assert reference.buckets() == [0]  # the readings' times are no time buckets

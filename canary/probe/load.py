@@ -1,0 +1,169 @@
+"""Representative load for the window: a light probe never loads a broker, so a change that cuts capacity shows
+only when the brokers work. The load pushes records of a real size with real batching and acks=all through a topic
+laid out like the probe's (each broker the preferred leader of one partition), the same rate into every partition,
+so canary and baseline brokers carry the same load and their own metrics compare fairly; a consumer fetches it all
+back. It stops at once when its own produce errors pass a share (the cluster is struggling: the window's guards
+then decide) and whenever the window stops it."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from confluent_kafka import OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
+
+from canary.errors import CanaryError
+from canary.kafka.admin import TopicAdmin
+from canary.kafka.clients import QUIET_LOGGER
+from canary.kafka.health import metadata_and_brokers
+from canary.lanes import broker_lane
+from canary.probe.topic import TopicSpec, reconcile
+
+LOAD_TOPIC = "__kafka_canary_load"
+# Small segments and retention: the load's data is worthless a minute later.
+LOAD_TOPIC_SPEC = TopicSpec(LOAD_TOPIC, segment_bytes=16 * 1024 * 1024, retention_bytes=64 * 1024 * 1024,
+                            retention_ms=10 * 60 * 1000)
+# Latencies kept per lane for the summary's quantiles (enough for a p99 of a few minutes' load).
+MAX_LATENCIES = 200_000
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    bootstrap_servers: str
+    rate: float                  # records per second into each partition
+    record_size: int = 1000      # bytes per record
+    client: dict[str, str] = field(default_factory=dict)
+    max_error_share: float = 0.05  # the load stops when more of its records fail (after 1,000 sent)
+
+    def __post_init__(self) -> None:
+        if self.rate <= 0 or not 1 <= self.record_size <= 1_000_000:
+            raise CanaryError("load: rate must be > 0 records/s per partition and record_size 1..1000000 bytes")
+
+
+@dataclass
+class _Lane:
+    sent: int = 0
+    acked: int = 0
+    failed: int = 0
+    consumed: int = 0
+    consumed_bytes: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+
+
+class Load:
+    def __init__(self, config: LoadConfig):
+        self.config = config
+        self.admin = TopicAdmin(config.bootstrap_servers, config.client)
+        self.lanes: dict[str, _Lane] = {"canary": _Lane(), "baseline": _Lane()}
+        self.partition_lane: dict[int, str] = {}
+        self.stopped_because: str | None = None
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._started = 0.0
+        self._producer: Producer | None = None
+        self._consumer: Consumer | None = None
+
+    def start(self) -> None:
+        """Reconciles the load topic (one partition led by each broker), then produces and consumes."""
+        c = self.config
+        reconcile(self.admin, LOAD_TOPIC_SPEC, wait=10.0)
+        metadata, nodes = metadata_and_brokers(self.admin.admin, 10)
+        lanes = {n.id: broker_lane(n.rack) for n in nodes}
+        topic = metadata.topics[LOAD_TOPIC]
+        self.partition_lane = {p.id: lanes.get(p.leader, "baseline") for p in topic.partitions.values()
+                               if p.leader >= 0}
+        base = {"bootstrap.servers": c.bootstrap_servers, "logger": QUIET_LOGGER, **c.client}
+        self._producer = Producer({**base, "acks": "all", "linger.ms": 5, "batch.size": 256 * 1024,
+                                   "enable.idempotence": False, "compression.type": "none",
+                                   "queue.buffering.max.messages": 1_000_000, "message.timeout.ms": 30_000,
+                                   "client.id": "kafka-canary-load"})
+        self._consumer = Consumer({**base, "group.id": f"kafka-canary-load-{int(time.time() * 1000)}",
+                                   "enable.auto.commit": False, "client.id": "kafka-canary-load",
+                                   "fetch.max.bytes": 50 * 1024 * 1024})
+        self._consumer.assign([TopicPartition(LOAD_TOPIC, p, OFFSET_END) for p in self.partition_lane])
+        self._started = time.monotonic()
+        for target in (self._produce_loop, self._consume_loop):
+            thread = threading.Thread(target=target, name=f"load-{target.__name__}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> dict:
+        """Stops producing and consuming; the summary per lane."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=30)
+        if self._producer is not None:
+            self._producer.flush(10)
+        if self._consumer is not None:
+            self._consumer.close()
+        return self.summary()
+
+    def summary(self) -> dict:
+        seconds = max(time.monotonic() - self._started, 1e-9) if self._started else 0.0
+        out: dict = {"rate_per_partition": self.config.rate, "record_size": self.config.record_size,
+                     "seconds": round(seconds, 1), "stopped_because": self.stopped_because, "lanes": {}}
+        for lane, t in self.lanes.items():
+            partitions = sum(1 for v in self.partition_lane.values() if v == lane)
+            with self._lock:
+                latencies = np.array(t.latencies_ms) if t.latencies_ms else None
+            out["lanes"][lane] = {
+                "partitions": partitions, "sent": t.sent, "acked": t.acked, "failed": t.failed,
+                "acked_per_s": round(t.acked / seconds, 1) if seconds else 0.0,
+                "consumed_mb_per_s": round(t.consumed_bytes / seconds / 1e6, 3) if seconds else 0.0,
+                "produce_latency_ms": None if latencies is None else {
+                    q: round(float(np.percentile(latencies, p)), 2) for q, p in (("p50", 50), ("p99", 99))}}
+        return out
+
+    def _delivered(self, lane: _Lane, err, msg) -> None:
+        if err is None:
+            lane.acked += 1
+            latency = msg.latency()
+            if latency is not None and len(lane.latencies_ms) < MAX_LATENCIES:
+                with self._lock:
+                    lane.latencies_ms.append(latency * 1000)
+        else:
+            lane.failed += 1
+
+    def _produce_loop(self) -> None:
+        """Paced in 10 ms ticks: every partition gets its due records each tick, so the lanes' load stays equal."""
+        assert self._producer is not None
+        producer, c = self._producer, self.config
+        value = b"x" * c.record_size
+        partitions = [(p, self.lanes[lane], functools.partial(self._delivered, self.lanes[lane]))
+                      for p, lane in sorted(self.partition_lane.items())]
+        start, done = time.monotonic(), 0
+        while not self._stop.is_set():
+            due = int((time.monotonic() - start) * c.rate) - done
+            for _ in range(due):
+                for p, lane, delivered in partitions:
+                    try:
+                        producer.produce(LOAD_TOPIC, value=value, partition=p, on_delivery=delivered)
+                    except BufferError:  # the cluster does not keep up: count it as failed, do not block
+                        lane.failed += 1
+                    lane.sent += 1
+            done += max(due, 0)
+            producer.poll(0)
+            sent = sum(t.sent for t in self.lanes.values())
+            failed = sum(t.failed for t in self.lanes.values())
+            if sent >= 1000 and failed > c.max_error_share * sent:
+                self.stopped_because = f"{failed} of {sent} load records failed"
+                return
+            time.sleep(0.01)
+
+    def _consume_loop(self) -> None:
+        assert self._consumer is not None
+        while not self._stop.is_set():
+            try:
+                messages = self._consumer.consume(1000, timeout=0.2)
+            except KafkaException:
+                continue
+            for msg in messages:
+                partition = msg.partition()
+                if msg.error() is None and partition is not None:
+                    lane = self.lanes[self.partition_lane.get(partition, "baseline")]
+                    lane.consumed += 1
+                    lane.consumed_bytes += len(msg.value() or b"")
