@@ -79,3 +79,22 @@ CATALOGUE: tuple[BrokerMetric, ...] = (
     BrokerMetric("cpu_seconds_per_s", "process_cpu_seconds_total", "rate", "s/s", "increase"),
     BrokerMetric("gc_seconds_per_s", "jvm_gc_collection_seconds_sum", "rate", "s/s", "increase"),
 )
+
+
+@dataclass(frozen=True)
+class LoadMetric:
+    """A per-broker value the window's load measures itself (canary.probe.load), not read from the broker: the
+    load's produce latency through the partition that broker leads, per reading interval."""
+
+    name: str
+    unit: str
+    direction: Direction
+    quantile: float
+
+
+LOAD_METRICS: tuple[LoadMetric, ...] = (
+    LoadMetric("load_produce_latency_p50_ms", "ms", "increase", 0.50),
+    LoadMetric("load_produce_latency_p99_ms", "ms", "increase", 0.99),
+)
+# Every per-broker metric the judge can compare, with its unit.
+UNITS: Mapping[str, str] = {**{m.name: m.unit for m in CATALOGUE}, **{m.name: m.unit for m in LOAD_METRICS}}

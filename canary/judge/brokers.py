@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from canary.broker_metrics.catalogue import CATALOGUE
+from canary.broker_metrics.catalogue import UNITS
 from canary.judge.aggregates import Window
 from canary.judge.config import MetricSpec
 from canary.judge.evidence import check_sufficiency, conclude, format_value
-
-UNITS = {m.name: m.unit for m in CATALOGUE}
 
 
 def _worse(metric: MetricSpec, a: float, b: float) -> bool:

@@ -10,16 +10,19 @@ from __future__ import annotations
 import functools
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 from confluent_kafka import OFFSET_END, Consumer, KafkaException, Producer, TopicPartition
 
+from canary.broker_metrics import LOAD_METRICS
 from canary.errors import CanaryError
 from canary.kafka.admin import TopicAdmin
 from canary.kafka.clients import QUIET_LOGGER
 from canary.kafka.health import metadata_and_brokers
 from canary.lanes import broker_lane
+from canary.observations import BrokerReading, Lane
 from canary.probe.topic import TopicSpec, reconcile
 
 LOAD_TOPIC = "__kafka_canary_load"
@@ -28,6 +31,8 @@ LOAD_TOPIC_SPEC = TopicSpec(LOAD_TOPIC, segment_bytes=16 * 1024 * 1024, retentio
                             retention_ms=10 * 60 * 1000)
 # Latencies kept per lane for the summary's quantiles (enough for a p99 of a few minutes' load).
 MAX_LATENCIES = 200_000
+# A partition's latency quantiles in one interval are reported from this many acknowledged records on.
+MIN_REPORTED = 50
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,8 @@ class LoadConfig:
     record_size: int = 1000      # bytes per record
     client: dict[str, str] = field(default_factory=dict)
     max_error_share: float = 0.05  # the load stops when more of its records fail (after 1,000 sent)
+    interval: float = 5.0          # seconds between the per-broker latency readings (when `emit` is given)
+    run_id: str = "load"
 
     def __post_init__(self) -> None:
         if self.rate <= 0 or not 1 <= self.record_size <= 1_000_000:
@@ -54,8 +61,14 @@ class _Lane:
 
 
 class Load:
-    def __init__(self, config: LoadConfig):
+    """`emit`: where the load's per-broker readings go (LOAD_METRICS: its produce latency through the partition each
+    broker leads, every `config.interval`), beside the probe's observations; None keeps them to the summary."""
+
+    def __init__(self, config: LoadConfig, emit: Callable[[BrokerReading], None] | None = None):
         self.config = config
+        self.emit = emit
+        self._interval_latencies: dict[int, list[float]] = {}  # partition -> this interval's latencies (ms)
+        self.partition_leader: dict[int, int] = {}
         self.admin = TopicAdmin(config.bootstrap_servers, config.client)
         self.lanes: dict[str, _Lane] = {"canary": _Lane(), "baseline": _Lane()}
         self.partition_lane: dict[int, str] = {}
@@ -74,8 +87,9 @@ class Load:
         metadata, nodes = metadata_and_brokers(self.admin.admin, 10)
         lanes = {n.id: broker_lane(n.rack) for n in nodes}
         topic = metadata.topics[LOAD_TOPIC]
-        self.partition_lane = {p.id: lanes.get(p.leader, "baseline") for p in topic.partitions.values()
-                               if p.leader >= 0}
+        self.partition_leader = {p.id: p.leader for p in topic.partitions.values() if p.leader >= 0}
+        self.partition_lane = {p: lanes.get(leader, "baseline") for p, leader in self.partition_leader.items()}
+        self._interval_latencies = {p: [] for p in self.partition_leader}
         base = {"bootstrap.servers": c.bootstrap_servers, "logger": QUIET_LOGGER, **c.client}
         self._producer = Producer({**base, "acks": "all", "linger.ms": 5, "batch.size": 256 * 1024,
                                    "enable.idempotence": False, "compression.type": "none",
@@ -86,7 +100,7 @@ class Load:
                                    "fetch.max.bytes": 50 * 1024 * 1024})
         self._consumer.assign([TopicPartition(LOAD_TOPIC, p, OFFSET_END) for p in self.partition_lane])
         self._started = time.monotonic()
-        for target in (self._produce_loop, self._consume_loop):
+        for target in (self._produce_loop, self._consume_loop, *([self._report_loop] if self.emit else [])):
             thread = threading.Thread(target=target, name=f"load-{target.__name__}", daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -118,22 +132,40 @@ class Load:
                     q: round(float(np.percentile(latencies, p)), 2) for q, p in (("p50", 50), ("p99", 99))}}
         return out
 
-    def _delivered(self, lane: _Lane, err, msg) -> None:
+    def _delivered(self, lane: _Lane, partition: int, err, msg) -> None:
         if err is None:
             lane.acked += 1
             latency = msg.latency()
-            if latency is not None and len(lane.latencies_ms) < MAX_LATENCIES:
+            if latency is not None:
                 with self._lock:
-                    lane.latencies_ms.append(latency * 1000)
+                    if len(lane.latencies_ms) < MAX_LATENCIES:
+                        lane.latencies_ms.append(latency * 1000)
+                    self._interval_latencies[partition].append(latency * 1000)
         else:
             lane.failed += 1
+
+    def _report_loop(self) -> None:
+        """Every interval, each partition's produce latency quantiles as readings of the broker leading it."""
+        assert self.emit is not None
+        while not self._stop.wait(self.config.interval):
+            at = float(int(time.time() * 1000))
+            with self._lock:
+                taken, self._interval_latencies = self._interval_latencies, {p: [] for p in self.partition_leader}
+            for partition, latencies in sorted(taken.items()):
+                if len(latencies) < MIN_REPORTED:
+                    continue
+                leader = self.partition_leader[partition]
+                lane: Lane = "canary" if self.partition_lane[partition] == "canary" else "baseline"
+                for metric in LOAD_METRICS:
+                    value = float(np.quantile(latencies, metric.quantile))
+                    self.emit(BrokerReading(self.config.run_id, "load", leader, lane, metric.name, value, at))
 
     def _produce_loop(self) -> None:
         """Paced in 10 ms ticks: every partition gets its due records each tick, so the lanes' load stays equal."""
         assert self._producer is not None
         producer, c = self._producer, self.config
         value = b"x" * c.record_size
-        partitions = [(p, self.lanes[lane], functools.partial(self._delivered, self.lanes[lane]))
+        partitions = [(p, self.lanes[lane], functools.partial(self._delivered, self.lanes[lane], p))
                       for p, lane in sorted(self.partition_lane.items())]
         start, done = time.monotonic(), 0
         while not self._stop.is_set():

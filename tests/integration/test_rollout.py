@@ -34,6 +34,13 @@ FAST_JUDGE = {"warmup_s": 15, "bucket_s": 5, "metrics": {
     "e2e_latency_p99": _LATENCY_FLOOR | {"slo": None}}}  # seconds-long tails when the machine is saturated
 
 
+# Load sized for the test machine (9,000 records/s of 1 kB, 3 MB/s into each broker) moves one I/O thread's idle
+# share by 0.1-0.15 below the others' on a busy 2-core machine; the default floor is 0.1, halved here so a quieter
+# machine (lighter work per request for every broker) still shows the cut beyond it.
+CAPACITY_JUDGE = FAST_JUDGE | {"metrics": FAST_JUDGE["metrics"] | {
+    f"broker_{share}_idle_ratio": {"abs_floor": 0.05} for share in ("request_handler", "network_processor")}}
+
+
 def spec_for(cluster: LocalCluster, run_id: str, **overrides):
     raw = {"cluster": {"dir": str(cluster.directory)}, "change": {"version": TARGET_VERSION},
            "canary": {"count": 1}, "probe": {"window": "45s", "interim_interval": "10s", "rate": 50, "preflight": "3s"},
@@ -131,6 +138,31 @@ def test_delayed_canary_rolls_back(baseline_cluster, tmp_path):
     assert "latency" in result["reason"]
     assert snapshot(baseline_cluster) == before
     assert {v[0] for v in snapshot(baseline_cluster).values()} == {BASELINE_VERSION}
+
+
+def test_a_capacity_cut_the_probe_cannot_see_rolls_back_on_broker_metrics_under_load(baseline_cluster, tmp_path):
+    """One network and one I/O thread on the canary broker: the light probe's latency does not move, but under
+    load (the same records per second into every broker's partition) the canary broker works harder than the
+    baseline brokers at every reading, by more than they differ among themselves."""
+    before = snapshot(baseline_cluster)
+    spec = spec_for(baseline_cluster, "capacity-cut", change={"config": {"num.network.threads": "1",
+                                                                         "num.io.threads": "1"}},
+                    canary={"brokers": [3]}, probe={"window": "60s", "interim_interval": "15s", "rate": 50,
+                                                    "preflight": "3s"},
+                    broker_metrics={"interval": "2s"}, load={"rate": 3000, "record_size": 1000},
+                    judge={"engine": "inline", "config": CAPACITY_JUDGE})
+    rollout = Rollout(spec, tmp_path / "run")
+    result = run_all(BROKER, rollout)
+
+    verdict = json.loads((tmp_path / "run" / "analysis-1" / "verdict.json").read_text())
+    decided = {m["name"]: (m["decision"], m["reason"]) for m in verdict["metrics"]}
+    failed = sorted(name for name, (decision, _) in decided.items() if decision == "FAIL")
+    assert result["outcome"] == "ROLLBACK" and failed, decided
+    assert all(name.startswith("broker_") for name in failed), failed  # the brokers' metrics saw it, not the probe
+    assert snapshot(baseline_cluster) == before
+    load = rollout.state.data["window"]["load"]
+    assert load["lanes"]["canary"]["partitions"] == 1 and load["lanes"]["baseline"]["partitions"] == 2, load
+    assert load["lanes"]["canary"]["acked"] > 0 and load["stopped_because"] is None, load
 
 
 def test_guard_refuses_a_restart_below_min_isr_and_the_lock_refuses_a_second_rollout(baseline_cluster, tmp_path):

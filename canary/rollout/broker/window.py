@@ -57,7 +57,8 @@ def probe_window(run: Rollout) -> dict:
     run.audit.record(run.step, "probe started", probe_run_id=cfg.run_id, window_s=spec.window)
     load = None
     if spec.load.rate:
-        load = Load(LoadConfig(run.bootstrap_servers, spec.load.rate, spec.load.record_size, dict(spec.client)))
+        load = Load(LoadConfig(run.bootstrap_servers, spec.load.rate, spec.load.record_size, dict(spec.client),
+                               interval=spec.broker_metrics.interval, run_id=cfg.run_id), emit=probe.sink.emit)
         load.start()
         run.audit.record(run.step, "load started", rate_per_partition=spec.load.rate,
                          record_size=spec.load.record_size)
