@@ -215,6 +215,11 @@ BROKER_FORM = Form(BrokerRolloutModel, RolloutOptions, (
     _ON_INCONCLUSIVE,
     FormField("lead_topics", ("lead_topics",), "Lead topics",
               "Topics whose canary partitions get canary leaders, so real traffic runs through the canary", []),
+    FormField("load_rate", ("load", "rate"), "Load (records/s per partition)",
+              "Load through every broker alike during the window, so a change that cuts capacity shows in the "
+              "brokers' metrics; 0: none (docs/broker-rollout.md says how to size it)", 0),
+    FormField("load_record_size", ("load", "record_size"), "Load record size (bytes)",
+              "Bytes per load record", 1000),
     FormField("client_delay_ms", ("fault", "client_delay_ms"), "Fault: client delay (ms)",
               "Scenarios only: a delay proxy in front of each canary broker", 0),
     FormField("warm_up_timeout", ("timeouts", "warm_up"), "Warm-up timeout",
