@@ -1,0 +1,94 @@
+"""Does the gate see what hurts? Real broker rollouts under load on a fresh 3-broker local cluster each: changes
+that cut capacity (which the light probe cannot see) and harmless ones, with the default judge.
+
+    .venv/bin/python bench/capacity_eval.py [--runs 2] [--window 90s] [--rate 3000] [--cases NAME,...]
+
+Each run: one canary broker (broker 2, then 3, ...), the change, the window with the load (`--rate` records/s of
+1 kB into each broker's partition) and the brokers' metrics read every 2 s, the default judge (engine inline).
+Printed per run: the outcome, the metrics that failed (and so decided), the time from the window's start to the
+verdict, and the window's load per lane. A harmful change should roll back, a harmless one promote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from canary.cluster.local import LocalCluster  # noqa: E402
+from canary.rollout.broker import BROKER, Rollout  # noqa: E402
+from canary.rollout.core import run_all  # noqa: E402
+from canary.rollout.spec import load_spec  # noqa: E402
+
+# name -> (broker config overrides, harmful?)
+CASES: dict[str, tuple[dict[str, str], bool]] = {
+    "one-io-and-network-thread": ({"num.io.threads": "1", "num.network.threads": "1"}, True),
+    "one-network-thread": ({"num.network.threads": "1"}, True),
+    "flush-every-message": ({"log.flush.interval.messages": "1"}, True),
+    "request-queue-of-one": ({"queued.max.requests": "1", "num.io.threads": "1"}, True),
+    "cleaner-backoff": ({"log.cleaner.backoff.ms": "15001"}, False),
+    "more-io-threads": ({"num.io.threads": "10"}, False),
+}
+
+
+def run_case(root: Path, name: str, attempt: int, window: str, rate: float) -> dict:
+    config, harmful = CASES[name]
+    canary = 2 + attempt % 2
+    cluster = LocalCluster.up(root / f"{name}-{attempt}", brokers=3)
+    try:
+        raw = {"cluster": {"dir": str(cluster.directory)}, "change": {"config": config},
+               "canary": {"brokers": [canary]}, "probe": {"window": window, "interim_interval": "15s"},
+               "judge": {"engine": "inline"}, "broker_metrics": {"interval": "2s"},
+               "load": {"rate": rate, "record_size": 1000}, "run_id": f"{name}-{attempt}"}
+        rollout = Rollout(load_spec(raw), root / "runs" / f"{name}-{attempt}")
+        result = run_all(BROKER, rollout)
+        window_state = rollout.state.data.get("window") or {}
+        verdict_at = next((e["ts_ms"] for e in rollout.audit.entries() if e["action"] == "verdict"), None)
+        analysis = Path(rollout.state.data.get("verdict", {}).get("analysis") or "") / "verdict.json"
+        metrics = json.loads(analysis.read_text())["metrics"] if analysis.is_file() else []
+        failed = [m["name"] for m in metrics if m["decision"] == "FAIL"]
+        load = window_state.get("load") or {}
+        return {"case": name, "harmful": harmful, "canary": canary, "outcome": result["outcome"],
+                "failed": failed or ([result["reason"][:80]] if result["outcome"] != "PROMOTE" else []),
+                "decided_after_s": round((verdict_at - window_state["start_ms"]) / 1000, 1)
+                if verdict_at and window_state.get("start_ms") else None,
+                "load": {lane: (t["acked_per_s"], (t["produce_latency_ms"] or {}).get("p99"))
+                         for lane, t in (load.get("lanes") or {}).items()}}
+    finally:
+        cluster.down()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=2)
+    p.add_argument("--window", default="90s")
+    p.add_argument("--rate", type=float, default=3000)
+    p.add_argument("--cases", default=",".join(CASES))
+    args = p.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="capacity-eval-") as tmp:
+        for name in args.cases.split(","):
+            for attempt in range(args.runs):
+                started = time.monotonic()
+                row = run_case(Path(tmp), name, attempt, args.window, args.rate)
+                row["total_s"] = round(time.monotonic() - started)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    print("\n| change | harmful | canary | outcome | failed metrics | verdict after window start (s) | "
+          "load acked/s and p99 ms (canary; baseline) |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        load = "; ".join(f"{v[0]:.0f}/s, {v[1]} ms" for v in r["load"].values())
+        print(f"| {r['case']} | {'yes' if r['harmful'] else 'no'} | {r['canary']} | {r['outcome']} | "
+              f"{', '.join(r['failed']) or '-'} | {r['decided_after_s']} | {load} |")
+    right = sum((r["outcome"] == "ROLLBACK") == r["harmful"] for r in rows)
+    print(f"\n{right} of {len(rows)} runs decided as expected")
+
+
+if __name__ == "__main__":
+    main()
