@@ -84,8 +84,8 @@ def test_good_canary_promotes_the_fleet_and_finalizes(cluster_factory, tmp_path)
     assert stepped["preflight"]["result"]["broker_metrics"] == "deployer"
     readings = stepped["probe-window"]["result"]["broker_readings"]
     assert readings["written"] > 0 and readings["failed"] == 0, readings
-    window_file = (tmp_path / "run" / "observations-window-1.jsonl").read_text()
-    assert '"kind":"broker"' in window_file
+    for phase in ("preflight-1", "deploy", "window-1", "promote"):  # every phase keeps them; the window's are judged
+        assert '"kind":"broker"' in (tmp_path / "run" / f"observations-{phase}.jsonl").read_text(), phase
     verdict = json.loads((tmp_path / "run" / "analysis-1" / "verdict.json").read_text())
     judged = {m["name"]: m for m in verdict["metrics"] if m["kind"] == "broker"}
     produce = judged["broker_produce_total_time_p99_ms"]

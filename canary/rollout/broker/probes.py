@@ -1,5 +1,6 @@
 """The probe in each phase of a broker rollout: short green probes (preflight, after promote, verify) and the
-probe that watches every roll for lost acknowledged messages."""
+probe that watches every roll for lost acknowledged messages. Each also reads the brokers' own metrics into its
+observations file, so every phase of the run keeps them (the window's are judged)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from canary.probe.config import ProbeConfig
 from canary.probe.runner import Probe, ProbeSummary
+from canary.rollout.broker.metrics import broker_metrics_source
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.core import RolloutError
 
@@ -31,14 +33,14 @@ def probe_config(run: Rollout, name: str, seconds: float | None = None, reconcil
 
 def run_probe(run: Rollout, name: str, seconds: float, reconcile: bool = False) -> ProbeSummary:
     run.say("probe %s for %.0fs at %g msg/s per partition", name, seconds, run.spec.probe_rate)
-    return Probe(probe_config(run, name, seconds, reconcile)).run()
+    return Probe(probe_config(run, name, seconds, reconcile), broker_metrics=broker_metrics_source(run)).run()
 
 
 @contextlib.contextmanager
 def watched(run: Rollout, name: str, result: dict) -> Iterator[None]:
     """Probe traffic for as long as a step rolls brokers: acknowledged messages lost during the rolls land in
     `result["probe"]` (the goal is none)."""
-    probe = Probe(probe_config(run, name))
+    probe = Probe(probe_config(run, name), broker_metrics=broker_metrics_source(run))
     probe.start()
     try:
         yield
