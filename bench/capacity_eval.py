@@ -58,7 +58,10 @@ def run_case(root: Path, name: str, attempt: int, window: str, rate: float) -> d
                 "decided_after_s": round((verdict_at - window_state["start_ms"]) / 1000, 1)
                 if verdict_at and window_state.get("start_ms") else None,
                 "load": {lane: (t["acked_per_s"], (t["produce_latency_ms"] or {}).get("p99"))
-                         for lane, t in (load.get("lanes") or {}).items()}}
+                         for lane, t in (load.get("lanes") or {}).items()},
+                "brokers": {m["name"].removeprefix("broker_"): (m["canary"].get("value"), m["baseline"].get("value"),
+                                                                 m["decision"])
+                            for m in metrics if m["kind"] == "broker"}}
     finally:
         cluster.down()
 

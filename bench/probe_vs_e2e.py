@@ -48,7 +48,8 @@ def one_partition_topics(bootstrap: str) -> dict[int, str]:
     """Broker -> a one-partition topic it leads (replicas on every broker)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topics = {b: f"e2e-latency-{b}" for b in BROKERS}
-    new = [NewTopic(t, num_partitions=1, replica_assignment=[[b, *[o for o in BROKERS if o != b]]]) for b, t in topics.items()]
+    new = [NewTopic(t, num_partitions=1, replica_assignment=[[b, *[o for o in BROKERS if o != b]]])
+           for b, t in topics.items()]
     for future in admin.create_topics(new).values():
         future.result(30)
     return topics

@@ -81,6 +81,11 @@ CATALOGUE: tuple[BrokerMetric, ...] = (
 )
 
 
+# Idle shares whose complement, the busy share, is what capacity scales with: a pool twice as busy under the same load
+# has half the headroom. The judge compares these as busy shares (1 - idle).
+IDLE_SHARES: frozenset[str] = frozenset({"request_handler_idle_ratio", "network_processor_idle_ratio"})
+
+
 @dataclass(frozen=True)
 class LoadMetric:
     """A per-broker value the window's load measures itself (canary.probe.load), not read from the broker: the

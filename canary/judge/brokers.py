@@ -16,18 +16,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from canary.broker_metrics.catalogue import UNITS
+from canary.broker_metrics.catalogue import IDLE_SHARES, UNITS
 from canary.judge.aggregates import Window
 from canary.judge.config import MetricSpec
 from canary.judge.evidence import check_sufficiency, conclude, format_value
 
 
-def _worse(metric: MetricSpec, a: float, b: float) -> bool:
-    return a > b if metric.direction == "increase" else a < b
+def _worse(direction: str, a: float, b: float) -> bool:
+    return a > b if direction == "increase" else a < b
 
 
 def broker_test(window: Window, metric: MetricSpec, alpha: float, result: dict) -> None:
-    """H0: at every reading the worst broker is a canary broker with probability at most K/(K+B)."""
+    """H0: at every reading the worst broker is a canary broker with probability at most K/(K+B). An idle share is
+    judged as its busy share (1 - idle, regressing upwards), so its floors mean "n times busier" and "points
+    busier"."""
+    busy = metric.source in IDLE_SHARES
+    direction = "increase" if busy else metric.direction
     worst_canary: list[float] = []
     pool: list[float] = []
     spread: list[float] = []
@@ -35,28 +39,28 @@ def broker_test(window: Window, metric: MetricSpec, alpha: float, result: dict) 
     p0s: list[float] = []
     brokers: dict[str, set[int]] = {"canary": set(), "baseline": set()}
     for values in window.broker_readings(metric.source).values():
-        canary = {b: v for b, (lane, v) in values.items() if lane == "canary"}
-        baseline = {b: v for b, (lane, v) in values.items() if lane == "baseline"}
+        canary = {b: 1 - v if busy else v for b, (lane, v) in values.items() if lane == "canary"}
+        baseline = {b: 1 - v if busy else v for b, (lane, v) in values.items() if lane == "baseline"}
         if not canary or not baseline:
             continue
         brokers["canary"] |= set(canary)
         brokers["baseline"] |= set(baseline)
-        pick = max if metric.direction == "increase" else min
+        pick = max if direction == "increase" else min
         c, worst_b, median = pick(canary.values()), pick(baseline.values()), float(np.median(list(baseline.values())))
         worst_canary.append(c)
         pool.append(median)
         spread.append(max(abs(v - median) for v in baseline.values()))
-        x.append(1.0 if _worse(metric, c, worst_b) else 0.0)
+        x.append(1.0 if _worse(direction, c, worst_b) else 0.0)
         p0s.append(len(canary) / (len(canary) + len(baseline)))
     n = len(x)
-    unit = UNITS[metric.source]
+    unit = "busy share" if busy else UNITS[metric.source]
     for lane, series in (("canary", worst_canary), ("baseline", pool)):
         result[lane] = {"brokers": sorted(brokers[lane]), "readings": n, "unit": unit,
                         "value": float(np.median(series)) if series else None}
     if not check_sufficiency(result, n, n, metric, "readings of canary and baseline brokers"):
         return
     c, b, s = float(np.median(worst_canary)), float(np.median(pool)), float(np.median(spread))
-    sign = 1 if metric.direction == "increase" else -1
+    sign = 1 if direction == "increase" else -1
     absolute = sign * (c - b)   # > 0: the canary is worse
     result["baseline"]["spread"] = s   # how far the healthy brokers stray from their median (median over readings)
     result["canary"]["worst_at_readings"] = int(sum(x))

@@ -151,9 +151,9 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     _q("lag_p99", "lag", 0.99, 0.5, 100.0, must_have_data=False),
     # Each broker's own metrics (canary.broker_metrics), canary brokers against the baseline brokers: what a change
     # that cuts capacity moves under load. Floors well above how much healthy brokers differ (README).
-    # Idle ratios are shares already: 10 points busier is the floor, with no relative one.
-    _b("request_handler_idle_ratio", "decrease", 0.0, 0.1),
-    _b("network_processor_idle_ratio", "decrease", 0.0, 0.1),
+    # Idle shares are judged as busy shares: twice as busy (half the headroom) and 5 points more.
+    _b("request_handler_idle_ratio", "decrease", 1.0, 0.05),
+    _b("network_processor_idle_ratio", "decrease", 1.0, 0.05),
     _b("produce_total_time_p99_ms", "increase", 0.5, 10.0),
     _b("fetch_consumer_local_time_p99_ms", "increase", 1.0, 10.0),
     _b("cpu_seconds_per_s", "increase", 1.0, 0.25),

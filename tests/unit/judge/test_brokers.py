@@ -54,11 +54,16 @@ def test_a_canary_broker_five_times_slower_to_produce_rolls_back_naming_the_brok
     assert 3.5 < m["effect"]["relative"] < 4.5
 
 
-def test_a_busier_handler_pool_is_a_regression_downwards():
-    verdict = verdict_of(readings({1: 0.3, 2: 0.9, 3: 0.92}, metric="request_handler_idle_ratio", noise=0.02))
-    m = metric(verdict, "broker_request_handler_idle_ratio")
-    assert m["decision"] == "FAIL" and m["direction"] == "decrease"
-    assert m["effect"]["absolute"] < -0.5
+def test_an_idle_share_is_judged_as_the_busy_share_capacity_scales_with():
+    """Idle 0.80 against 0.92: the canary's handler pool is 2.5 times as busy (0.20 vs 0.08), half its headroom
+    gone: FAIL. Idle 0.95 against 0.97 is busier too, but only by 2 points (floor 5): PASS."""
+    cut = metric(verdict_of(readings({1: 0.80, 2: 0.92, 3: 0.925}, metric="request_handler_idle_ratio")),
+                 "broker_request_handler_idle_ratio")
+    assert cut["decision"] == "FAIL" and cut["canary"]["unit"] == "busy share", cut["reason"]
+    assert 0.1 < cut["effect"]["absolute"] < 0.14 and cut["effect"]["relative"] > 1.0
+    slight = metric(verdict_of(readings({1: 0.95, 2: 0.97, 3: 0.972}, metric="request_handler_idle_ratio")),
+                    "broker_request_handler_idle_ratio")
+    assert slight["decision"] == "PASS" and slight["test"]["significant"], slight["reason"]
 
 
 def test_a_broker_that_is_always_a_little_slower_is_how_brokers_differ_not_a_regression():
