@@ -34,11 +34,12 @@ FAST_JUDGE = {"warmup_s": 15, "bucket_s": 5, "metrics": {
     "e2e_latency_p99": _LATENCY_FLOOR | {"slo": None}}}  # seconds-long tails when the machine is saturated
 
 
-# Load sized for the test machine (9,000 records/s of 1 kB, 3 MB/s into each broker): one I/O thread is then about
-# 0.2 busy where eight are 0.08 (a busy 2-core machine); the default busy-share floor of +5 points is lowered here so
-# a quieter machine (less work per request for every broker) still shows the cut beyond it.
+# Load sized for the test machine (9,000 records/s of 1 kB, 3 MB/s into each broker): one I/O thread is then 0.13-0.20
+# busy where eight are 0.05-0.08 (bench/capacity_eval.py, docs/bench.md); the default busy-share floors (x2, +5 points)
+# are lowered here so a run on a machine busier or quieter than those still shows the cut beyond them.
 CAPACITY_JUDGE = FAST_JUDGE | {"metrics": FAST_JUDGE["metrics"] | {
-    f"broker_{share}_idle_ratio": {"abs_floor": 0.03} for share in ("request_handler", "network_processor")}}
+    f"broker_{share}_idle_ratio": {"rel_floor": 0.5, "abs_floor": 0.03} for share in ("request_handler",
+                                                                                     "network_processor")}}
 
 
 def spec_for(cluster: LocalCluster, run_id: str, **overrides):
