@@ -70,7 +70,8 @@ def demo_params(bad: bool = False, engine: str = "spark", window: str = "60s", u
     config = dict(BAD_CONFIG) if bad else {} if upgrade else dict(GOOD_CONFIG)
     return {"cluster_conn_id": CONN_ID, "target_version": TARGET_VERSION if upgrade else None,
             "config_overrides": config, "canary_count": 1, "window": window,
-            "interim_interval": "20s", "probe_rate": 50, "preflight_probe": "3s", "judge_config": FAST_JUDGE,
+            "interim_interval": "20s", "probe_rate": 50, "preflight_probe": "3s", "calibration_probe": "12s",
+            "judge_config": FAST_JUDGE,
             "engine": engine, "finalize": True, "on_inconclusive": "rollback", "client_delay_ms": 0}
 
 

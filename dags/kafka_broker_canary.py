@@ -96,6 +96,7 @@ def kafka_broker_canary():
             "--run-id", _request("run_id"),
             "--config", _request("config"),
             "--out", _request("out"),
+            "--before", _request("before"),
         ],
         verdict_file=_request("out") + "/verdict.json",
         jars="{{ kafka_connector_jars() }}",

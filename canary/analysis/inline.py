@@ -12,6 +12,7 @@ from canary.analysis.errors import RequestError
 from canary.analysis.request import AnalysisRequest
 from canary.analysis.result import AnalysisResult
 from canary.judge import Aggregates, JudgeConfig, judge
+from canary.judge.calibration import Calibration
 from canary.observations import Record, read_file_counted
 
 
@@ -34,9 +35,16 @@ def aggregate(path: str | Path, config: JudgeConfig, **window) -> tuple[Aggregat
     return Aggregates.from_observations(parsed, int(config.bucket_s * 1000), bad), len(parsed)
 
 
-def judge_file(path: str | Path, out: Path, config: JudgeConfig, *, final: bool = True, **window) -> dict:
-    """The judge's verdict on the observations file, also written to out/verdict.json."""
-    verdict = judge(aggregate(path, config, **window)[0], config, final=final)
+def calibration(before: str | Path | None) -> Calibration | None:
+    """The brokers' latencies in an observations file of a run before the change (the preflight probe's), which the
+    judge calibrates the window's latency quantiles by; None for no file."""
+    return None if before is None else Calibration.from_observations(read_file_counted(before)[0])
+
+
+def judge_file(path: str | Path, out: Path, config: JudgeConfig, *, final: bool = True,
+               before: str | Path | None = None, **window) -> dict:
+    """The judge's verdict on the observations file, also written to out/verdict.json; `before`: calibration()."""
+    verdict = judge(aggregate(path, config, **window)[0], config, final=final, before=calibration(before))
     out.mkdir(parents=True, exist_ok=True)
     (out / "verdict.json").write_text(json.dumps(verdict, indent=2))
     return verdict
@@ -55,6 +63,6 @@ def run_inline(request: AnalysisRequest, config: JudgeConfig) -> AnalysisResult:
     only (the aggregates history and the report are the Spark job's)."""
     if not request.empty:  # an empty file is judged here whatever its kind: there is nothing to read
         check_source(request)
-    verdict = judge_file(request.observations, request.out, config, final=not request.interim,
+    verdict = judge_file(request.observations, request.out, config, final=not request.interim, before=request.before,
                          from_ms=request.from_ms, to_ms=request.to_ms, run_id=request.run_id)
     return AnalysisResult.judged("inline", request.out, verdict)

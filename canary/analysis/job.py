@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from canary.analysis.inline import calibration
 from canary.analysis.request import AnalysisRequest, add_arguments
 from canary.analysis.result import summary
 from canary.errors import CanaryError
@@ -137,6 +138,7 @@ def transform(obs: DataFrame, bucket_ms: int, from_ms: int | None = None, to_ms:
     """Per lane × time bucket × metric × histogram bin counts (columns AGGREGATE_COLUMNS).
 
     metric `outcome.<o>` (bin 0) counts outcomes, `partition` (bin = partition) the partitions a lane used,
+    `leader` (bin = broker id) the brokers that led them,
     the HISTOGRAMS sources their log-spaced bins (canary.judge.histogram), a broker reading its broker's cell
     (`broker.<metric>@<broker>`, the value's bin, at the reading's own time). Excluded observations become
     lane `_bad`, metric `bad.<reason>`, bucket -1 when their time is unknown. Observations sent outside
@@ -170,6 +172,7 @@ def transform(obs: DataFrame, bucket_ms: int, from_ms: int | None = None, to_ms:
     keys = [F.when(good, F.col("lane")).alias("lane"),
             F.coalesce(bucket, F.lit(-1).cast("long")).alias("bucket_start_ms"),
             F.when(message, F.col("partition")).alias("partition"),
+            F.when(message, F.col("leader")).alias("leader"),
             F.when(message, F.col("outcome")).alias("outcome"), F.col("bad_reason"),
             F.when(good & reading, F.concat(F.lit(BROKER_PREFIX), F.col("metric"), F.lit("@"),
                                             F.col("broker").cast("string"))).alias("reading"),
@@ -178,7 +181,8 @@ def transform(obs: DataFrame, bucket_ms: int, from_ms: int | None = None, to_ms:
     combined = obs.groupBy(*keys).agg(F.count(F.lit(1)).alias("n"))
     # Stage 2, on the combinations only: one row per metric and bin, summed.
     cells = [F.struct(F.concat(F.lit(OUTCOME_PREFIX), F.col("outcome")).alias("metric"), F.lit(0).alias("bin")),
-             F.struct(F.lit("partition").alias("metric"), F.col("partition").alias("bin"))]
+             F.struct(F.lit("partition").alias("metric"), F.col("partition").alias("bin")),
+             F.struct(F.lit("leader").alias("metric"), F.col("leader").alias("bin"))]
     cells += [F.struct(F.lit(name).alias("metric"), F.col(name).alias("bin")) for name in values]
     cells += [F.struct(F.col("reading").alias("metric"), F.col("reading_bin").alias("bin"))]
     good_rows = (combined.where(F.col("bad_reason").isNull())
@@ -204,7 +208,7 @@ def summarize(aggregates: DataFrame, run_label: str) -> DataFrame:
 # ----- load -----
 
 def load(spark: SparkSession, aggregates: DataFrame, out: Path, config_path: str | None, bucket_ms: int,
-         final: bool) -> dict:
+         final: bool, before: str | None = None) -> dict:
     # The aggregates are small (lanes x buckets x bins) and feed both the judge and the history: kept in
     # memory once rather than computed twice from the observations or shipped back from Python.
     aggregates = aggregates.cache()
@@ -212,7 +216,7 @@ def load(spark: SparkSession, aggregates: DataFrame, out: Path, config_path: str
         rows = [tuple(r) for r in aggregates.collect()]
         agg = Aggregates.from_rows(rows, bucket_ms)
         config = load_config(config_path)
-        verdict = judge(agg, config, final=final)
+        verdict = judge(agg, config, final=final, before=calibration(before))
         out.mkdir(parents=True, exist_ok=True)
         (out / "verdict.json").write_text(json.dumps(verdict, indent=2, default=float))
         summarize(aggregates, out.name).write.mode("overwrite").parquet(str(out / "aggregates.parquet"))
@@ -239,7 +243,8 @@ def run(spark: SparkSession, request: AnalysisRequest) -> dict:
     bucket_ms = int(1000 * (request.bucket_s or load_config(request.config).bucket_s))
     observations = parse(extract(spark, request.observations, from_ms, to_ms), now_ms=int(time.time() * 1000))
     aggregates = transform(observations, bucket_ms, from_ms, to_ms, request.run_id)
-    return load(spark, aggregates, request.out, request.config, bucket_ms, final=not request.interim)
+    return load(spark, aggregates, request.out, request.config, bucket_ms, final=not request.interim,
+                before=request.before)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """What one analysis reads and writes, and its command-line form: the analysis job's arguments
-(`--observations SOURCE [--from T --to T] --out DIR [--config judge.yaml] [--run-id ID] [--interim]`), which
-`kafka-canary analyze`, spark-submit and the Airflow DAG's SparkSubmitOperator all pass."""
+(`--observations SOURCE [--from T --to T] --out DIR [--config judge.yaml] [--run-id ID] [--interim]
+[--before FILE]`), which `kafka-canary analyze`, spark-submit and the Airflow DAG's SparkSubmitOperator all pass."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ class AnalysisRequest:
     (the observations topic, read by record time); `out`: where verdict.json (and, from the Spark job,
     aggregates.parquet and report.html) go; the window [from_ms, to_ms) and `run_id` select observations;
     `config`: a judge YAML (None: the built-in thresholds); `interim`: only critical regressions decide;
-    `bucket_s`: the time bucket (None: the judge config's)."""
+    `bucket_s`: the time bucket (None: the judge config's); `before`: a JSON-lines observations file of the same
+    brokers before the change (a rollout's preflight probe), which the latency quantiles are calibrated by."""
     observations: str
     out: Path
     from_ms: int | None = None
@@ -46,12 +47,15 @@ class AnalysisRequest:
     run_id: str | None = None
     interim: bool = False
     bucket_s: float | None = None
+    before: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "observations", str(self.observations))
         object.__setattr__(self, "out", Path(self.out))
         if self.config is not None:
             object.__setattr__(self, "config", str(self.config))
+        # "" too: a templated command line (the Airflow DAG's) always passes the flag, empty without a file.
+        object.__setattr__(self, "before", str(self.before) if self.before else None)
 
     @property
     def from_kafka(self) -> bool:
@@ -73,6 +77,9 @@ class AnalysisRequest:
         if not self.from_kafka and not Path(self.observations).exists():
             raise RequestError(f"--observations {self.observations} does not exist; give a Parquet/JSON-lines file "
                                f"or directory, or kafka://HOST:PORT[/TOPIC]")
+        if self.before is not None and not Path(self.before).is_file():
+            raise RequestError(f"--before {self.before} is not a file; give the JSON-lines observations of a probe run "
+                               f"before the change, or leave --before out")
         if self.from_ms is not None and self.to_ms is not None and self.from_ms >= self.to_ms:
             raise RequestError(f"--from {self.from_ms} is not before --to {self.to_ms}: the window would be empty")
         return load_config(self.config)
@@ -81,7 +88,7 @@ class AnalysisRequest:
         """The analysis job's command-line arguments for this request."""
         args = ["--observations", self.observations, "--out", str(self.out)]
         for flag, value in (("--from", self.from_ms), ("--to", self.to_ms), ("--config", self.config),
-                            ("--run-id", self.run_id), ("--bucket-s", self.bucket_s)):
+                            ("--run-id", self.run_id), ("--bucket-s", self.bucket_s), ("--before", self.before)):
             if value is not None:
                 args += [flag, str(value)]
         return args + (["--interim"] if self.interim else [])
@@ -92,7 +99,7 @@ class AnalysisRequest:
         not a time."""
         return cls(observations=args.observations, out=args.out, from_ms=parse_time(args.from_, "--from"),
                    to_ms=parse_time(args.to, "--to"), config=args.config, run_id=args.run_id,
-                   interim=args.interim, bucket_s=getattr(args, "bucket_s", None))
+                   interim=args.interim, bucket_s=getattr(args, "bucket_s", None), before=args.before)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -107,6 +114,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="judge.yaml", help="judge thresholds (default: built-in)")
     parser.add_argument("--run-id", help="only this run's observations")
     parser.add_argument("--interim", action="store_true", help="interim look: only critical regressions decide")
+    parser.add_argument("--before", metavar="FILE",
+                        help="JSON-lines observations of the same brokers before the change (a rollout's preflight "
+                             "probe): latency quantiles are judged against how the brokers differed then")
 
 
 def write_judge_config(config: JudgeConfig, path: Path) -> Path:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from canary.judge import histogram as H
+from canary.judge.calibration import Calibration, Offset
 from canary.judge.config import JudgeConfig
 from canary.observations import LANES, BrokerReading, Lane
 
@@ -27,8 +28,8 @@ def broker_cell(metric: str, broker: int) -> str:
 @dataclass
 class Aggregates:
     """cells[(lane, metric)][bucket_start_ms][bin] = count. Metrics: `outcome.<outcome>` (bin 0),
-    `partition` (bin = partition number), the histogram sources of canary.judge.config.SOURCES, and broker
-    readings (`broker_cell`) under the lane of their broker.
+    `partition` (bin = partition number), `leader` (bin = the leader broker's id), the histogram sources of
+    canary.judge.config.SOURCES, and broker readings (`broker_cell`) under the lane of their broker.
     bad[reason] = observations excluded for that reason."""
 
     bucket_ms: int
@@ -74,6 +75,8 @@ class Aggregates:
                 continue
             counts[(obs.lane, bucket, OUTCOME_PREFIX + obs.outcome, 0)] += 1
             counts[(obs.lane, bucket, "partition", obs.partition)] += 1
+            if obs.leader is not None:
+                counts[(obs.lane, bucket, "leader", obs.leader)] += 1
             for metric, value in (("e2e_latency_ms", obs.e2e_latency_ms),
                                   ("produce_latency_ms", obs.produce_latency_ms),
                                   ("processing_ms", obs.processing_ms), ("lag", obs.lag)):
@@ -110,10 +113,10 @@ class Aggregates:
 class Window:
     """The window as every metric sees it: its buckets in and after the warm-up, and per lane the trials
     (observations) and partitions of each bucket after the warm-up. `final`: the final look, else an
-    interim one."""
+    interim one. `before`: the same brokers' latencies before the change (canary.judge.calibration), or None."""
 
-    def __init__(self, agg: Aggregates, config: JudgeConfig, final: bool = True):
-        self.agg, self.config, self.final = agg, config, final
+    def __init__(self, agg: Aggregates, config: JudgeConfig, final: bool = True, before: Calibration | None = None):
+        self.agg, self.config, self.final, self.before = agg, config, final, before
         self.all_buckets = agg.buckets()
         start = self.all_buckets[0] if self.all_buckets else 0
         self.warmup_end = start + int(config.warmup_s * 1000)
@@ -129,6 +132,17 @@ class Window:
         if not self.buckets:
             return {}
         return self.agg.broker_readings(metric, self.warmup_end, self.buckets[-1] + self.agg.bucket_ms)
+
+    def brokers(self, lane: Lane) -> set[int]:
+        """The brokers that led the lane's partitions after the warm-up (the probe's messages)."""
+        return {k for b in self.buckets for k in self.agg.hist(lane, "leader", b)}
+
+    def offset(self, source: str, q: float) -> Offset | None:
+        """How much slower this window's canary brokers were than its baseline brokers at the q-quantile of
+        `source` before the change; None without a calibration or with too little of it."""
+        if self.before is None:
+            return None
+        return self.before.offset(source, q, self.brokers("canary"), self.brokers("baseline"))
 
     def events(self, lane: Lane, names: Iterable[str]) -> np.ndarray:
         """Per bucket after the warm-up, the lane's observations with one of the outcomes `names`."""

@@ -56,10 +56,19 @@ def quantile_test(window: Window, metric: MetricSpec, alphas: Alphas, result: di
     qc, qb = est["canary"], est["baseline"]
     result["effect"] = _effect(qc, qb, result["canary"]["interval"], result["baseline"]["interval"])
     log_e, fixed = _tail_test(result, window.final, alphas.test, tails, q)
-    material = qc > qb * (1 + metric.rel_floor) and qc - qb >= metric.abs_floor
     unit = result["canary"]["unit"]
-    conclude(result, log_e, alpha, material,
-             f"canary p{100 * q:g} {format_value(qc)} {unit} vs baseline {format_value(qb)} {unit}",
+    effect_text = f"canary p{100 * q:g} {format_value(qc)} {unit} vs baseline {format_value(qb)} {unit}"
+    # The floors judge what changed: a canary broker that was already slower before the change is held to its
+    # own pace (canary.judge.calibration), the test itself is left as it is.
+    offset = window.offset(metric.source, q)
+    result["calibration"] = None
+    if offset is not None:
+        qc = qc / offset.ratio
+        result["calibration"] = offset.to_dict() | {"canary_calibrated": qc}
+        effect_text += (f" (before the change {format_value(offset.canary)} vs {format_value(offset.baseline)}: "
+                        f"calibrated {format_value(qc)} {unit})")
+    material = qc > qb * (1 + metric.rel_floor) and qc - qb >= metric.abs_floor
+    conclude(result, log_e, alpha, material, effect_text,
              f"+{format_value(metric.rel_floor, True)} and +{format_value(metric.abs_floor)} {unit}",
              what="tail heavier", fixed=fixed)
     if metric.slo is not None:

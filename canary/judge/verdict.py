@@ -9,6 +9,7 @@ from __future__ import annotations
 from canary.judge.aggregates import Aggregates, Window
 from canary.judge.alpha import Alphas, count_tests, metric_shares
 from canary.judge.brokers import broker_test
+from canary.judge.calibration import Calibration
 from canary.judge.config import JudgeConfig, MetricSpec
 from canary.judge.evidence import FAIL, INSUFFICIENT, NO_DATA, PASS, metric_result
 from canary.judge.quantiles import quantile_test
@@ -20,11 +21,13 @@ VERDICT_SCHEMA_VERSION = 1
 PROMOTE, ROLLBACK, INCONCLUSIVE = "PROMOTE", "ROLLBACK", "INCONCLUSIVE"
 
 
-def judge(agg: Aggregates, config: JudgeConfig | None = None, final: bool = True) -> dict:
+def judge(agg: Aggregates, config: JudgeConfig | None = None, final: bool = True,
+          before: Calibration | None = None) -> dict:
     """The verdict for one run. final=False is an interim look: only a critical metric's regression
-    decides (ROLLBACK, fail fast); otherwise the verdict is INCONCLUSIVE and the rollout continues."""
+    decides (ROLLBACK, fail fast); otherwise the verdict is INCONCLUSIVE and the rollout continues. `before`: the
+    same brokers' latencies before the change, which the latency quantiles are calibrated by."""
     config = config or JudgeConfig()
-    window = Window(agg, config, final)
+    window = Window(agg, config, final, before)
     tested = [m for m in config.active if _has_data(window, m)]
     shares = metric_shares(config.alpha, config.active, tested)
     results = [judge_metric(window, m, shares[m.name]) if _has_data(window, m) else _no_data(m, shares[m.name])
@@ -55,6 +58,9 @@ def judge(agg: Aggregates, config: JudgeConfig | None = None, final: bool = True
         "lanes": {lane: {"observations": int(window.trials[lane].sum()),
                          "partitions": int(window.partitions[lane].max()) if window.buckets else 0}
                   for lane in LANES},
+        # Added within version 1: which brokers each lane had, and those the latencies were calibrated on.
+        "brokers": {"canary": sorted(window.brokers("canary")), "baseline": sorted(window.brokers("baseline")),
+                    "calibrated_on": before.brokers if before else None},
         "data_quality": {"excluded": dict(sorted(agg.bad.items())), "excluded_total": excluded, "valid_total": valid,
                          "empty_lanes": empty},
         "alpha": {"total": config.alpha, "tests": sum(count_tests(m) for m in tested),

@@ -15,22 +15,23 @@ SPARK_TIMEOUT_S = 900
 
 
 def analysis_request(run: ClusterRun, *, observations: Path, from_ms: int, to_ms: int, source_run_id: str,
-                     out: Path, config) -> dict:
+                     out: Path, config, before: Path | None = None) -> dict:
     """What the final analysis of a window reads and writes: the arguments of the analysis job (the Airflow DAG
     hands them to SparkSubmitOperator). A secured cluster's credentials are not handed to Spark (its arguments land
     in XCom and on command lines): the job then reads the window's observations file instead, the same records the
-    probe or the service wrote to the observations topic."""
+    probe or the service wrote to the observations topic. `before`: the observations the latencies are calibrated by
+    (canary.judge.calibration); "" for none, so a templated command line can always pass the flag."""
     out.mkdir(parents=True, exist_ok=True)
     secured = run.spec.client.get("security.protocol", "plaintext").lower() != "plaintext"
     return {"observations": str(observations) if secured else f"kafka://{run.bootstrap_servers}",
             "from_ms": from_ms, "to_ms": to_ms, "run_id": source_run_id, "out": str(out),
-            "config": str(write_judge_config(config, out / "judge.yaml"))}
+            "config": str(write_judge_config(config, out / "judge.yaml")), "before": str(before or "")}
 
 
 def final_verdict(run: ClusterRun, request: dict, observations: Path, config) -> dict:
     """The final analysis by the run's engine: the Spark job, or the judge in-process (engine: inline)."""
     if run.spec.engine == "inline":
-        return inline_verdict(observations, Path(request["out"]), config)
+        return inline_verdict(observations, Path(request["out"]), config, request.get("before") or None)
     return spark_verdict(request)
 
 
@@ -54,6 +55,6 @@ def spark_verdict(request: dict) -> dict:
     return {"verdict": verdict["verdict"], "reason": verdict["reason"], "engine": "spark"}
 
 
-def inline_verdict(observations: Path, out: Path, config) -> dict:
-    verdict = inline.judge_file(observations, out, config)
+def inline_verdict(observations: Path, out: Path, config, before: str | None = None) -> dict:
+    verdict = inline.judge_file(observations, out, config, before=before)
     return {"verdict": verdict["verdict"], "reason": verdict["reason"], "engine": "inline"}

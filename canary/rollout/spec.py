@@ -148,6 +148,9 @@ class ProbeSection(SpecSection):
     interim_interval: Annotated[float, Duration(5, DAY)] = 30.0    # seconds between interim looks (fail fast)
     rate: float = Field(20.0, strict=True, ge=0.1, le=10_000)      # messages/s per partition (data in 2 min)
     preflight: Annotated[float, Duration(2, 600)] = 10.0           # the baseline probe in preflight and after promote
+    # Preflight's probe runs at least this long: each broker's latency before the change, which the window's latency
+    # quantiles are calibrated by (canary/judge/README.md; p99 needs about 30 s at 20 msg/s per partition).
+    calibration: Annotated[float, Duration(0, 600)] = 30.0
 
     @model_validator(mode="after")
     def _interim_within_window(self) -> ProbeSection:
@@ -286,6 +289,7 @@ class RolloutSpec(SpecIdentity):
     interim_interval: float
     probe_rate: float
     preflight_probe: float
+    calibration_probe: float
     judge_config: str | dict | None
     engine: str
     finalize: bool
@@ -348,7 +352,8 @@ def load_spec(source: str | Path | dict, environ: Mapping[str, str] | None = Non
         canary_brokers=tuple(spec.canary.brokers or ()), deployer=spec.cluster.deployer,
         client=with_environment(spec.cluster.client, environ), window=spec.probe.window,
         interim_interval=spec.probe.interim_interval, probe_rate=spec.probe.rate,
-        preflight_probe=spec.probe.preflight, judge_config=spec.judge.config, engine=spec.judge.engine,
+        preflight_probe=spec.probe.preflight, calibration_probe=spec.probe.calibration,
+        judge_config=spec.judge.config, engine=spec.judge.engine,
         finalize=spec.finalize, lead_topics=tuple(spec.lead_topics), fault=spec.fault,
         warm_up_timeout=spec.timeouts.warm_up, guard_timeout=spec.timeouts.guard, broker_metrics=spec.broker_metrics,
         load=spec.load, run_id=spec.run_id)

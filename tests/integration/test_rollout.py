@@ -44,7 +44,8 @@ CAPACITY_JUDGE = FAST_JUDGE | {"metrics": FAST_JUDGE["metrics"] | {
 
 def spec_for(cluster: LocalCluster, run_id: str, **overrides):
     raw = {"cluster": {"dir": str(cluster.directory)}, "change": {"version": TARGET_VERSION},
-           "canary": {"count": 1}, "probe": {"window": "45s", "interim_interval": "10s", "rate": 50, "preflight": "3s"},
+           "canary": {"count": 1}, "probe": {"window": "45s", "interim_interval": "10s", "rate": 50, "preflight": "3s",
+                                        "calibration": "12s"},
            "judge": {"engine": "inline", "config": FAST_JUDGE}, "timeouts": {"guard": "60s", "warm_up": "120s"},
            "run_id": run_id}
     raw.update(overrides)
@@ -89,6 +90,10 @@ def test_good_canary_promotes_the_fleet_and_finalizes(cluster_factory, tmp_path)
         assert '"kind":"broker"' in (tmp_path / "run" / f"observations-{phase}.jsonl").read_text(), phase
     verdict = json.loads((tmp_path / "run" / "analysis-1" / "verdict.json").read_text())
     judged = {m["name"]: m for m in verdict["metrics"] if m["kind"] == "broker"}
+    # The latencies were judged against how the brokers differed before the change (the preflight probe's).
+    assert verdict["brokers"] == {"canary": canary, "baseline": sorted({1, 2, 3} - {*canary}),
+                                  "calibrated_on": [1, 2, 3]}
+    assert verdict["metrics"][0]["calibration"]["ratio"] > 0, verdict["metrics"][0]
     produce = judged["broker_produce_total_time_p99_ms"]
     assert produce["decision"] in ("PASS", "INSUFFICIENT_DATA"), produce
     assert produce["canary"]["brokers"] == canary and produce["baseline"]["brokers"] == sorted({1, 2, 3} - {*canary})
@@ -114,7 +119,7 @@ def test_bad_config_canary_fails_fast_and_rolls_back_to_the_exact_state(baseline
     before = snapshot(baseline_cluster)
     spec = spec_for(baseline_cluster, "bad-config", change={"config": {"message.max.bytes": "100"}},
                     canary={"brokers": [2]}, probe={"window": "120s", "interim_interval": "10s", "rate": 50,
-                                                    "preflight": "3s"})
+                                                    "preflight": "3s", "calibration": "3s"})
     rollout = Rollout(spec, tmp_path / "run")
     result = run_all(BROKER, rollout)
 
@@ -149,7 +154,7 @@ def test_a_capacity_cut_the_probe_cannot_see_rolls_back_on_broker_metrics_under_
     spec = spec_for(baseline_cluster, "capacity-cut", change={"config": {"num.network.threads": "1",
                                                                          "num.io.threads": "1"}},
                     canary={"brokers": [3]}, probe={"window": "60s", "interim_interval": "15s", "rate": 50,
-                                                    "preflight": "3s"},
+                                                    "preflight": "3s", "calibration": "3s"},
                     broker_metrics={"interval": "2s"}, load={"rate": 3000, "record_size": 1000},
                     judge={"engine": "inline", "config": CAPACITY_JUDGE})
     rollout = Rollout(spec, tmp_path / "run")
@@ -214,7 +219,7 @@ def test_rollout_killed_mid_deploy_converges_without_extra_restarts(baseline_clu
     before = snapshot(baseline_cluster)
     raw = {"cluster": {"dir": str(baseline_cluster.directory)}, "change": {"config": {"message.max.bytes": "100"}},
            "canary": {"brokers": [2, 3]}, "probe": {"window": "60s", "interim_interval": "10s", "rate": 50,
-                                                    "preflight": "3s"},
+                                                    "preflight": "3s", "calibration": "3s"},
            "judge": {"engine": "inline", "config": FAST_JUDGE}, "run_id": "killed"}
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(json.dumps(raw))

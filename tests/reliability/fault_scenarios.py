@@ -43,6 +43,7 @@ from canary.cluster.state import ClusterState
 from canary.judge.config import DEFAULT_METRICS
 from canary.kafka.admin import TopicAdmin
 from canary.kafka.clients import PRODUCER_DEFAULTS, QUIET_LOGGER, admin_client
+from canary.observations import BROKER_KIND
 from canary.rollout import guard
 from canary.rollout.broker import BROKER, Rollout
 from canary.rollout.core import run_all
@@ -73,7 +74,8 @@ def spec_raw(cluster: LocalCluster, run_id: str, io_threads: int, **overrides) -
     scenario changes num.io.threads to its own value, so scenarios can share one cluster whatever the last one
     promoted."""
     raw = {"cluster": {"dir": str(cluster.directory)}, "change": {"config": {"num.io.threads": str(io_threads)}},
-           "canary": {"count": 1}, "probe": {"window": "30s", "interim_interval": "10s", "rate": 50, "preflight": "3s"},
+           "canary": {"count": 1}, "probe": {"window": "30s", "interim_interval": "10s", "rate": 50, "preflight": "3s",
+                                             "calibration": "3s"},
            "judge": {"engine": "inline", "config": JUDGE}, "timeouts": {"guard": "90s", "warm_up": "180s"},
            "run_id": run_id}
     raw.update(overrides)
@@ -325,6 +327,8 @@ def probe_accounting(run_dir: Path, audit: list[dict], bootstrap_servers: str | 
             if not line.strip():
                 continue
             o = json.loads(line)
+            if o.get("kind") == BROKER_KIND:  # a broker's reading, not a message
+                continue
             if o["outcome"] == "duplicate" or o.get("ack_ts") is None:
                 continue
             n += 1

@@ -26,7 +26,8 @@ from .bad_inputs import CASES, DOC, Case, Cli, MissingFile, Obs, RawSpec, render
 KAFKA_CANARY = str(Path(sys.executable).parent / "kafka-canary")
 NO_CLUSTER = "/nonexistent/kafka-canary-cluster"
 GOOD_SPEC = {"change": {"config": {"num.io.threads": "6"}}, "canary": {"count": 1},
-             "probe": {"window": "30s", "interim_interval": "10s", "preflight": "3s"}, "judge": {"engine": "inline"}}
+             "probe": {"window": "30s", "interim_interval": "10s", "preflight": "3s", "calibration": "3s"},
+             "judge": {"engine": "inline"}}
 # Small enough data for the judge to decide: the good run below is PROMOTE, so an exclusion is visibly not silent.
 JUDGE = {"warmup_s": 5, "bucket_s": 5, "min_buckets": 2,
          "metrics": {name: {"min_samples": 50} for name in (

@@ -53,7 +53,7 @@ def test_every_problem_is_named_by_its_param():
                            "config_overrides": {"broker.rack": "x:canary-broker", "num.io.threads": "6\n"}})
     named = sorted(p.split(":")[0] for p in refused.value.problems)
     assert named == ["canary_count", "config_overrides.broker.rack", "config_overrides.num.io.threads",
-                     "on_inconclusive", "window / interim_interval / probe_rate / preflight_probe"]
+                     "on_inconclusive", "window / interim_interval / probe_rate / preflight_probe / calibration_probe"]
     with pytest.raises(FormError, match="service_name: '-x' must be"):
         CLIENT_FORM.check({"fleet_dir": "/f", "service_name": "-x"})
     with pytest.raises(FormError, match=r"clusters: \['a'\] are listed twice"):

@@ -73,7 +73,9 @@ def preflight(run: Rollout) -> dict:
     run.audit.record("preflight", "lock taken" if taken else "lock already held by this rollout")
     run.state.update(canary_brokers=canaries, status="preflight")
     try:
-        probe = green_probe(run, "preflight", reconcile=True)
+        # Long enough to measure each broker before the change (the window's latencies are calibrated by it).
+        probe = green_probe(run, "preflight", reconcile=True,
+                            seconds=max(spec.preflight_probe, spec.calibration_probe))
     except CanaryError:
         if run.state.before is None and run.lock.release(run.run_id):  # nothing changed yet: free the cluster
             run.audit.record("preflight", "lock released: preflight failed before any change")

@@ -20,6 +20,19 @@ def observations_path(run: Rollout, name: str) -> Path:
     return run.run_dir / f"observations-{name}.jsonl"
 
 
+def before_observations(run: Rollout) -> Path | None:
+    """The last green preflight probe's observations: the brokers before the change, which the window's latencies
+    are calibrated by (canary.judge.calibration); None before preflight passed or when the file is gone."""
+    result = run.state.data["steps"].get("preflight", {}).get("result") or {}
+    if not run.spec.calibration_probe:
+        return None
+    probe_run_id = (result.get("probe") or {}).get("probe_run_id")
+    if not probe_run_id:
+        return None
+    path = observations_path(run, probe_run_id.removeprefix(f"{run.run_id}-"))
+    return path if path.is_file() else None
+
+
 def probe_config(run: Rollout, name: str, seconds: float | None = None, reconcile: bool = False) -> ProbeConfig:
     """The probe of one phase of the rollout, its observations in the run directory. Only the preflight probe
     reconciles the canary topic: during the rollout the rollout alone changes the cluster."""
@@ -64,11 +77,13 @@ def probe_problems(summary: ProbeSummary) -> list[str]:
     return problems
 
 
-def green_probe(run: Rollout, name: str, tries: int = 2, reconcile: bool = False) -> dict:
-    """A short probe that must be green; one failed try is repeated, so a passing hiccup (a busy machine,
-    a topic just created) does not stop a rollout, while a real problem fails both tries."""
+def green_probe(run: Rollout, name: str, tries: int = 2, reconcile: bool = False, seconds: float | None = None
+                ) -> dict:
+    """A short probe (`seconds`, default the spec's preflight probe) that must be green; one failed try is repeated,
+    so a passing hiccup (a busy machine, a topic just created) does not stop a rollout, while a real problem fails
+    both tries."""
     for attempt in range(1, tries + 1):
-        summary = run_probe(run, f"{name}-{attempt}", run.spec.preflight_probe, reconcile)
+        summary = run_probe(run, f"{name}-{attempt}", seconds or run.spec.preflight_probe, reconcile)
         problems = probe_problems(summary)
         result = {"probe_run_id": summary.run_id, "acked": summary.acked,
                   "lost": sum(t["lost"] for t in summary.lanes.values()), "problems": problems}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from canary.judge import INCONCLUSIVE, PROMOTE
 from canary.rollout import judging
+from canary.rollout.broker.probes import before_observations
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.core import RolloutError
 from canary.rollout.core.verdict import record_verdict
@@ -21,7 +22,7 @@ def analysis_request(run: Rollout) -> dict:
     return judging.analysis_request(run, observations=Path(window["observations"]), from_ms=window["start_ms"],
                                     to_ms=window["end_ms"] + 1, source_run_id=window["probe_run_id"],
                                     out=run.run_dir / f"analysis-{window['attempt']}",
-                                    config=judge_settings(run.spec.judge_config))
+                                    config=judge_settings(run.spec.judge_config), before=before_observations(run))
 
 
 def judge_window(run: Rollout) -> dict:

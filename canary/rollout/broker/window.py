@@ -5,22 +5,23 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from canary.analysis.inline import aggregate
+from canary.analysis.inline import aggregate, calibration
 from canary.judge import judge
 from canary.kafka import health
 from canary.probe.load import Load, LoadConfig
 from canary.probe.runner import Probe
 from canary.rollout.broker.metrics import broker_metrics_source
-from canary.rollout.broker.probes import observations_path, probe_config
+from canary.rollout.broker.probes import before_observations, observations_path, probe_config
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.spec import judge_settings
 from canary.rollout.window import fail_fast_verdict, watch_window
 
 
-def interim_look(observations: Path, config) -> dict:
-    """The judge's interim look at the window's observations so far."""
+def interim_look(observations: Path, config, before: Path | None) -> dict:
+    """The judge's interim look at the window's observations so far (`before`: the preflight's, see
+    canary.judge.calibration)."""
     agg, usable = aggregate(observations, config)
-    verdict = judge(agg, config, final=False)
+    verdict = judge(agg, config, final=False, before=calibration(before))
     return {"verdict": verdict["verdict"], "reason": verdict["reason"], "observations": usable}
 
 
@@ -51,6 +52,7 @@ def probe_window(run: Rollout) -> dict:
     attempt = run.state.data["steps"]["probe-window"]["attempts"]
     cfg = probe_config(run, f"window-{attempt}")
     observations = observations_path(run, f"window-{attempt}")
+    before = before_observations(run)
     probe = Probe(cfg, broker_metrics=broker_metrics_source(run))  # the brokers' own metrics beside the messages
     start_ms = int(time.time() * 1000)
     probe.start()
@@ -81,7 +83,7 @@ def probe_window(run: Rollout) -> dict:
         watch(at_s, full=look_due)
 
     def look() -> dict:
-        return interim_look(observations, config)
+        return interim_look(observations, config, before)
 
     try:
         interim, stopped_early = watch_window(run, spec.window, spec.interim_interval, look, tick)

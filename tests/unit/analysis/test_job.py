@@ -33,11 +33,11 @@ def test_parse_names_every_kind_of_bad_observation(spark):
     assertDataFrameEqual(out, expected)
 
 
-def test_transform_counts_outcomes_partitions_latency_bins_and_bad_data(spark):
+def test_transform_counts_outcomes_partitions_leaders_latency_bins_and_bad_data(spark):
     lines = [obs(seq=0, send=1_000, ack=1_002, recv=1_005),
              obs(seq=1, send=2_000.125, ack=2_002.125, recv=2_005.125, partition=1),  # microseconds kept
              obs(seq=2, send=3_000, ack=None, recv=None, outcome="produce_error"),
-             obs(lane="baseline", partition=2, seq=0, send=12_000, ack=12_001, recv=12_010),
+             obs(lane="baseline", partition=2, seq=0, send=12_000, ack=12_001, recv=12_010, leader=3),
              obs(recv=500),  # clock skew
              "garbage",
              obs(send=99_000)]  # outside the window: left out silently
@@ -45,9 +45,10 @@ def test_transform_counts_outcomes_partitions_latency_bins_and_bad_data(spark):
     b2, b5, b1, b10 = H.bin_of(2), H.bin_of(5), H.bin_of(1), H.bin_of(10)
     expected = spark.createDataFrame([
         ("canary", 0, "outcome.delivered", 0, 2), ("canary", 0, "outcome.produce_error", 0, 1),
-        ("canary", 0, "partition", 0, 2), ("canary", 0, "partition", 1, 1),
+        ("canary", 0, "partition", 0, 2), ("canary", 0, "partition", 1, 1), ("canary", 0, "leader", 1, 3),
         ("canary", 0, "produce_latency_ms", b2, 2), ("canary", 0, "e2e_latency_ms", b5, 2),
         ("baseline", 10_000, "outcome.delivered", 0, 1), ("baseline", 10_000, "partition", 2, 1),
+        ("baseline", 10_000, "leader", 3, 1),
         ("baseline", 10_000, "produce_latency_ms", b1, 1), ("baseline", 10_000, "e2e_latency_ms", b10, 1),
         ("_bad", 0, "bad.clock_skew", 0, 1), ("_bad", -1, "bad.malformed", 0, 1),
     ], "lane string, bucket_start_ms long, metric string, bin int, count long")
@@ -105,12 +106,13 @@ def test_transform_counts_client_histograms_and_agrees_with_the_reference_aggreg
     out = job.transform(job.parse(raw(spark, lines)), bucket_ms=10_000)
     expected = spark.createDataFrame([
         ("canary", 0, "outcome.delivered", 0, 3), ("canary", 0, "outcome.processing_error", 0, 1),
-        ("canary", 0, "partition", 0, 4), ("canary", 0, "produce_latency_ms", H.bin_of(3), 3),
+        ("canary", 0, "partition", 0, 4), ("canary", 0, "leader", 1, 4),
+        ("canary", 0, "produce_latency_ms", H.bin_of(3), 3),
         ("canary", 0, "produce_latency_ms", H.bin_of(1), 1), ("canary", 0, "e2e_latency_ms", H.bin_of(10), 3),
         ("canary", 0, "processing_ms", H.bin_of(2.5), 3), ("canary", 0, "processing_ms", 0, 1),
         ("canary", 0, "lag", H.bin_of(40), 3), ("canary", 0, "lag", 0, 1),
         ("baseline", 10_000, "outcome.delivered", 0, 1), ("baseline", 10_000, "partition", 1, 1),
-        ("baseline", 10_000, "produce_latency_ms", H.bin_of(2), 1),
+        ("baseline", 10_000, "leader", 1, 1), ("baseline", 10_000, "produce_latency_ms", H.bin_of(2), 1),
         ("baseline", 10_000, "e2e_latency_ms", H.bin_of(4), 1), ("baseline", 10_000, "processing_ms", H.bin_of(1), 1),
         ("baseline", 10_000, "lag", H.bin_of(7), 1),
         ("_bad", 10_000, "bad.clock_skew", 0, 1),
@@ -140,7 +142,7 @@ def test_broker_readings_become_their_brokers_cells_beside_the_messages(spark):
     b4 = H.bin_of(4.0)
     assert b4 == H.bin_of(4.01)
     expected = spark.createDataFrame([
-        ("canary", 0, "outcome.delivered", 0, 1), ("canary", 0, "partition", 0, 1),
+        ("canary", 0, "outcome.delivered", 0, 1), ("canary", 0, "partition", 0, 1), ("canary", 0, "leader", 1, 1),
         ("canary", 0, "produce_latency_ms", H.bin_of(2), 1), ("canary", 0, "e2e_latency_ms", H.bin_of(5), 1),
         ("canary", 1_500, "broker.produce_total_time_p99_ms@1", b4, 1),
         ("canary", 2_500, "broker.produce_total_time_p99_ms@1", b4, 1),
@@ -156,3 +158,21 @@ def test_broker_readings_become_their_brokers_cells_beside_the_messages(spark):
     assert reference.broker_readings("produce_total_time_p99_ms", 0, 10_000) == {
         1_500: {1: ("canary", H.representative(b4))}, 2_500: {1: ("canary", H.representative(b4))}}
     assert reference.buckets() == [0]  # the readings' times are no time buckets
+
+
+def test_the_job_calibrates_the_latencies_by_the_brokers_before_the_change(spark, tmp_path):
+    """No change, broker 1 always a third slower and labelled canary: the job rolls back on it alone, and promotes
+    given the same brokers' observations before the change (--before)."""
+    def run_of(seconds: int, start: float) -> list[str]:
+        pace = {1: 4.0, 2: 3.0, 3: 3.0}
+        return [obs(lane="canary" if b == 1 else "baseline", partition=b - 1, leader=b, seq=i, send=send,
+                    ack=send + pace[b] / 2, recv=send + pace[b] * (0.7 + 0.6 * (i % 10) / 9))
+                for b in pace for i in range(seconds * 30) for send in [start + i * 1000 / 30]]
+    window, before = tmp_path / "window.jsonl", tmp_path / "before.jsonl"
+    window.write_text("\n".join(run_of(120, 1_700_000_100_000.0)) + "\n")
+    before.write_text("\n".join(run_of(30, 1_700_000_000_000.0)) + "\n")
+    blind = job.run(spark, AnalysisRequest(window, tmp_path / "blind", bucket_s=10.0))
+    assert blind["verdict"] == "ROLLBACK", blind["reason"]
+    calibrated = job.run(spark, AnalysisRequest(window, tmp_path / "calibrated", bucket_s=10.0, before=str(before)))
+    assert calibrated["verdict"] == "PROMOTE", calibrated["reason"]
+    assert calibrated["brokers"] == {"canary": [1], "baseline": [2, 3], "calibrated_on": [1, 2, 3]}

@@ -82,7 +82,7 @@ def test_run_id_is_stable_and_secrets_are_redacted():
 
 def test_an_unknown_field_is_refused_naming_the_known_ones():
     assert problems({**GOOD, "probe": {"windw": "2m"}}) == [
-        "probe.windw: unknown field; known fields are interim_interval, preflight, rate, window"]
+        "probe.windw: unknown field; known fields are calibration, interim_interval, preflight, rate, window"]
     assert problems({**GOOD, "canary": {"count": 1}, "canaries": 2})[0].startswith(
         "canaries: unknown field; known fields are broker_metrics, canary, change, cluster, fault, finalize, judge, "
         "lead_topics")

@@ -1,0 +1,121 @@
+"""A/A on real data: no change at all, every broker of a real 3-broker cluster in turn labelled the canary. Each
+false ROLLBACK is a rollout the gate would have refused for nothing.
+
+    .venv/bin/python bench/aa_real.py [--slices 6] [--loads 0,1500] [--before 30] [--window 120]
+
+For each load (records/s of 1 kB into each broker's partition of the load topic; 0: the probe alone) the probe runs
+on one fresh cluster for slices x (before + window) seconds with the brokers' metrics read every 5 s. Each slice is
+cut into a `before` part (what a rollout's preflight probe measures) and a window; each broker in turn is labelled
+canary (its partitions' messages and its readings; the others baseline) and the window judged by the default judge
+at its final look, without and with the calibration by the before part (canary/judge/README.md). Printed: per load,
+the analyses, the false rollbacks and the metrics that decided them; the goal is at most 1 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from canary.broker_metrics.sources import ExporterSource  # noqa: E402
+from canary.cluster.local import LocalCluster  # noqa: E402
+from canary.judge import Aggregates, JudgeConfig, judge  # noqa: E402
+from canary.judge.calibration import Calibration  # noqa: E402
+from canary.observations import BrokerReading, Observation, Record, read_file_counted  # noqa: E402
+from canary.probe.config import ProbeConfig  # noqa: E402
+from canary.probe.load import Load, LoadConfig  # noqa: E402
+from canary.probe.runner import Probe  # noqa: E402
+
+
+def record_run(cluster: LocalCluster, out: Path, seconds: float, load_rate: float) -> list[Record]:
+    """The probe (and the load) for `seconds` on the cluster; its observations and readings."""
+    config = ProbeConfig(bootstrap_servers=cluster.bootstrap_servers, rate=20, duration=None, run_id=out.stem,
+                         producer_id=out.stem, observations_file=str(out), broker_metrics_interval=5.0)
+    probe = Probe(config, broker_metrics=ExporterSource(cluster.metrics_endpoints()))
+    probe.start()
+    load = None
+    if load_rate:
+        load = Load(LoadConfig(cluster.bootstrap_servers, load_rate, 1000, interval=5.0, run_id=out.stem),
+                    emit=probe.sink.emit)
+        load.start()
+    try:
+        time.sleep(seconds)
+    finally:
+        if load is not None:
+            load.stop()
+        probe.stop()
+    return read_file_counted(out)[0]
+
+
+def relabelled(records: list[Record], canary: int) -> list[Record]:
+    """The records as if broker `canary` were the canary: its partitions' messages and its readings."""
+    out: list[Record] = []
+    for r in records:
+        broker = r.broker if isinstance(r, BrokerReading) else r.leader
+        out.append(dataclasses.replace(r, lane="canary" if broker == canary else "baseline"))
+    return out
+
+
+def time_of(r: Record) -> float:
+    return r.send_ts
+
+
+def analyse(records: list[Record], brokers: list[int], slices: int, before_s: float, window_s: float) -> list[dict]:
+    """One analysis per slice and canary broker: the window's verdict without and with the calibration."""
+    config = JudgeConfig()
+    start = min(time_of(r) for r in records if isinstance(r, Observation)) + 5_000  # the probe's own start-up
+    results = []
+    for i in range(slices):
+        t0 = start + i * (before_s + window_s) * 1000
+        t1, t2 = t0 + before_s * 1000, t0 + (before_s + window_s) * 1000
+        before = [r for r in records if t0 <= time_of(r) < t1]
+        window = [r for r in records if t1 <= time_of(r) < t2]
+        for canary in brokers:
+            agg = Aggregates.from_observations(relabelled(window, canary), int(config.bucket_s * 1000))
+            row = {"slice": i, "canary": canary}
+            for name, calibration in (("plain", None), ("calibrated", Calibration.from_observations(before))):
+                v = judge(agg, config, final=True, before=calibration)
+                row[name] = (v["verdict"], [m["name"] for m in v["metrics"] if m["decision"] == "FAIL"])
+            results.append(row)
+    return results
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--slices", type=int, default=6)
+    p.add_argument("--loads", default="0,1500", help="load rates to run, records/s per partition (0: none)")
+    p.add_argument("--before", type=float, default=30.0, help="seconds of each slice's before part")
+    p.add_argument("--window", type=float, default=120.0, help="seconds of each slice's window")
+    args = p.parse_args()
+    for rate in (float(x) for x in args.loads.split(",")):
+        with tempfile.TemporaryDirectory(prefix="aa-real-") as tmp:
+            cluster = LocalCluster.up(Path(tmp) / "cluster", brokers=3)
+            try:
+                seconds = args.slices * (args.before + args.window) + 10
+                print(f"load {rate:g} records/s per partition: probing for {seconds:.0f}s", flush=True)
+                records = record_run(cluster, Path(tmp) / "observations.jsonl", seconds, rate)
+                brokers = sorted(b.node_id for b in cluster.state.brokers)
+            finally:
+                cluster.down()
+        results = analyse(records, brokers, args.slices, args.before, args.window)
+        for row in results:
+            print(f"  slice {row['slice']} canary {row['canary']}: plain {row['plain'][0]} {row['plain'][1]}; "
+                  f"calibrated {row['calibrated'][0]} {row['calibrated'][1]}")
+        for name in ("plain", "calibrated"):
+            false = [r for r in results if r[name][0] == "ROLLBACK"]
+            why = Counter(m for r in false for m in r[name][1])
+            verdicts = Counter(r[name][0] for r in results)
+            print(f"load {rate:g}: {name}: {len(false)} false rollback(s) in {len(results)} analyses "
+                  f"({100 * len(false) / max(1, len(results)):.1f} %; verdicts {dict(verdicts)}); deciding metrics "
+                  f"{dict(why)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

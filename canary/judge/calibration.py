@@ -1,0 +1,80 @@
+"""How the canary's brokers differed from the baseline's before the change, so the gate does not hold a broker's
+usual slowness against the change.
+
+Brokers of one cluster are not alike: one leads more partitions, shares a disk, hosts the active controller. Its
+probe messages are then always a little slower, and with thousands of messages a lane comparison finds that small,
+stable difference "significant" — an A/A run (no change, one broker relabelled canary) rolled back on it. The unit
+that differs is the broker, and the same brokers were measured before the change: the rollout's preflight probe.
+`Calibration` holds each broker's latency histograms from that run; `offset` is how much slower the canary's brokers
+were than the baseline's at a quantile. The quantile test then judges the canary's estimate divided by that ratio
+against the floors (difference in differences): what changed, not what was always there.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from canary.judge import histogram as H
+from canary.observations import Observation, Record
+
+CALIBRATED_SOURCES = ("e2e_latency_ms", "produce_latency_ms")
+# Beyond 1.5x the brokers differ too much for a short probe to say by how much; the correction stops there.
+MAX_RATIO = 1.5
+# A pool must hold this many observations beyond the quantile (p99: 500 observations) for its estimate to count.
+MIN_TAIL = 5
+# The probe's first second carries its connections' setup (metadata, the first produce request), not the brokers.
+SETTLE_MS = 1000
+
+
+@dataclass(frozen=True)
+class Offset:
+    """The canary brokers' q-quantile before the change (`canary`), the baseline brokers' (`baseline`), and the
+    ratio the canary's estimate is divided by (canary / baseline, within [1/MAX_RATIO, MAX_RATIO])."""
+
+    canary: float
+    baseline: float
+    ratio: float
+
+    def to_dict(self) -> dict:
+        return {"before_canary": self.canary, "before_baseline": self.baseline, "ratio": self.ratio}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """hists[source][broker] = histogram (bin -> count) of the probe's latencies through partitions the broker
+    led, from a run before the change."""
+
+    hists: Mapping[str, Mapping[int, Mapping[int, int]]]
+
+    @classmethod
+    def from_observations(cls, records: Iterable[Record]) -> Calibration:
+        hists: dict[str, dict[int, dict[int, int]]] = {s: defaultdict(lambda: defaultdict(int))
+                                                        for s in CALIBRATED_SOURCES}
+        led = [(r, r.leader) for r in records if isinstance(r, Observation) and r.leader is not None]
+        settled = min((r.send_ts for r, _ in led), default=0.0) + SETTLE_MS
+        for record, leader in led:
+            if record.send_ts < settled:
+                continue
+            for source, value in (("e2e_latency_ms", record.e2e_latency_ms),
+                                  ("produce_latency_ms", record.produce_latency_ms)):
+                if value is not None and value >= 0:
+                    hists[source][leader][H.bin_of(value)] += 1
+        return cls({s: {b: dict(h) for b, h in by.items()} for s, by in hists.items()})
+
+    @property
+    def brokers(self) -> list[int]:
+        return sorted({b for by in self.hists.values() for b in by})
+
+    def offset(self, source: str, q: float, canary: Iterable[int], baseline: Iterable[int]) -> Offset | None:
+        """How the `canary` brokers' q-quantile of `source` compared with the `baseline` brokers' before the change;
+        None when a pool had too few observations beyond the quantile (or either is empty)."""
+        by_broker = self.hists.get(source, {})
+        pools = [H.merge(by_broker.get(b, {}) for b in brokers) for brokers in (set(canary), set(baseline))]
+        if any(sum(pool.values()) * (1 - q) < MIN_TAIL for pool in pools):
+            return None
+        before_c, before_b = (H.quantile(pool, q) for pool in pools)
+        if not before_c or not before_b:
+            return None
+        return Offset(before_c, before_b, min(MAX_RATIO, max(1 / MAX_RATIO, before_c / before_b)))
