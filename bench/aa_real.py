@@ -1,7 +1,9 @@
 """A/A on real data: no change at all, every broker of a real 3-broker cluster in turn labelled the canary. Each
 false ROLLBACK is a rollout the gate would have refused for nothing.
 
-    .venv/bin/python bench/aa_real.py [--slices 6] [--loads 0,1500] [--before 30] [--window 120]
+    .venv/bin/python bench/aa_real.py [--slices 6] [--loads 0,1500] [--before 30] [--window 120] [--settle 60]
+                                      [--keep DIR]
+    .venv/bin/python bench/aa_real.py --files DIR/load-0.jsonl,...   # analyse kept runs again
 
 For each load (records/s of 1 kB into each broker's partition of the load topic; 0: the probe alone) the probe runs
 on one fresh cluster for slices x (before + window) seconds with the brokers' metrics read every 5 s. Each slice is
@@ -66,10 +68,12 @@ def time_of(r: Record) -> float:
     return r.send_ts
 
 
-def analyse(records: list[Record], brokers: list[int], slices: int, before_s: float, window_s: float) -> list[dict]:
-    """One analysis per slice and canary broker: the window's verdict without and with the calibration."""
+def analyse(records: list[Record], brokers: list[int], slices: int, before_s: float, window_s: float,
+            settle_s: float) -> list[dict]:
+    """One analysis per slice and canary broker: the window's verdict without and with the calibration. The first
+    `settle_s` are left out: a cluster just started (JIT, first segments) is not the steady fleet a rollout meets."""
     config = JudgeConfig()
-    start = min(time_of(r) for r in records if isinstance(r, Observation)) + 5_000  # the probe's own start-up
+    start = min(time_of(r) for r in records if isinstance(r, Observation)) + settle_s * 1000
     results = []
     for i in range(slices):
         t0 = start + i * (before_s + window_s) * 1000
@@ -81,9 +85,24 @@ def analyse(records: list[Record], brokers: list[int], slices: int, before_s: fl
             row = {"slice": i, "canary": canary}
             for name, calibration in (("plain", None), ("calibrated", Calibration.from_observations(before))):
                 v = judge(agg, config, final=True, before=calibration)
-                row[name] = (v["verdict"], [m["name"] for m in v["metrics"] if m["decision"] == "FAIL"])
+                failed = [m for m in v["metrics"] if m["decision"] == "FAIL"]
+                row[name] = (v["verdict"], [m["name"] for m in failed], [m["reason"] for m in failed])
             results.append(row)
     return results
+
+
+def record(rate: float, args: argparse.Namespace) -> list[Record]:
+    """One run of the probe (and the load at `rate`) on a fresh cluster, long enough for every slice."""
+    with tempfile.TemporaryDirectory(prefix="aa-real-") as tmp:
+        cluster = LocalCluster.up(Path(tmp) / "cluster", brokers=3)
+        try:
+            seconds = args.settle + args.slices * (args.before + args.window) + 5
+            print(f"load {rate:g} records/s per partition: probing for {seconds:.0f}s", flush=True)
+            out = (args.keep or Path(tmp)) / f"load-{rate:g}.jsonl"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            return record_run(cluster, out, seconds, rate)
+        finally:
+            cluster.down()
 
 
 def main() -> int:
@@ -92,26 +111,25 @@ def main() -> int:
     p.add_argument("--loads", default="0,1500", help="load rates to run, records/s per partition (0: none)")
     p.add_argument("--before", type=float, default=30.0, help="seconds of each slice's before part")
     p.add_argument("--window", type=float, default=120.0, help="seconds of each slice's window")
+    p.add_argument("--settle", type=float, default=60.0, help="seconds after the cluster's start left out")
+    p.add_argument("--keep", type=Path, help="keep each run's observations here (load-<rate>.jsonl)")
+    p.add_argument("--files", help="analyse these kept runs instead of running the probe")
     args = p.parse_args()
-    for rate in (float(x) for x in args.loads.split(",")):
-        with tempfile.TemporaryDirectory(prefix="aa-real-") as tmp:
-            cluster = LocalCluster.up(Path(tmp) / "cluster", brokers=3)
-            try:
-                seconds = args.slices * (args.before + args.window) + 10
-                print(f"load {rate:g} records/s per partition: probing for {seconds:.0f}s", flush=True)
-                records = record_run(cluster, Path(tmp) / "observations.jsonl", seconds, rate)
-                brokers = sorted(b.node_id for b in cluster.state.brokers)
-            finally:
-                cluster.down()
-        results = analyse(records, brokers, args.slices, args.before, args.window)
+    runs = [(Path(f).stem, read_file_counted(f)[0]) for f in args.files.split(",")] if args.files else (
+        (f"load-{rate:g}", record(rate, args)) for rate in (float(x) for x in args.loads.split(",")))
+    for label, records in runs:
+        brokers = sorted({r.leader for r in records if isinstance(r, Observation) and r.leader is not None})
+        results = analyse(records, brokers, args.slices, args.before, args.window, args.settle)
         for row in results:
             print(f"  slice {row['slice']} canary {row['canary']}: plain {row['plain'][0]} {row['plain'][1]}; "
                   f"calibrated {row['calibrated'][0]} {row['calibrated'][1]}")
+            for reason in row["calibrated"][2]:
+                print(f"    {reason}")
         for name in ("plain", "calibrated"):
             false = [r for r in results if r[name][0] == "ROLLBACK"]
             why = Counter(m for r in false for m in r[name][1])
             verdicts = Counter(r[name][0] for r in results)
-            print(f"load {rate:g}: {name}: {len(false)} false rollback(s) in {len(results)} analyses "
+            print(f"{label}: {name}: {len(false)} false rollback(s) in {len(results)} analyses "
                   f"({100 * len(false) / max(1, len(results)):.1f} %; verdicts {dict(verdicts)}); deciding metrics "
                   f"{dict(why)}", flush=True)
     return 0

@@ -31,8 +31,14 @@ CASES: dict[str, tuple[dict[str, str], bool]] = {
     "one-network-thread": ({"num.network.threads": "1"}, True),
     "flush-every-message": ({"log.flush.interval.messages": "1"}, True),
     "request-queue-of-one": ({"queued.max.requests": "1", "num.io.threads": "1"}, True),
+    "one-io-thread": ({"num.io.threads": "1"}, True),
+    "broker-recompresses-gzip": ({"compression.type": "gzip"}, True),
+    "tiny-socket-buffers": ({"socket.send.buffer.bytes": "2048", "socket.receive.buffer.bytes": "2048"}, True),
+    "flush-every-millisecond": ({"log.flush.interval.ms": "1", "log.flush.scheduler.interval.ms": "1"}, True),
     "cleaner-backoff": ({"log.cleaner.backoff.ms": "15001"}, False),
     "more-io-threads": ({"num.io.threads": "10"}, False),
+    "more-network-threads": ({"num.network.threads": "5"}, False),
+    "retention-check-less-often": ({"log.retention.check.interval.ms": "600000"}, False),
 }
 
 

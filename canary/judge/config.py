@@ -132,10 +132,12 @@ def _b(source: str, direction: Direction, rel: float, abs_: float) -> MetricSpec
 
 
 DEFAULT_METRICS: tuple[MetricSpec, ...] = (
+    # Tails float between brokers by about a quarter over minutes even with no change (bench/aa_real.py), more than
+    # a preflight calibration can follow: their floors sit above that; the calibrated median keeps a tight one.
     _q("e2e_latency_p50", "e2e_latency_ms", 0.50, 0.10, 0.5),
-    _q("e2e_latency_p95", "e2e_latency_ms", 0.95, 0.10, 1.0),
-    _q("e2e_latency_p99", "e2e_latency_ms", 0.99, 0.10, 2.0, critical=True, weight=2.0, slo=1000.0),
-    _q("produce_latency_p99", "produce_latency_ms", 0.99, 0.10, 2.0),
+    _q("e2e_latency_p95", "e2e_latency_ms", 0.95, 0.30, 2.0),
+    _q("e2e_latency_p99", "e2e_latency_ms", 0.99, 0.30, 5.0, critical=True, weight=2.0, slo=1000.0),
+    _q("produce_latency_p99", "produce_latency_ms", 0.99, 0.30, 5.0),
     _r("produce_error_rate", ["produce_error"], 0.2, 0.002, critical=True, weight=2.0),
     _r("consume_error_rate", ["consume_error"], 0.2, 0.002, critical=True, weight=2.0),
     # An acknowledged message should never be lost: a couple of lost messages in a canary lane whose baseline

@@ -176,8 +176,8 @@ MIN_Z_VARIANCE = 10.0
 def tail_log_rank_z(risk_c, surv_c, risk_b, surv_b) -> tuple[float | None, float | None]:
     """The fixed-horizon companion of tail_log_e, on the same tables (same arguments): the stratified
     log-rank statistic Z = sum(O - E) / sqrt(sum V), O the canary's count that went on, E and V its
-    central hypergeometric mean and variance. Returns (Z over the steps inside the tail, Z over all steps);
-    None where the variance is below MIN_Z_VARIANCE.
+    central hypergeometric mean and variance, V replaced by the buckets' own spread of O - E when larger.
+    Returns (Z over the steps inside the tail, Z over all steps); None where the variance is below MIN_Z_VARIANCE.
 
     Under H0 (the canary's tail no heavier) each table's O - E has conditional mean <= 0 given the past,
     so Z is asymptotically at most standard normal (martingale central limit theorem) -- at one time fixed
@@ -196,7 +196,16 @@ def tail_log_rank_z(risk_c, surv_c, risk_b, surv_b) -> tuple[float | None, float
 
     def z(cols: slice) -> float | None:
         v = float(var[:, cols].sum())
-        return float(o_minus_e[:, cols].sum() / np.sqrt(v)) if v >= MIN_Z_VARIANCE else None
+        if v < MIN_Z_VARIANCE:
+            return None
+        # Messages of one bucket are not independent (a broker's pause delays a run of them), so the buckets'
+        # scores vary more than the hypergeometric variance says. Their own spread around their mean (a one-sample
+        # t statistic's variance, buckets as the unit) is used when it is the larger: a steady shift keeps its
+        # evidence, a few bursts no longer pass for it.
+        scores = o_minus_e[:, cols].sum(axis=1)[var[:, cols].sum(axis=1) > 0]
+        if scores.size >= 2:
+            v = max(v, float(scores.size * np.var(scores, ddof=1)))
+        return float(o_minus_e[:, cols].sum() / np.sqrt(v))
 
     return z(slice(1, None)), z(slice(None))
 
