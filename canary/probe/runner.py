@@ -308,44 +308,35 @@ class Probe:
         return self._producer, self._consumer
 
     def _produce_loop(self) -> None:
-        c = self.config
+        c, producer, topic = self.config, self._clients()[0], self.config.topic
         rounds = 0
         start = time.monotonic()
         while not self._stop_producing.is_set():
-            partitions = self._partitions
-            if not partitions:
-                self._stop_producing.wait(0.1)
-                start, rounds = time.monotonic(), 0
+            now = time.monotonic()
+            due = int((now - start) * c.rate) + 1 - rounds
+            if due <= 0:
+                time.sleep(min(0.005, (rounds - (now - start) * c.rate) / c.rate))
                 continue
-            for i, partition in enumerate(partitions):
-                # Each partition at its own phase of the round: messages to every partition at one instant would
-                # queue behind each other on the brokers (each leads one and follows the others) and in this
-                # process, a latency of the probe's own making. Sleeping exactly until the next send also keeps the
-                # probe's wake-ups to one per message.
-                delay = start + (rounds + i / len(partitions)) / c.rate - time.monotonic()
-                if delay > 0.0005 and self._stop_producing.wait(delay):
-                    return
-                self._send(partition)
-            rounds += 1
-            behind = (time.monotonic() - start) * c.rate - rounds
-            if behind > c.rate:  # more than a second behind: skip ahead rather than burst
-                rounds += int(behind)
-
-    def _send(self, partition: int) -> None:
-        producer, topic = self._clients()[0], self.config.topic
-        leader = self.view.leaders.get(partition)
-        msg = self.tracker.next_message(partition, leader, self.view.lane_of(leader), time.time() * 1000)
-        value = msg.encode(self.config.message_size)
-        while True:
-            try:
-                producer.produce(topic, value=value, partition=partition,
-                                 on_delivery=functools.partial(self._delivered, partition, msg.seq))
-                return
-            except BufferError:
-                time.sleep(0.01)
-            except KafkaException as exc:
-                self.tracker.failed(partition, msg.seq, str(exc.args[0]), time.time() * 1000)
-                return
+            if due > c.rate:  # more than a second behind: skip ahead rather than burst
+                rounds += due - 1
+                due = 1
+            partitions = self._partitions
+            for _ in range(due):
+                for p in partitions:
+                    leader = self.view.leaders.get(p)
+                    msg = self.tracker.next_message(p, leader, self.view.lane_of(leader), time.time() * 1000)
+                    value = msg.encode(c.message_size)
+                    while True:
+                        try:
+                            producer.produce(topic, value=value, partition=p,
+                                             on_delivery=functools.partial(self._delivered, p, msg.seq))
+                            break
+                        except BufferError:
+                            time.sleep(0.01)
+                        except KafkaException as exc:
+                            self.tracker.failed(p, msg.seq, str(exc.args[0]), time.time() * 1000)
+                            break
+                rounds += 1
 
     def _delivered(self, partition: int, seq: int, err, msg) -> None:
         now = time.time() * 1000
