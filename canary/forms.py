@@ -220,7 +220,8 @@ BROKER_FORM = Form(BrokerRolloutModel, RolloutOptions, (
               "Topics whose canary partitions get canary leaders, so real traffic runs through the canary", []),
     FormField("load_rate", ("load", "rate"), "Load (records/s per partition)",
               "Load through every broker alike during the window, so a change that cuts capacity shows in the "
-              "brokers' metrics; 0: none (docs/broker-rollout.md says how to size it)", 0),
+              "brokers' metrics; 0: none; auto: half of what the cluster sustains, measured in preflight "
+              "(docs/broker-rollout.md says how to size it)", 0),
     FormField("load_record_size", ("load", "record_size"), "Load record size (bytes)",
               "Bytes per load record", 1000),
     FormField("client_delay_ms", ("fault", "client_delay_ms"), "Fault: client delay (ms)",

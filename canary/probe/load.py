@@ -79,6 +79,8 @@ class Load:
         self._started = 0.0
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
+        self._rate = config.rate
+        self._epoch = 0  # bumped by set_rate: the produce loop paces anew from then
 
     def start(self) -> None:
         """Reconciles the load topic (one partition led by each broker), then produces and consumes."""
@@ -116,9 +118,18 @@ class Load:
             self._consumer.close()
         return self.summary()
 
+    def set_rate(self, rate: float) -> None:
+        """Changes the rate from now on and counts anew (a load stepped through rates on the same connections, as
+        canary.probe.load_sizing does, is measured step by step)."""
+        with self._lock:
+            for lane in self.lanes.values():
+                lane.sent = lane.acked = lane.failed = lane.consumed = lane.consumed_bytes = 0
+                lane.latencies_ms.clear()
+            self._rate, self._epoch, self._started = rate, self._epoch + 1, time.monotonic()
+
     def summary(self) -> dict:
         seconds = max(time.monotonic() - self._started, 1e-9) if self._started else 0.0
-        out: dict = {"rate_per_partition": self.config.rate, "record_size": self.config.record_size,
+        out: dict = {"rate_per_partition": self._rate, "record_size": self.config.record_size,
                      "seconds": round(seconds, 1), "stopped_because": self.stopped_because, "lanes": {}}
         for lane, t in self.lanes.items():
             partitions = sum(1 for v in self.partition_lane.values() if v == lane)
@@ -167,9 +178,11 @@ class Load:
         value = b"x" * c.record_size
         partitions = [(p, self.lanes[lane], functools.partial(self._delivered, self.lanes[lane], p))
                       for p, lane in sorted(self.partition_lane.items())]
-        start, done = time.monotonic(), 0
+        start, done, epoch = time.monotonic(), 0, self._epoch
         while not self._stop.is_set():
-            due = int((time.monotonic() - start) * c.rate) - done
+            if epoch != self._epoch:
+                start, done, epoch = time.monotonic(), 0, self._epoch
+            due = int((time.monotonic() - start) * self._rate) - done
             for _ in range(due):
                 for p, lane, delivered in partitions:
                     try:

@@ -33,7 +33,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar, get_args
 
 import yaml
-from pydantic import AfterValidator, BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    Field,
+    PlainValidator,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from canary.cluster.node_config import is_managed
 from canary.errors import CanaryError, one_line
@@ -221,11 +230,30 @@ class BrokerMetricsSection(SpecSection):
     prometheus: PrometheusSection | None = None
 
 
+MAX_LOAD_RATE = 100_000
+
+
+def _load_rate(value: object) -> float | str:
+    if value == "auto":
+        return "auto"
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_LOAD_RATE:
+        raise ValueError(f"{value!r} must be records/s per partition from 0 (no load) to {MAX_LOAD_RATE}, or auto "
+                         f"(half of what the cluster sustains, measured in preflight)")
+    return float(value)
+
+
+# A number, or the one word `auto`: the range binds numbers only and the pattern strings only (JSON Schema).
+LoadRate = Annotated[float | Literal["auto"], PlainValidator(_load_rate),
+                     WithJsonSchema({"type": ["number", "string"], "minimum": 0, "maximum": MAX_LOAD_RATE,
+                                     "pattern": "^auto$"})]
+
+
 class LoadSection(SpecSection):
     """Load through canary and baseline brokers alike during the window (canary.probe.load): records per second
-    into each partition of the load topic (0: no load) of `record_size` bytes, acks=all, batched."""
+    into each partition of the load topic (0: no load; `auto`: half of what the cluster sustains, measured in
+    preflight by canary.probe.load_sizing) of `record_size` bytes, acks=all, batched."""
 
-    rate: float = Field(0.0, strict=True, ge=0, le=100_000)
+    rate: LoadRate = 0.0
     record_size: int = Field(1000, strict=True, ge=1, le=1_000_000)
 
 

@@ -72,3 +72,11 @@ def test_a_command_line_value_is_json_except_for_a_text_param():
     assert BROKER_FORM.parse("target_version", "4.1") == "4.1"  # not the number 4.1
     assert BROKER_FORM.parse("window", "90") == "90"
     assert BROKER_FORM.parse("on_inconclusive", '"ask"') == BROKER_FORM.parse("on_inconclusive", "ask") == "ask"
+
+
+def test_the_load_param_takes_a_rate_or_auto_as_the_spec_does():
+    assert BROKER_FORM.json_schema("load_rate")["type"] == ["number", "string"]
+    BROKER_FORM.check({"load_rate": "auto"})
+    BROKER_FORM.check({"load_rate": 2000})
+    with pytest.raises(FormError, match="load_rate: 'fast' must be records/s per partition"):
+        BROKER_FORM.check({"load_rate": "fast"})

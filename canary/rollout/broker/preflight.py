@@ -7,11 +7,12 @@ from __future__ import annotations
 import time
 
 from canary.cluster import distribution
-from canary.errors import CanaryError
 from canary.kafka import features, health
 from canary.kafka.admin import TopicAdmin
 from canary.kafka.clients import admin_client
 from canary.kafka.settings import kafka_python_settings
+from canary.probe.load import LoadConfig
+from canary.probe.load_sizing import size_load
 from canary.rollout.broker.metrics import check_broker_metrics
 from canary.rollout.broker.probes import green_probe
 from canary.rollout.broker.rollout import Rollout
@@ -76,7 +77,8 @@ def preflight(run: Rollout) -> dict:
         # Long enough to measure each broker before the change (the window's latencies are calibrated by it).
         probe = green_probe(run, "preflight", reconcile=True,
                             seconds=max(spec.preflight_probe, spec.calibration_probe))
-    except CanaryError:
+        load = window_load(run)
+    except Exception:
         if run.state.before is None and run.lock.release(run.run_id):  # nothing changed yet: free the cluster
             run.audit.record("preflight", "lock released: preflight failed before any change")
         raise
@@ -84,7 +86,24 @@ def preflight(run: Rollout) -> dict:
         run.state.update(before=snapshot(run))
         run.audit.record("preflight", "snapshot", before=run.state.before)
     return {"canary_brokers": canaries, "brokers": len(brokers), "finalized": levels.finalized, "probe": probe,
-            "broker_metrics": metrics_from}
+            "broker_metrics": metrics_from, "load": load}
+
+
+def window_load(run: Rollout) -> dict:
+    """The load the window will carry: the spec's rate, or with `rate: auto` half of what the cluster sustains,
+    measured now, before any change (once: a retried preflight keeps the first measurement)."""
+    spec = run.spec.load
+    if spec.rate != "auto":
+        return {"rate": spec.rate, "record_size": spec.record_size, "sized": False}
+    sized = run.state.data.get("load_sizing")
+    if sized is None:
+        run.say("sizing the window's load: steps of doubling rate until the cluster falls behind")
+        sized = size_load(LoadConfig(run.bootstrap_servers, 1.0, spec.record_size, dict(run.spec.client),
+                                     run_id=run.run_id)).to_dict()
+        run.state.update(load_sizing=sized)
+        run.audit.record("preflight", "load sized", rate_per_partition=sized["rate"], sustained=sized["sustained"],
+                         steps=sized["steps"])
+    return {"rate": sized["rate"], "record_size": spec.record_size, "sized": True, "sustained": sized["sustained"]}
 
 
 def check_features(version: str, finalized: dict[str, int]) -> None:

@@ -42,6 +42,15 @@ def disturbances(run: Rollout, full: bool) -> list[str]:
     return problems
 
 
+def load_rate(run: Rollout) -> float:
+    """The window's load, records/s per partition: the spec's, or with `auto` what preflight measured
+    (canary.probe.load_sizing), before any change."""
+    rate = run.spec.load.rate
+    if isinstance(rate, str):  # auto
+        return float((run.state.data.get("load_sizing") or {}).get("rate", 0.0))
+    return rate
+
+
 def probe_window(run: Rollout) -> dict:
     """Probe traffic for the window with interim looks every interval; a critical regression at a look stops
     the window early (fail fast) and decides ROLLBACK at once. The cluster is watched meanwhile (brokers down every
@@ -58,12 +67,12 @@ def probe_window(run: Rollout) -> dict:
     probe.start()
     run.audit.record(run.step, "probe started", probe_run_id=cfg.run_id, window_s=spec.window)
     load = None
-    if spec.load.rate:
-        load = Load(LoadConfig(run.bootstrap_servers, spec.load.rate, spec.load.record_size, dict(spec.client),
+    rate = load_rate(run)
+    if rate:
+        load = Load(LoadConfig(run.bootstrap_servers, rate, spec.load.record_size, dict(spec.client),
                                interval=spec.broker_metrics.interval, run_id=cfg.run_id), emit=probe.sink.emit)
         load.start()
-        run.audit.record(run.step, "load started", rate_per_partition=spec.load.rate,
-                         record_size=spec.load.record_size)
+        run.audit.record(run.step, "load started", rate_per_partition=rate, record_size=spec.load.record_size)
     disturbed: list[str] = []  # each problem once, when first seen
     seen: set[str] = set()
 

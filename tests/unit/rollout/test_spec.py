@@ -141,3 +141,12 @@ def test_broker_metrics_come_from_the_deployer_or_a_prometheus_without_credentia
         "broker_metrics.prometheus.brokers: map each broker id to the value of broker_label on its series, e.g. "
         "{1: kafka-1}",
         "broker_metrics.prometheus.window: '30 seconds' must be a Prometheus duration such as 30s or 1m"]
+
+
+def test_the_load_is_a_rate_or_auto_and_anything_else_says_both():
+    assert load_spec(GOOD).load.rate == 0.0 and load_spec({**GOOD, "load": {"rate": 300}}).load.rate == 300.0
+    assert load_spec({**GOOD, "load": {"rate": "auto", "record_size": 500}}).load.rate == "auto"
+    hint = "must be records/s per partition from 0 (no load) to 100000, or auto (half of what the cluster " \
+           "sustains, measured in preflight)"
+    for bad in ("fast", -1, True, "300"):
+        assert problems({**GOOD, "load": {"rate": bad}}) == [f"load.rate: {bad!r} {hint}"]
