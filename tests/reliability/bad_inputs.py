@@ -202,6 +202,9 @@ CASES: tuple[Case, ...] = (
     Case("spec-lead-topic-missing", "rollout spec", "lead topic that does not exist",
          {"lead_topics": ["orders-that-do-not-exist"]},
          "lead_topics ['orders-that-do-not-exist'] do not exist on the cluster", stage="preflight", cluster=True),
+    Case("spec-load-rate-word", "rollout spec", "a load rate that is neither a number nor auto",
+         {"load": {"rate": "fast"}},
+         "load.rate: 'fast' must be records/s per partition from 0 (no load) to 100000, or auto"),
     Case("spec-prometheus-credentials", "rollout spec", "Prometheus URL with a password in it",
          {"broker_metrics": {"prometheus": {"url": "http://admin:s3cret@127.0.0.1:9090", "brokers": {1: "a"}}}},
          "broker_metrics.prometheus.url: must not carry credentials; put an Authorization header in "
