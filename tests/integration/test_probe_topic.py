@@ -102,13 +102,23 @@ def test_while_a_rollout_holds_the_lock_a_dead_broker_keeps_its_replicas(cluster
     cluster.stop_node(3, kill=True)
     admin.calls.clear()
     during = _reconciled(admin, spec)
-    assert admin.observe(spec.name).rollout_running
+    assert _observed(admin, spec).rollout_running
     assert "reassign" not in admin.calls and not during.orphans and 3 in during.owners
     assert lock.release("rollout-1")
     # The lock topic's deletion reaches every broker's metadata a moment later; until then the lock still holds.
-    wait_until(lambda: not admin.observe(spec.name).rollout_running, 30, "the lock topic gone from the metadata")
+    wait_until(lambda: not _observed(admin, spec).rollout_running, 30, "the lock topic gone from the metadata")
     after = _reconciled(admin, spec)
     assert "reassign" in admin.calls and after.orphans == [2]  # broker 3's partition, moved onto live brokers
+
+
+def _observed(admin: TopicAdmin, spec: TopicSpec):
+    """The topic as the cluster describes it; like _reconciled, a call that reached the killed broker is retried."""
+    for _ in range(20):
+        try:
+            return admin.observe(spec.name)
+        except (ClusterError, TimeoutError):
+            time.sleep(1)
+    return admin.observe(spec.name)
 
 
 def _reconciled(admin: TopicAdmin, spec: TopicSpec):
