@@ -20,7 +20,9 @@ from canary.judge import histogram as H
 from canary.observations import Observation, Record
 
 CALIBRATED_SOURCES = ("e2e_latency_ms", "produce_latency_ms")
-# Beyond 1.5x the brokers differ too much for a short probe to say by how much; the correction stops there.
+# Beyond 1.5x the brokers differ too much for a short probe to say by how much; the correction stops there. It only
+# ever excuses: a canary that looked faster in preflight is not held to that pace (a preflight disturbed on the
+# baseline's brokers, say by a busy machine, would otherwise turn into a rollback).
 MAX_RATIO = 1.5
 # A pool must hold this many observations beyond the quantile (p99: 500 observations) for its estimate to count.
 MIN_TAIL = 5
@@ -31,7 +33,7 @@ SETTLE_MS = 1000
 @dataclass(frozen=True)
 class Offset:
     """The canary brokers' q-quantile before the change (`canary`), the baseline brokers' (`baseline`), and the
-    ratio the canary's estimate is divided by (canary / baseline, within [1/MAX_RATIO, MAX_RATIO])."""
+    ratio the canary's estimate is divided by (canary / baseline, within [1, MAX_RATIO])."""
 
     canary: float
     baseline: float
@@ -77,4 +79,4 @@ class Calibration:
         before_c, before_b = (H.quantile(pool, q) for pool in pools)
         if not before_c or not before_b:
             return None
-        return Offset(before_c, before_b, min(MAX_RATIO, max(1 / MAX_RATIO, before_c / before_b)))
+        return Offset(before_c, before_b, min(MAX_RATIO, max(1.0, before_c / before_b)))
