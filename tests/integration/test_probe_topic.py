@@ -112,21 +112,21 @@ def test_while_a_rollout_holds_the_lock_a_dead_broker_keeps_its_replicas(cluster
 
 
 def _observed(admin: TopicAdmin, spec: TopicSpec):
-    """The topic as the cluster describes it; like _reconciled, a call that reached the killed broker is retried."""
-    for _ in range(20):
-        try:
-            return admin.observe(spec.name)
-        except (ClusterError, TimeoutError):
-            time.sleep(1)
-    return admin.observe(spec.name)
+    """The topic as the cluster describes it."""
+    return _retried(lambda: admin.observe(spec.name))
 
 
 def _reconciled(admin: TopicAdmin, spec: TopicSpec):
-    """One reconcile; while the killed broker is still in the clients' metadata a call may reach it and fail, as the
-    probe's periodic reconcile does (and retries at its next interval)."""
+    """One reconcile, as the probe's periodic one (which retries at its next interval)."""
+    return _retried(lambda: reconcile(admin, spec, wait=0))
+
+
+def _retried(call):
+    """While the killed broker is still in the clients' metadata a call may reach it: refused (ClusterError) or
+    timed out (an admin future's TimeoutError, seen in a fresh clone); retried for up to ~20 s."""
     for _ in range(20):
         try:
-            return reconcile(admin, spec, wait=0)
-        except ClusterError:
+            return call()
+        except (ClusterError, TimeoutError):
             time.sleep(1)
-    return reconcile(admin, spec, wait=0)
+    return call()
