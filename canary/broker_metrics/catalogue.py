@@ -88,18 +88,23 @@ IDLE_SHARES: frozenset[str] = frozenset({"request_handler_idle_ratio", "network_
 
 @dataclass(frozen=True)
 class LoadMetric:
-    """A per-broker value the window's load measures itself (canary.probe.load), not read from the broker: the
-    load's produce latency through the partition that broker leads, per reading interval."""
+    """A per-broker value the window's load measures itself (canary.probe.load), not read from the broker, per
+    reading interval through the partition that broker leads: `source` produce, its records' acknowledgement
+    latency; consume, the time from a record's creation to its consumer receiving it (a broker that serves fetches
+    slowly, with small socket buffers or a slow fetch path, leaves its partition's consumer ever further behind)."""
 
     name: str
     unit: str
     direction: Direction
     quantile: float
+    source: Literal["produce", "consume"] = "produce"
 
 
 LOAD_METRICS: tuple[LoadMetric, ...] = (
     LoadMetric("load_produce_latency_p50_ms", "ms", "increase", 0.50),
     LoadMetric("load_produce_latency_p99_ms", "ms", "increase", 0.99),
+    LoadMetric("load_consume_latency_p50_ms", "ms", "increase", 0.50, "consume"),
+    LoadMetric("load_consume_latency_p99_ms", "ms", "increase", 0.99, "consume"),
 )
 # Every per-broker metric the judge can compare, with its unit.
 UNITS: Mapping[str, str] = {**{m.name: m.unit for m in CATALOGUE}, **{m.name: m.unit for m in LOAD_METRICS}}

@@ -8,6 +8,8 @@ then decide) and whenever the window stops it."""
 from __future__ import annotations
 
 import functools
+import random
+import string
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +35,15 @@ LOAD_TOPIC_SPEC = TopicSpec(LOAD_TOPIC, segment_bytes=16 * 1024 * 1024, retentio
 MAX_LATENCIES = 200_000
 # A partition's latency quantiles in one interval are reported from this many acknowledged records on.
 MIN_REPORTED = 50
+# Distinct record values the load cycles through: random capital letters as Kafka's ProducerPerformance sends, so
+# compression and the brokers' own work see data like real records (a value repeated record after record compresses
+# to nothing: a broker recompressing with gzip did no work on it), more of them than a compression window holds.
+PAYLOADS = 64
+
+
+def payloads(record_size: int, count: int = PAYLOADS) -> list[bytes]:
+    draw = random.Random(record_size)
+    return [bytes(draw.choices(string.ascii_uppercase.encode(), k=record_size)) for _ in range(count)]
 
 
 @dataclass(frozen=True)
@@ -61,13 +72,15 @@ class _Lane:
 
 
 class Load:
-    """`emit`: where the load's per-broker readings go (LOAD_METRICS: its produce latency through the partition each
-    broker leads, every `config.interval`), beside the probe's observations; None keeps them to the summary."""
+    """`emit`: where the load's per-broker readings go (LOAD_METRICS: its produce and consume latency through the
+    partition each broker leads, every `config.interval`), beside the probe's observations; None keeps them to the
+    summary."""
 
     def __init__(self, config: LoadConfig, emit: Callable[[BrokerReading], None] | None = None):
         self.config = config
         self.emit = emit
-        self._interval_latencies: dict[int, list[float]] = {}  # partition -> this interval's latencies (ms)
+        # source (produce, consume) -> partition -> this interval's latencies (ms)
+        self._interval_latencies: dict[str, dict[int, list[float]]] = {"produce": {}, "consume": {}}
         self.partition_leader: dict[int, int] = {}
         self.admin = TopicAdmin(config.bootstrap_servers, config.client)
         self.lanes: dict[str, _Lane] = {"canary": _Lane(), "baseline": _Lane()}
@@ -91,7 +104,7 @@ class Load:
         topic = metadata.topics[LOAD_TOPIC]
         self.partition_leader = {p.id: p.leader for p in topic.partitions.values() if p.leader >= 0}
         self.partition_lane = {p: lanes.get(leader, "baseline") for p, leader in self.partition_leader.items()}
-        self._interval_latencies = {p: [] for p in self.partition_leader}
+        self._interval_latencies = self._fresh_intervals()
         base = {"bootstrap.servers": c.bootstrap_servers, "logger": QUIET_LOGGER, **c.client}
         self._producer = Producer({**base, "acks": "all", "linger.ms": 5, "batch.size": 256 * 1024,
                                    "enable.idempotence": False, "compression.type": "none",
@@ -151,23 +164,26 @@ class Load:
                 with self._lock:
                     if len(lane.latencies_ms) < MAX_LATENCIES:
                         lane.latencies_ms.append(latency * 1000)
-                    self._interval_latencies[partition].append(latency * 1000)
+                    self._interval_latencies["produce"][partition].append(latency * 1000)
         else:
             lane.failed += 1
 
+    def _fresh_intervals(self) -> dict[str, dict[int, list[float]]]:
+        return {source: {p: [] for p in self.partition_leader} for source in ("produce", "consume")}
+
     def _report_loop(self) -> None:
-        """Every interval, each partition's produce latency quantiles as readings of the broker leading it."""
+        """Every interval, each partition's produce and consume latency quantiles as readings of its leader."""
         assert self.emit is not None
         while not self._stop.wait(self.config.interval):
             at = float(int(time.time() * 1000))
             with self._lock:
-                taken, self._interval_latencies = self._interval_latencies, {p: [] for p in self.partition_leader}
-            for partition, latencies in sorted(taken.items()):
-                if len(latencies) < MIN_REPORTED:
-                    continue
-                leader = self.partition_leader[partition]
-                lane: Lane = "canary" if self.partition_lane[partition] == "canary" else "baseline"
-                for metric in LOAD_METRICS:
+                taken, self._interval_latencies = self._interval_latencies, self._fresh_intervals()
+            for metric in LOAD_METRICS:
+                for partition, latencies in sorted(taken[metric.source].items()):
+                    if len(latencies) < MIN_REPORTED:
+                        continue
+                    leader = self.partition_leader[partition]
+                    lane: Lane = "canary" if self.partition_lane[partition] == "canary" else "baseline"
                     value = float(np.quantile(latencies, metric.quantile))
                     self.emit(BrokerReading(self.config.run_id, "load", leader, lane, metric.name, value, at))
 
@@ -175,7 +191,7 @@ class Load:
         """Paced in 10 ms ticks: every partition gets its due records each tick, so the lanes' load stays equal."""
         assert self._producer is not None
         producer, c = self._producer, self.config
-        value = b"x" * c.record_size
+        values = payloads(c.record_size)
         partitions = [(p, self.lanes[lane], functools.partial(self._delivered, self.lanes[lane], p))
                       for p, lane in sorted(self.partition_lane.items())]
         start, done, epoch = time.monotonic(), 0, self._epoch
@@ -183,7 +199,8 @@ class Load:
             if epoch != self._epoch:
                 start, done, epoch = time.monotonic(), 0, self._epoch
             due = int((time.monotonic() - start) * self._rate) - done
-            for _ in range(due):
+            for i in range(due):
+                value = values[(done + i) % len(values)]  # the same value into every partition: equal lanes
                 for p, lane, delivered in partitions:
                     try:
                         producer.produce(LOAD_TOPIC, value=value, partition=p, on_delivery=delivered)
@@ -206,9 +223,17 @@ class Load:
                 messages = self._consumer.consume(1000, timeout=0.2)
             except KafkaException:
                 continue
+            now_ms = time.time() * 1000
+            delays: dict[int, list[float]] = {}
             for msg in messages:
                 partition = msg.partition()
                 if msg.error() is None and partition is not None:
                     lane = self.lanes[self.partition_lane.get(partition, "baseline")]
                     lane.consumed += 1
                     lane.consumed_bytes += len(msg.value() or b"")
+                    # The record's create time, stamped by our producer when it was produced: the delay covers
+                    # acknowledgement, replication up to the high watermark and the fetch.
+                    delays.setdefault(partition, []).append(now_ms - msg.timestamp()[1])
+            with self._lock:
+                for partition, values in delays.items():
+                    self._interval_latencies["consume"].setdefault(partition, []).extend(values)

@@ -14,9 +14,11 @@ import pytest
 import requests
 from confluent_kafka import Producer
 from conftest import running_cluster
+from waiting import wait_until
 
-from canary.broker_metrics import CATALOGUE, BrokerMetricsError, ExporterSource, PrometheusSource
-from canary.probe.load import LoadConfig
+from canary.broker_metrics import CATALOGUE, LOAD_METRICS, BrokerMetricsError, ExporterSource, PrometheusSource
+from canary.observations import BrokerReading
+from canary.probe.load import Load, LoadConfig
 from canary.probe.load_sizing import size_load
 from canary.process import free_port
 
@@ -138,3 +140,25 @@ def test_load_auto_is_sized_on_the_real_cluster(cluster):
     kept = [s for s in sized.steps if s.kept_up]
     assert kept and all(s.acked_per_s >= 0.9 * s.rate and s.p99_ms is not None for s in kept), sized.steps
     assert sized.sustained == kept[-1].rate and sized.rate == sized.sustained / 2
+
+
+def test_the_load_reads_its_produce_and_consume_latency_through_each_broker(cluster):
+    """The window's load reports, every interval and for the partition each broker leads, its produce latency and
+    the time its records take to reach its consumer: both lanes' brokers, every load metric, plausible values."""
+    readings: list[BrokerReading] = []
+    load = Load(LoadConfig(cluster.bootstrap_servers, 300, 1000, interval=1.0, run_id="load-readings"),
+                emit=readings.append)
+    load.start()
+    try:
+        wait_until(lambda: {(r.broker, r.metric) for r in readings} >= {(b, m.name) for b in (1, 2)
+                                                                        for m in LOAD_METRICS}, 60,
+                   "every load metric read for both brokers")
+    finally:
+        summary = load.stop()
+    assert summary["lanes"]["baseline"]["acked"] > 0 and summary["lanes"]["baseline"]["consumed_mb_per_s"] > 0
+    value = {(r.broker, r.metric): r.value for r in readings}
+    for broker in (1, 2):
+        # A record reaches the consumer after its acknowledgement's replication, so never much sooner than acked.
+        assert 0 < value[(broker, "load_produce_latency_p50_ms")] <= value[(broker, "load_produce_latency_p99_ms")]
+        assert 0 < value[(broker, "load_consume_latency_p50_ms")] <= value[(broker, "load_consume_latency_p99_ms")]
+        assert value[(broker, "load_consume_latency_p99_ms")] < 10_000
