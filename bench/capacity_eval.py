@@ -25,7 +25,9 @@ from canary.rollout.broker import BROKER, Rollout  # noqa: E402
 from canary.rollout.core import run_all  # noqa: E402
 from canary.rollout.spec import load_spec  # noqa: E402
 
-# name -> (broker config overrides, harmful?)
+# name -> (broker config overrides, harmful?). bench/capacity_truth.py measures the harm on a whole fleet: on a
+# 2-core machine the thread and queue cuts halve the handler pool's headroom but cost one producer no throughput
+# (docs/bench.md, the gate under load).
 CASES: dict[str, tuple[dict[str, str], bool]] = {
     "one-io-and-network-thread": ({"num.io.threads": "1", "num.network.threads": "1"}, True),
     "one-network-thread": ({"num.network.threads": "1"}, True),
