@@ -49,6 +49,16 @@ def validate_overrides(config: dict[str, str]) -> None:
 def render(state: ClusterState, node: NodeState, security: dict[str, str] | None = None) -> str:
     """The node's server.properties. `security`: a secured cluster's broker settings
     (canary.cluster.security.broker_properties); its client listener is then CLIENT, on SASL_SSL."""
+    props = properties(state, node, security)
+    try:
+        return "".join(broker_config.properties_line(key, value) for key, value in props.items())
+    except ValueError as exc:
+        raise ClusterError(f"broker {node.node_id}: {exc}") from None
+
+
+def properties(state: ClusterState, node: NodeState, security: dict[str, str] | None = None) -> dict[str, str]:
+    """The node's settings, in the order server.properties lists them (the container runtime passes them as
+    environment variables instead)."""
     if state.security != "plaintext" and node.role == "broker" and not security:
         raise ClusterError(f"broker {node.node_id} of a {state.security} cluster needs its security settings")
     data_dir = state.node_dir(node) / "data"
@@ -95,8 +105,4 @@ def render(state: ClusterState, node: NodeState, security: dict[str, str] | None
         }
         if node.rack:
             props["broker.rack"] = node.rack
-    props |= node.config
-    try:
-        return "".join(broker_config.properties_line(key, value) for key, value in props.items())
-    except ValueError as exc:
-        raise ClusterError(f"broker {node.node_id}: {exc}") from None
+    return props | node.config

@@ -21,7 +21,7 @@ from canary.faults import proxy as delay_proxy
 # cores, and a just-restarted (canary) broker ran slower than its warm peers until it was done. Measured on a
 # fresh 3-broker cluster, 1,000 msg/s acks=all: first 30 s p50 12 ms (C2: 93 ms), broker CPU over the first
 # minute 26 s (C2: 34 s); the probe's peak rate is the same (~7,500 msg/s, the probe process is the limit).
-_JVM_OPTS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:MaxMetaspaceSize=96m", "-XX:ReservedCodeCacheSize=64m",
+JVM_OPTS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:MaxMetaspaceSize=96m", "-XX:ReservedCodeCacheSize=64m",
              "-XX:MaxDirectMemorySize=64m", "-Xss512k", "-Djava.awt.headless=true", "-Xshare:auto"]
 
 
@@ -54,7 +54,7 @@ class NodeProcesses:
         """Starts the node's JVM on `dist` with its server.properties; the node is then meant to run."""
         logs = state.node_dir(node) / "logs"
         heap = state.broker_heap if node.role == "broker" else state.controller_heap
-        jvm = [f"-Xms{heap}", f"-Xmx{heap}", *_JVM_OPTS, f"-Dkafka.logs.dir={logs}", self._marker(node)]
+        jvm = [f"-Xms{heap}", f"-Xmx{heap}", *JVM_OPTS, f"-Dkafka.logs.dir={logs}", self._marker(node)]
         if node.role == "broker":
             jvm.append(metrics_agent.agent_option(self._metrics_port(node)))
         cmd = dist.java_command("kafka.Kafka", [str(properties)], jvm, tool=False)

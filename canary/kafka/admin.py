@@ -5,6 +5,7 @@ leaders, set configs. A harmless repeat (the topic already exists, no election n
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka import ElectionType, KafkaException
@@ -13,6 +14,7 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     NewPartitions,
     NewTopic,
     ResourceType,
@@ -186,3 +188,21 @@ class TopicAdmin:
                 future.result(timeout=self.timeout)
             except KafkaException as exc:
                 raise ClusterError(f"setting configs of {res.name} failed: {exc.args[0].str()}") from exc
+
+
+def broker_facts(bootstrap_servers: str, client_config: Mapping[str, object] | None = None,
+                 timeout: float = 10.0) -> dict[int, tuple[str | None, dict[str, str]]]:
+    """What the cluster itself says of each registered broker: its rack, and the config it was started with
+    (DescribeConfigs entries from its server.properties, sensitive ones left out: the cluster hides their values)."""
+    admin = admin_client(bootstrap_servers, client_config)
+    registered = admin.describe_cluster(request_timeout=timeout).result(timeout=timeout).nodes
+    facts: dict[int, tuple[str | None, dict[str, str]]] = {}
+    for node in registered:  # one request per broker: a broker's configs come from that broker
+        resource = ConfigResource(ResourceType.BROKER, str(node.id))
+        try:
+            entries = admin.describe_configs([resource], request_timeout=timeout)[resource].result(timeout=timeout)
+        except KafkaException:
+            continue  # registered but not answering: the caller knows it from elsewhere
+        facts[node.id] = (node.rack, {k: e.value for k, e in entries.items() if e.value is not None
+                                      and not e.is_sensitive and e.source == ConfigSource.STATIC_BROKER_CONFIG.value})
+    return facts

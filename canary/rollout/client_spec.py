@@ -154,6 +154,7 @@ class ClientRolloutSpec(SpecIdentity):
     RUN_ID_PREFIX = "client-rollout"
 
     cluster_dir: str
+    cluster: ClusterSection
     service: ServiceSpec
     from_version: str
     to_version: str
@@ -179,7 +180,7 @@ def load_client_spec(source: str | Path | dict, environ: Mapping[str, str] | Non
     KAFKA_CANARY_CLIENT_<KEY> variables add or override the cluster's client settings."""
     spec = validated(ClientRolloutModel, source)
     return ClientRolloutSpec(
-        cluster_dir=spec.cluster.dir, service=spec.service, from_version=spec.change.from_,
+        cluster_dir=spec.cluster.dir, cluster=spec.cluster, service=spec.service, from_version=spec.change.from_,
         to_version=spec.change.to, canary_partitions=spec.lane.partitions, deployer=spec.cluster.deployer,
         client=with_environment(spec.cluster.client, environ), window=spec.window.duration,
         interim_interval=spec.window.interim_interval, judge_config=spec.judge.config, engine=spec.judge.engine,

@@ -59,11 +59,12 @@ from canary.fields import (
     SpecModel,
     TopicName,
     problems,
-    required,
 )
 from canary.kafka.secrets import is_secret, redacted
+from canary.rollout.deployer import Deployer as DeployerType
+from canary.rollout.deployer import DockerSettings, open_deployer
 
-Deployer = Literal["local"]
+Deployer = Literal["local", "docker"]
 Engine = Literal["spark", "inline"]
 DEPLOYERS: tuple[str, ...] = get_args(Deployer)
 ENGINES: tuple[str, ...] = get_args(Engine)
@@ -104,13 +105,48 @@ def interim_within(window: float, interim: float) -> None:
                          f"lengthen the window")
 
 
+class DockerSection(SpecSection):
+    """The docker deployer's cluster: containers labelled io.kafka-canary.cluster=<name> on a Docker engine."""
+
+    name: Name
+    image: str | None = None            # version -> image, e.g. apache/kafka:{version} (None: $KAFKA_CANARY_IMAGE)
+    host: str | None = None             # the engine, as DOCKER_HOST says it (None: $DOCKER_HOST or the local socket)
+    stop_timeout: Annotated[float, Duration(1, 3600)] = 120.0   # controlled shutdown before SIGKILL
+    start_timeout: Annotated[float, Duration(5, 3600)] = 120.0  # until a new container serves its listener
+
+    @field_validator("image")
+    @classmethod
+    def _template(cls, value: str | None) -> str | None:
+        if value is not None and "{version}" not in value:
+            raise ValueError("must contain {version}, e.g. apache/kafka:{version}")
+        return value
+
+    def settings(self) -> DockerSettings:
+        return DockerSettings(self.name, self.image, self.host, self.stop_timeout, self.start_timeout)
+
+
 class ClusterSection(SpecSection):
     """The cluster a rollout acts on; also a kafka_canary Airflow connection's extras (its password is added to the
     client settings as sasl.password)."""
 
     deployer: Deployer = "local"
-    dir: Annotated[str, required("the local cluster's directory (as given to `kafka-canary cluster up`)")] = ""
+    dir: str = ""                        # local: the cluster's directory (as given to `kafka-canary cluster up`)
+    docker: DockerSection | None = None  # docker: which containers
+    bootstrap_servers: str | None = None  # docker: where clients connect (default: the containers' address labels)
     client: ClientSettings = Field(default_factory=dict)  # librdkafka settings (security) for every client
+
+    @model_validator(mode="after")
+    def _deployer_has_its_settings(self) -> ClusterSection:
+        if self.deployer == "local" and not self.dir.strip():
+            raise ValueError("dir is required: the local cluster's directory (as given to `kafka-canary cluster up`)")
+        if self.deployer == "docker" and self.docker is None:
+            raise ValueError("docker is required with deployer docker: {name: <the io.kafka-canary.cluster label>}")
+        return self
+
+    def open_deployer(self, client_config: dict[str, str] | None = None) -> DeployerType:
+        """The deployer this section names."""
+        return open_deployer(self.deployer, self.dir, self.docker.settings() if self.docker else None,
+                             self.bootstrap_servers, client_config if client_config is not None else self.client)
 
 
 def _not_managed(key: str) -> str:
@@ -308,6 +344,7 @@ class SpecIdentity:
 class RolloutSpec(SpecIdentity):
     """A validated broker rollout spec under the names the steps use (built by load_spec only)."""
     cluster_dir: str
+    cluster: ClusterSection
     change: ChangeSection
     canary_count: int | None
     canary_brokers: tuple[int, ...]
@@ -376,7 +413,7 @@ def load_spec(source: str | Path | dict, environ: Mapping[str, str] | None = Non
     KAFKA_CANARY_CLIENT_<KEY> variables add or override the cluster's client settings."""
     spec = validated(BrokerRolloutModel, source)
     return RolloutSpec(
-        cluster_dir=spec.cluster.dir, change=spec.change, canary_count=spec.canary.count,
+        cluster_dir=spec.cluster.dir, cluster=spec.cluster, change=spec.change, canary_count=spec.canary.count,
         canary_brokers=tuple(spec.canary.brokers or ()), deployer=spec.cluster.deployer,
         client=with_environment(spec.cluster.client, environ), window=spec.probe.window,
         interim_interval=spec.probe.interim_interval, probe_rate=spec.probe.rate,

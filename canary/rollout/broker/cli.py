@@ -16,7 +16,6 @@ import sys
 from canary.rollout.broker import BROKER
 from canary.rollout.core.cli import add_commands, open_run, print_result
 from canary.rollout.core.lock import ClusterLock
-from canary.rollout.deployer import open_deployer
 
 
 def register(sub) -> None:
@@ -46,7 +45,7 @@ def cmd_status(args) -> int:
 
 def cmd_unlock(args) -> int:
     spec = BROKER.load_spec(args.spec, dict(os.environ))
-    lock = ClusterLock(open_deployer(spec.deployer, spec.cluster_dir).bootstrap_servers, spec.client)
+    lock = ClusterLock(spec.cluster.open_deployer(spec.client).bootstrap_servers, spec.client)
     holder = lock.holder()
     if not args.force:
         print(f"the lock is held by {holder}; pass --force to break it (only when that rollout is dead)"

@@ -10,7 +10,7 @@ from typing import Any
 from canary.rollout.core.audit import AuditLog
 from canary.rollout.core.lock import ClusterLock
 from canary.rollout.core.run import RunState, default_run_dir
-from canary.rollout.deployer import Deployer, open_deployer
+from canary.rollout.deployer import Deployer
 from canary.rollout.guard import PartitionView
 
 log = logging.getLogger("canary.rollout")
@@ -51,7 +51,7 @@ class ClusterRun(RolloutRun):
     """A run on a cluster whose brokers a deployer runs (the broker and the client rollout)."""
 
     def __init__(self, spec: Any, run_dir: str | Path | None = None, deployer: Deployer | None = None):
-        self.deployer = deployer or open_deployer(spec.deployer, spec.cluster_dir)
+        self.deployer = deployer or spec.cluster.open_deployer(spec.client)
         super().__init__(spec, run_dir)
 
     @property

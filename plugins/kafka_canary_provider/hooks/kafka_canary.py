@@ -34,7 +34,8 @@ class KafkaCanaryHook(BaseHook):
         self.kafka_canary_conn_id = kafka_canary_conn_id
 
     def cluster_section(self) -> dict[str, Any]:
-        """{"deployer", "dir", "client"} from the connection; raises ValueError naming every bad extra. The extras
+        """The cluster section (deployer, dir or docker, client) from the connection; raises ValueError naming every
+        bad extra. The extras
         are the rollout spec's cluster section (one model, canary.rollout.spec.ClusterSection); the password becomes
         the client's sasl.password."""
         from pydantic import ValidationError
@@ -63,25 +64,25 @@ class KafkaCanaryHook(BaseHook):
         client = dict(cluster.client)
         if conn.password:
             client["sasl.password"] = conn.password
-        section: dict[str, Any] = {"deployer": cluster.deployer, "dir": cluster.dir, "client": client}
-        self.log.info("connection %s: deployer %s, dir %s, client settings %s", self.kafka_canary_conn_id,
-                      section["deployer"], section["dir"], redacted(client))
+        section: dict[str, Any] = cluster.model_dump(exclude_none=True) | {"client": client}
+        self.log.info("connection %s: deployer %s, %s, client settings %s", self.kafka_canary_conn_id,
+                      section["deployer"], section.get("docker") or section["dir"], redacted(client))
         return section
 
     def bootstrap_servers(self, section: dict[str, Any] | None = None) -> str:
-        from canary.rollout.deployer import open_deployer
+        from canary.rollout.spec import ClusterSection
 
         section = section or self.cluster_section()
-        return open_deployer(section["deployer"], section.get("dir", "")).bootstrap_servers
+        return ClusterSection.model_validate(section).open_deployer().bootstrap_servers
 
     def test_connection(self) -> tuple[bool, str]:
         """(True, "...") when the cluster's metadata can be read and every broker is healthy."""
         from canary.kafka import health
-        from canary.rollout.deployer import open_deployer
+        from canary.rollout.spec import ClusterSection
 
         try:
             section = self.cluster_section()
-            deployer = open_deployer(section["deployer"], section.get("dir", ""))
+            deployer = ClusterSection.model_validate(section).open_deployer()
             brokers = [b.broker_id for b in deployer.brokers()]
             seen = health.check(deployer.bootstrap_servers, brokers, client_config=section["client"])
         except Exception as exc:  # the UI shows the message; any failure is "not working"

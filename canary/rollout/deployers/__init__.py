@@ -1,0 +1,1 @@
+"""The deployers: the embedded local cluster (`local`), containers on a Docker engine (`docker`)."""

@@ -1,0 +1,52 @@
+"""The embedded local cluster's deployer: our own JVMs, their state file (canary.cluster.local)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from canary.broker_metrics import BrokerMetricsSource, ExporterSource
+from canary.cluster import distribution
+from canary.cluster.local import UNCHANGED, LocalCluster
+from canary.rollout.deployers.base import BrokerInfo, ControllerInfo
+
+
+class LocalDeployer:
+    """The embedded local cluster (canary.cluster.local) in `directory`."""
+
+    def __init__(self, directory: str | Path):
+        self.cluster = LocalCluster.open(Path(directory))
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.cluster.bootstrap_servers
+
+    def brokers(self) -> list[BrokerInfo]:
+        self.cluster.reload()
+        return [BrokerInfo(n.node_id, n.version, dict(n.config), n.rack, self.cluster.is_running(n),
+                           float(getattr(n, "client_delay_ms", 0.0) or 0.0)) for n in self.cluster.state.brokers]
+
+    def controllers(self) -> list[ControllerInfo]:
+        self.cluster.reload()
+        return [ControllerInfo(n.node_id, n.version, self.cluster.is_running(n))
+                for n in self.cluster.state.controllers]
+
+    def prepare(self, version: str) -> None:
+        distribution.ensure(version)
+
+    def roll_broker(self, broker_id: int, *, version: str, config: dict[str, str], rack: str | None,
+                    client_delay_ms: float) -> None:
+        current = self.cluster.state.node(broker_id, "broker")
+        changes: dict[str, str | None] = {k: None for k in current.config if k not in config} | dict(config)
+        delay_changed = float(getattr(current, "client_delay_ms", 0.0) or 0.0) != float(client_delay_ms)
+        self.cluster.restart_node(broker_id, version=version, config=changes, rack=rack, wait=False, role="broker",
+                                  client_delay_ms=client_delay_ms if delay_changed else UNCHANGED)
+
+    def roll_controller(self, node_id: int, *, version: str) -> None:
+        self.cluster.restart_node(node_id, version=version, wait=False, role="controller")
+
+    def broker_metrics(self) -> BrokerMetricsSource | None:
+        """The brokers' metrics agents; every broker must have one (a broker started before the agent existed
+        has none: restart it)."""
+        self.cluster.reload()
+        endpoints = self.cluster.metrics_endpoints()
+        return ExporterSource(endpoints) if endpoints else None
