@@ -33,13 +33,21 @@ $(PROMTOOL):
 	$(SUDO) apt-get install -y -q --no-install-recommends prometheus || \
 	  { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q --no-install-recommends prometheus; }
 
+# Debian's Docker engine and debootstrap, for the container tests (the docker deployer; the test session starts the
+# engine when none runs and stops it after). KAFKA_CANARY_SKIP_DOCKER=1 skips those tests on purpose.
+DOCKERD := /usr/sbin/dockerd
+$(DOCKERD):
+	@command -v apt-get >/dev/null || { echo "error: install a Docker engine (dockerd) and debootstrap"; exit 1; }
+	$(SUDO) apt-get install -y -q docker.io debootstrap || \
+	  { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q docker.io debootstrap; }
+
 # The broker rollout DAG end to end (airflow dags test); BAD=1: a bad canary, rolled back; UPGRADE=1: the canary
 # is upgraded to Kafka 4.1.2 instead of getting num.io.threads=6.
 demo: setup
 	$(BIN)/kafka-canary demo $(if $(BAD),--bad) $(if $(UPGRADE),--upgrade)
 
 # The fault suite (pytest -m slow: real rollouts under faults, ~10 min) runs with `make faults`.
-test: setup lint $(CHROMEDRIVER) $(PROMTOOL)
+test: setup lint $(CHROMEDRIVER) $(PROMTOOL) $(if $(filter 1,$(KAFKA_CANARY_SKIP_DOCKER)),,$(DOCKERD))
 	$(BIN)/pytest -m "not slow"
 
 faults: setup

@@ -77,6 +77,8 @@ def _print(data: object, as_json: bool, text: str) -> None:
 def cmd_cluster_up(args: argparse.Namespace) -> int:
     from canary.cluster.local import LocalCluster
 
+    if args.runtime == "docker":
+        return _docker_cluster_up(args)
     cluster = LocalCluster.up(
         args.dir, brokers=args.brokers, controllers=args.controllers, version=args.version,
         broker_versions=_broker_versions(args.broker_version), racks=args.racks.split(",") if args.racks else None,
@@ -143,9 +145,35 @@ def cmd_cluster_client_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _docker_cluster_up(args: argparse.Namespace) -> int:
+    from canary.containers import engine
+    from canary.containers.cluster import DockerCluster, validate_name
+
+    unsupported = [flag for flag, given in (("--broker-version", args.broker_version), ("--racks", args.racks),
+                                            ("--base-port", args.base_port),
+                                            ("--security sasl_ssl", args.security != "plaintext")) if given]
+    if unsupported:
+        raise CanaryError(f"--runtime docker does not take {', '.join(unsupported)} yet; leave it out, or use the "
+                          f"local runtime")
+    cluster = DockerCluster.up(engine.connect(), validate_name(args.name), brokers=args.brokers,
+                               controllers=args.controllers, version=args.version, config=_key_values(args.config),
+                               timeout=args.timeout)
+    print(f"cluster {cluster.name} up in containers: bootstrap servers {cluster.bootstrap_servers}; a rollout spec "
+          f"names it as cluster: {{deployer: docker, docker: {{name: {cluster.name}}}}}")
+    return 0
+
+
 def cmd_cluster_down(args: argparse.Namespace) -> int:
     from canary.cluster.local import LocalCluster
 
+    if args.runtime == "docker":
+        from canary.containers import engine
+        from canary.containers.cluster import DockerCluster, validate_name
+
+        removed = DockerCluster.down(engine.connect(), validate_name(args.name))
+        print(f"cluster {args.name}: removed {len(removed)} containers and their data volumes" if removed
+              else f"no containers of a cluster named {args.name} that kafka-canary created")
+        return 0
     LocalCluster.open(args.dir).down()
     print(f"cluster in {args.dir} stopped; node logs kept under {args.dir}/nodes")
     return 0
@@ -269,7 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kafka-canary", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     _add_setup_and_demo(sub)
-    cluster = sub.add_parser("cluster", help="the embedded local KRaft cluster")
+    cluster = sub.add_parser("cluster", help="a KRaft cluster of our own: local JVMs (default) or containers")
     actions = cluster.add_subparsers(dest="action", required=True)
     _add_cluster_lifecycle(actions)
     _add_cluster_nodes(actions)
@@ -279,13 +307,15 @@ def build_parser() -> argparse.ArgumentParser:
     # check sees that the command line sits on top of them.
     from canary import airflow_stack, release
     from canary.analysis import cli as analysis_cli
+    from canary.containers import cli as image_cli
     from canary.probe import cli as probe_cli
     from canary.rollout.broker import cli as broker_cli
     from canary.rollout.client import cli as client_cli
     from canary.rollout.migration import cli as migration_cli
     from canary.sweep import cli as sweep_cli
 
-    for area in (analysis_cli, probe_cli, broker_cli, client_cli, release, sweep_cli, airflow_stack, migration_cli):
+    for area in (analysis_cli, probe_cli, broker_cli, client_cli, release, sweep_cli, airflow_stack, migration_cli,
+                 image_cli):
         area.register(sub)
     return parser
 
@@ -325,6 +355,14 @@ def _cluster_action(actions: argparse._SubParsersAction, name: str, func, help_t
     return action
 
 
+def _runtime_options(action: argparse.ArgumentParser) -> None:
+    action.add_argument("--runtime", choices=("local", "docker"), default="local",
+                        help="local: our own JVMs in --dir (default); docker: containers on the Docker engine "
+                             "(DOCKER_HOST), images by $KAFKA_CANARY_IMAGE (default apache/kafka:{version})")
+    action.add_argument("--name", default="kafka-canary", help="docker: the cluster's name (container names and "
+                                                               "the io.kafka-canary.cluster label)")
+
+
 def _add_cluster_lifecycle(actions: argparse._SubParsersAction) -> None:
     up = _cluster_action(actions, "up", cmd_cluster_up, "format and start a cluster, wait until healthy")
     up.add_argument("--brokers", type=int, default=3)
@@ -335,6 +373,7 @@ def _add_cluster_lifecycle(actions: argparse._SubParsersAction) -> None:
     up.add_argument("--config", action="append", metavar="KEY=VALUE", help="broker config override (repeatable)")
     up.add_argument("--base-port", type=int, help="first port; nodes take the next ones, then each broker's "
                                                   "replication listener (default: free ports)")
+    _runtime_options(up)
     up.add_argument("--security", choices=("plaintext", "sasl_ssl"), default="plaintext",
                     help="the brokers' client listener: plaintext (default) or sasl_ssl (TLS with certificates made "
                          "here, SCRAM-SHA-512 user admin; see docs/security.md)")
@@ -345,8 +384,9 @@ def _add_cluster_lifecycle(actions: argparse._SubParsersAction) -> None:
                               "them (docs/metrics.md), two readings --interval apart", timeout=False)
     metrics.add_argument("--interval", type=float, default=5.0, help="seconds between the two readings (rates)")
     metrics.add_argument("--json", action="store_true")
-    _cluster_action(actions, "down", cmd_cluster_down, "stop every node and delete the data (logs are kept)",
-                    timeout=False)
+    down = _cluster_action(actions, "down", cmd_cluster_down, "stop every node and delete the data (logs are kept)",
+                           timeout=False)
+    _runtime_options(down)
     client_config = _cluster_action(actions, "client-config", cmd_cluster_client_config,
                                     "the librdkafka settings a client of this cluster needs (properties lines)",
                                     timeout=False)

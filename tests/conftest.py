@@ -87,3 +87,18 @@ def pytest_sessionfinish(session, exitstatus) -> None:
     if leftover:
         print(f"\nFAILED: {len(leftover)} Kafka JVM(s) outlived their tests under {RUN_ROOT}: {leftover}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator:
+    """A Docker engine for the container tests (tests/docker_engine.py), with the baseline version's Kafka image
+    built here; KAFKA_CANARY_IMAGE points at our images, so another version's is built when a test asks for it."""
+    from docker_engine import docker_engine
+
+    from canary.containers import images
+    from canary.kafka.versions import BASELINE_VERSION
+
+    os.environ["KAFKA_CANARY_IMAGE"] = images.LOCAL
+    with docker_engine() as client:
+        images.ensure(client, BASELINE_VERSION)
+        yield client

@@ -100,9 +100,11 @@ def _wait_serving(container: Container, port: int | None, timeout: float) -> Non
         container.reload()
         if container.status in ("exited", "dead"):
             code = container.attrs["State"].get("ExitCode")
-            tail = container.logs(tail=8).decode(errors="replace").strip().splitlines()
-            hint = next((line for line in reversed(tail) if "rror" in line or "xception" in line), tail[-1:] or "")
-            raise NodeStartError(f"{container.name} exited at start (exit code {code}): {str(hint)[:400]}")
+            tail = container.logs(tail=60).decode(errors="replace").strip().splitlines()
+            causes = [line.strip() for line in tail if re.search(r"(Exception|Error)\b", line)
+                      and not line.startswith(("\t", " "))]
+            hint = (causes or tail or ["no output"])[0]
+            raise NodeStartError(f"{container.name} exited at start (exit code {code}): {hint[:400]}")
         if port and process.accepts_connections(port, timeout=0.5):
             return
         time.sleep(0.3)

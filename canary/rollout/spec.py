@@ -39,6 +39,7 @@ from pydantic import (
     Field,
     PlainValidator,
     ValidationError,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -135,13 +136,19 @@ class ClusterSection(SpecSection):
     bootstrap_servers: str | None = None  # docker: where clients connect (default: the containers' address labels)
     client: ClientSettings = Field(default_factory=dict)  # librdkafka settings (security) for every client
 
-    @model_validator(mode="after")
-    def _deployer_has_its_settings(self) -> ClusterSection:
-        if self.deployer == "local" and not self.dir.strip():
-            raise ValueError("dir is required: the local cluster's directory (as given to `kafka-canary cluster up`)")
-        if self.deployer == "docker" and self.docker is None:
-            raise ValueError("docker is required with deployer docker: {name: <the io.kafka-canary.cluster label>}")
-        return self
+    @field_validator("dir")
+    @classmethod
+    def _local_has_a_directory(cls, value: str, info: ValidationInfo) -> str:
+        if info.data.get("deployer", "local") == "local" and not value.strip():
+            raise ValueError("is required: the local cluster's directory (as given to `kafka-canary cluster up`)")
+        return value
+
+    @field_validator("docker")
+    @classmethod
+    def _docker_names_its_cluster(cls, value: DockerSection | None, info: ValidationInfo) -> DockerSection | None:
+        if info.data.get("deployer") == "docker" and value is None:
+            raise ValueError("is required with deployer docker: {name: <the io.kafka-canary.cluster label>}")
+        return value
 
     def open_deployer(self, client_config: dict[str, str] | None = None) -> DeployerType:
         """The deployer this section names."""
@@ -332,6 +339,8 @@ class SpecIdentity:
         data = (self.model_dump() if isinstance(self, BaseModel)
                 else {f.name: getattr(self, f.name) for f in fields(self)})
         data = {k: v.model_dump() if isinstance(v, BaseModel) else v for k, v in data.items()}
+        if isinstance(data.get("cluster"), dict):  # its client settings are `client`'s, masked below
+            data["cluster"] = {k: v for k, v in data["cluster"].items() if k != "client" and v is not None}
         return {**data, "client": redacted(self.client)}
 
     @property

@@ -150,3 +150,16 @@ def test_the_load_is_a_rate_or_auto_and_anything_else_says_both():
            "sustains, measured in preflight)"
     for bad in ("fast", -1, True, "300"):
         assert problems({**GOOD, "load": {"rate": bad}}) == [f"load.rate: {bad!r} {hint}"]
+
+
+def test_the_docker_deployer_names_its_containers_and_the_local_one_its_directory():
+    docker = {"name": "prod-eu", "image": "r/kafka:{version}", "stop_timeout": "5m"}
+    spec = load_spec({**GOOD, "cluster": {"deployer": "docker", "docker": docker}})
+    assert (spec.cluster.docker.name, spec.cluster.docker.image, spec.cluster.docker.stop_timeout) == (
+        "prod-eu", "r/kafka:{version}", 300)
+    text = "\n".join(problems({**GOOD, "cluster": {"deployer": "docker"}})
+                     + problems({**GOOD, "cluster": {"deployer": "docker", "docker": {"name": "a b", "image": "x"}}})
+                     + problems({**GOOD, "cluster": {"deployer": "ssh", "dir": "/c"}}))
+    for fragment in ("cluster.docker: is required with deployer docker", "cluster.docker.name",
+                     "cluster.docker.image: must contain {version}", "cluster.deployer"):
+        assert fragment in text, (fragment, text)
