@@ -62,10 +62,11 @@ from canary.fields import (
     problems,
 )
 from canary.kafka.secrets import is_secret, redacted
+from canary.rollout.deployer import CommandSettings, DockerSettings, open_deployer
 from canary.rollout.deployer import Deployer as DeployerType
-from canary.rollout.deployer import DockerSettings, open_deployer
+from canary.rollout.deployers.commands import placeholders
 
-Deployer = Literal["local", "docker"]
+Deployer = Literal["local", "docker", "command"]
 Engine = Literal["spark", "inline"]
 DEPLOYERS: tuple[str, ...] = get_args(Deployer)
 ENGINES: tuple[str, ...] = get_args(Engine)
@@ -126,6 +127,62 @@ class DockerSection(SpecSection):
         return DockerSettings(self.name, self.image, self.host, self.stop_timeout, self.start_timeout)
 
 
+# The placeholders each command of the command deployer may use (canary.rollout.deployers.command).
+_NODE = {"node_id", "broker_id", "role", "host"}
+COMMAND_PLACEHOLDERS = {"roll": _NODE | {"version", "config_file", "config_json"}, "describe": _NODE,
+                        "prepare": _NODE | {"version"}, "roll_controller": _NODE | {"version"}}
+Host = Annotated[str, Matching(r"^[^\s'\"\\]{1,253}$", "a host name or address, as your commands take it (no spaces "
+                                                       "or quotes)")]
+
+
+class CommandSection(SpecSection):
+    """The command deployer's fleet: node ids and hosts, and the shell command templates that act on one node."""
+
+    brokers: dict[int, Host] = Field(min_length=1)       # broker id -> host ({host} in its commands)
+    roll: str                                          # stop, put {version} and {config_file} in place, start
+    describe: str                                      # print the node's version [running|stopped], or JSON
+    controllers: dict[int, Host] = Field(default_factory=dict)
+    roll_controller: str | None = None                 # restart one controller on {version}
+    prepare: str | None = None                         # make {version} ready on {host} before any change
+    timeout: Annotated[float, Duration(1, DAY)] = 600.0            # per roll, prepare, controller roll
+    describe_timeout: Annotated[float, Duration(1, 3600)] = 30.0   # per describe
+
+    @field_validator("roll", "describe", "roll_controller", "prepare")
+    @classmethod
+    def _placeholders(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return value
+        if not value.strip():
+            raise ValueError("is empty; write the shell command")
+        name = str(info.field_name)
+        used = placeholders(value)
+        unknown = sorted(used - COMMAND_PLACEHOLDERS[name])
+        if unknown:
+            raise ValueError(f"uses {', '.join('{' + u + '}' for u in unknown)}; a {name} command may use "
+                             f"{', '.join('{' + k + '}' for k in sorted(COMMAND_PLACEHOLDERS[name]))}")
+        if name == "roll" and not ({"config_file", "config_json"} & used and "version" in used):
+            raise ValueError("must use {version} and {config_file} or {config_json}: a roll puts the broker on "
+                             "exactly that version and config")
+        if name == "roll_controller" and "version" not in used:
+            raise ValueError("must use {version}")
+        return value
+
+    @model_validator(mode="after")
+    def _controllers_have_a_command(self) -> CommandSection:
+        if self.controllers and not self.roll_controller:
+            raise ValueError("controllers are listed but no roll_controller command rolls them; add one, or leave the "
+                             "controllers out (an upgrade then leaves them as they are)")
+        both = sorted(set(self.controllers) & set(self.brokers))
+        if both:
+            raise ValueError(f"node ids {both} are listed as brokers and as controllers; a combined node is not "
+                             f"supported")
+        return self
+
+    def settings(self) -> CommandSettings:
+        return CommandSettings(dict(self.brokers), self.roll, self.describe, dict(self.controllers),
+                               self.roll_controller, self.prepare, self.timeout, self.describe_timeout)
+
+
 class ClusterSection(SpecSection):
     """The cluster a rollout acts on; also a kafka_canary Airflow connection's extras (its password is added to the
     client settings as sasl.password)."""
@@ -133,7 +190,9 @@ class ClusterSection(SpecSection):
     deployer: Deployer = "local"
     dir: str = ""                        # local: the cluster's directory (as given to `kafka-canary cluster up`)
     docker: DockerSection | None = None  # docker: which containers
-    bootstrap_servers: str | None = None  # docker: where clients connect (default: the containers' address labels)
+    command: CommandSection | None = None  # command: which nodes, and the commands that act on one
+    # where clients connect (docker: default the containers' address labels; command: required)
+    bootstrap_servers: str | None = None
     client: ClientSettings = Field(default_factory=dict)  # librdkafka settings (security) for every client
 
     @field_validator("dir")
@@ -150,10 +209,25 @@ class ClusterSection(SpecSection):
             raise ValueError("is required with deployer docker: {name: <the io.kafka-canary.cluster label>}")
         return value
 
+    @field_validator("command")
+    @classmethod
+    def _command_names_its_fleet(cls, value: CommandSection | None, info: ValidationInfo) -> CommandSection | None:
+        if info.data.get("deployer") == "command" and value is None:
+            raise ValueError("is required with deployer command: {brokers: {1: host-1, …}, roll: …, describe: …}")
+        return value
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _command_has_bootstrap(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("deployer") == "command" and not (value or "").strip():
+            raise ValueError("is required with deployer command (host:port of the brokers' client listener)")
+        return value
+
     def open_deployer(self, client_config: dict[str, str] | None = None) -> DeployerType:
         """The deployer this section names."""
         return open_deployer(self.deployer, self.dir, self.docker.settings() if self.docker else None,
-                             self.bootstrap_servers, client_config if client_config is not None else self.client)
+                             self.bootstrap_servers, client_config if client_config is not None else self.client,
+                             self.command.settings() if self.command else None)
 
 
 def _not_managed(key: str) -> str:
@@ -264,13 +338,28 @@ class PrometheusSection(SpecSection):
         return brokers
 
 
+ExporterUrl = Annotated[str, AfterValidator(_no_credentials),
+                       Matching(r"^https?://[^\s/]+$", "the http://host:port of a broker's JMX exporter agent "
+                                                       "(/metrics is added)")]
+
+
 class BrokerMetricsSection(SpecSection):
     """Each broker's own metrics, read during the window beside the probe: from the deployer (the metrics agents of
-    the brokers we start) or from `prometheus`. enabled: false judges the probe alone."""
+    the brokers we start), from the brokers' own JMX exporter agents (`exporters`, with the rules of
+    canary/cluster/resources/jmx-exporter.yaml) or from `prometheus`. enabled: false judges the probe alone."""
 
     enabled: bool = Field(True, strict=True)
     interval: Annotated[float, Duration(1, 300)] = 5.0              # seconds between readings
     prometheus: PrometheusSection | None = None
+    exporters: dict[Annotated[int, Field(strict=False, ge=0)], ExporterUrl] | None = None  # broker id -> agent
+
+    @model_validator(mode="after")
+    def _one_source(self) -> BrokerMetricsSection:
+        if self.prometheus is not None and self.exporters is not None:
+            raise ValueError("give prometheus or exporters, not both")
+        if self.exporters == {}:
+            raise ValueError("exporters: map each broker id to its agent's http://host:port")
+        return self
 
 
 MAX_LOAD_RATE = 100_000

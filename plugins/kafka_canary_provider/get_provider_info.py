@@ -15,8 +15,9 @@ PACKAGE = "kafka-canary"
 INTEGRATION = "Kafka canary"
 HOOK = "kafka_canary_provider.hooks.kafka_canary.KafkaCanaryHook"
 
-# The connection form: the standard fields a cluster section has no use for are hidden; deployer, dir and client
-# are stored in the extras under those names (the React UI writes a conn-field to the extra key of its name).
+# The connection form: the standard fields a cluster section has no use for are hidden; the cluster section's fields
+# (deployer, dir, bootstrap_servers, docker, command, client) are stored in the extras under those names (the React
+# UI writes a conn-field to the extra key of its name).
 CONNECTION_FORM: dict[str, Any] = {
     "ui-field-behaviour": {
         "hidden-fields": ["schema", "port", "host", "login"],
@@ -26,13 +27,33 @@ CONNECTION_FORM: dict[str, Any] = {
     "conn-fields": {
         "deployer": {
             "label": "Deployer",
-            "description": "What runs the brokers: local is the embedded cluster of kafka-canary cluster up.",
-            "schema": {"type": "string", "enum": ["local"], "default": "local"},
+            "description": "What runs the brokers: local is the embedded cluster of kafka-canary cluster up, docker "
+                           "containers on a Docker engine, command your own commands (systemd over SSH, Ansible).",
+            "schema": {"type": "string", "enum": ["local", "docker", "command"], "default": "local"},
         },
         "dir": {
             "label": "Cluster directory",
-            "description": "The local cluster's directory, as given to kafka-canary cluster up --dir.",
+            "description": "local: the cluster's directory, as given to kafka-canary cluster up --dir.",
             "schema": {"type": ["string", "null"]},
+        },
+        "bootstrap_servers": {
+            "label": "Bootstrap servers",
+            "description": "docker and command: host:port of the brokers' client listener (docker: default the "
+                           "containers' io.kafka-canary.address labels).",
+            "schema": {"type": ["string", "null"]},
+        },
+        "docker": {
+            "label": "Docker",
+            "description": 'docker: which containers, as a JSON object, e.g. {"name": "prod-eu", "image": '
+                           '"apache/kafka:{version}"} (name: their io.kafka-canary.cluster label).',
+            "schema": {"type": ["object", "null"]},
+        },
+        "command": {
+            "label": "Commands",
+            "description": 'command: the fleet and its commands, as a JSON object, e.g. {"brokers": {"1": "kafka-1"}, '
+                           '"roll": "ssh {host} kafka-roll {version} < {config_file}", "describe": "ssh {host} '
+                           'kafka-describe"} (docs/deployers.md).',
+            "schema": {"type": ["object", "null"]},
         },
         "client": {
             "label": "Client settings",

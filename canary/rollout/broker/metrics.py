@@ -24,6 +24,8 @@ def broker_metrics_source(run: Rollout) -> BrokerMetricsSource | None:
         auth = os.environ.get(PROMETHEUS_AUTH_ENV)
         return PrometheusSource(p.url, p.brokers, p.broker_label, p.window,
                                 headers={"Authorization": auth} if auth else None)
+    if section.exporters is not None:
+        return ExporterSource(section.exporters)
     return run.deployer.broker_metrics()
 
 
@@ -43,6 +45,9 @@ def check_broker_metrics(run: Rollout, broker_ids: list[int]) -> str:
                                f"every broker of the cluster ({sorted(broker_ids)})")
     if isinstance(source, ExporterSource):
         without = sorted(set(broker_ids) - set(source.endpoints))
+        if without and run.spec.broker_metrics.exporters is not None:
+            raise RolloutError(f"broker_metrics.exporters: brokers {without} have no agent URL; map every broker of "
+                               f"the cluster ({sorted(broker_ids)})")
         if without:
             raise RolloutError(f"broker_metrics: brokers {without} have no metrics agent (started before it "
                                f"existed); restart them (kafka-canary cluster restart-broker ID)")

@@ -47,6 +47,7 @@ def preflight(run: Rollout) -> dict:
     down = [b.broker_id for b in brokers if not b.running]
     if down:
         raise RolloutError(f"brokers {down} are not running; start them before a rollout")
+    check_capabilities(run)
     if spec.change.version:
         run.deployer.prepare(spec.change.version)
 
@@ -87,6 +88,13 @@ def preflight(run: Rollout) -> dict:
         run.audit.record("preflight", "snapshot", before=run.state.before)
     return {"canary_brokers": canaries, "brokers": len(brokers), "finalized": levels.finalized, "probe": probe,
             "broker_metrics": metrics_from, "load": load}
+
+
+def check_capabilities(run: Rollout) -> None:
+    """Refuses, before any change, a spec that asks the deployer for what it cannot do."""
+    if run.spec.fault.client_delay_ms and "client_delay" not in run.deployer.capabilities:
+        raise RolloutError(f"fault.client_delay_ms: the {run.spec.deployer} deployer cannot put a delay in "
+                           f"front of a broker (only the embedded local cluster can); remove it from the spec")
 
 
 def window_load(run: Rollout) -> dict:

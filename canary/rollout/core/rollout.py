@@ -10,7 +10,7 @@ from typing import Any
 from canary.rollout.core.audit import AuditLog
 from canary.rollout.core.lock import ClusterLock
 from canary.rollout.core.run import RunState, default_run_dir
-from canary.rollout.deployer import Deployer
+from canary.rollout.deployer import Deployer, Reporting
 from canary.rollout.guard import PartitionView
 
 log = logging.getLogger("canary.rollout")
@@ -53,6 +53,8 @@ class ClusterRun(RolloutRun):
     def __init__(self, spec: Any, run_dir: str | Path | None = None, deployer: Deployer | None = None):
         self.deployer = deployer or spec.cluster.open_deployer(spec.client)
         super().__init__(spec, run_dir)
+        if isinstance(self.deployer, Reporting):  # its commands go into this run's audit log, under the step
+            self.deployer.report_to(lambda action, details: self.audit.record(self.step, action, **details))
 
     @property
     def bootstrap_servers(self) -> str:

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
 
 from canary.broker_metrics import BrokerMetricsSource
+from canary.cluster.node_config import is_managed
+
+
+def user_config(config: Mapping[str, str]) -> dict[str, str]:
+    """The keys a rollout may change, of a broker's config as the cluster reports it: the deployer's own (identity,
+    listeners, storage, rack) left out."""
+    return {k: v for k, v in config.items() if not is_managed(k)}
 
 
 @dataclass(frozen=True)
@@ -32,8 +40,17 @@ class ControllerInfo:
         return {"id": self.node_id, "version": self.version}
 
 
+# What a deployer can do beyond rolling brokers to a version, config and rack (which every deployer does):
+# controllers: roll the KRaft controllers (an upgrade moves them too); client_delay: inject a delay in front of a
+# broker's client listener (fault.client_delay_ms, the embedded cluster's test scenarios).
+Capability = Literal["controllers", "client_delay"]
+
+
 class Deployer(Protocol):
     """What the rollout needs from whatever runs the brokers."""
+
+    @property
+    def capabilities(self) -> frozenset[Capability]: ...
 
     @property
     def bootstrap_servers(self) -> str: ...
@@ -64,3 +81,24 @@ class DockerSettings:
     host: str | None = None         # the engine (DOCKER_HOST form); None: DOCKER_HOST, else the local socket
     stop_timeout: float = 120.0     # controlled shutdown, then SIGKILL
     start_timeout: float = 120.0    # until the new container serves its listener
+
+
+@runtime_checkable
+class Reporting(Protocol):
+    """A deployer that runs actions worth an audit line of their own (the command deployer: each command, its exit
+    status and output); the rollout hands it a recorder (action, details)."""
+
+    def report_to(self, record: Callable[[str, dict], object]) -> None: ...
+
+
+@dataclass(frozen=True)
+class CommandSettings:
+    """The command deployer: shell command templates (see canary.rollout.deployers.command)."""
+    brokers: Mapping[int, str]                       # broker id -> host (the {host} of its commands)
+    roll: str                                        # stop, reconfigure and start one broker
+    describe: str                                    # prints the node's version (and running/stopped)
+    controllers: Mapping[int, str] = field(default_factory=dict)  # controller id -> host
+    roll_controller: str | None = None               # restart one controller on {version}
+    prepare: str | None = None                       # make {version} installable on every host, before any change
+    timeout: float = 600.0                           # per roll, prepare or controller roll
+    describe_timeout: float = 30.0                   # per describe

@@ -17,17 +17,11 @@ from confluent_kafka import KafkaException
 from docker.models.containers import Container
 
 from canary.broker_metrics import BrokerMetricsSource, ExporterSource
-from canary.cluster.node_config import is_managed
 from canary.containers import engine, env, images, nodes
 from canary.containers.spec import ADDRESS, METRICS_PORT, PREVIOUS, VERSION, ContainerSpec
 from canary.errors import ClusterError
 from canary.kafka.admin import broker_facts
-from canary.rollout.deployers.base import BrokerInfo, ControllerInfo, DockerSettings
-
-
-def user_config(config: dict[str, str]) -> dict[str, str]:
-    """The keys a rollout may change: the deployer's own (identity, listeners, storage, rack) left out."""
-    return {k: v for k, v in config.items() if not is_managed(k)}
+from canary.rollout.deployers.base import BrokerInfo, Capability, ControllerInfo, DockerSettings, user_config
 
 
 class DockerDeployer:
@@ -52,6 +46,10 @@ class DockerDeployer:
             raise ClusterError(f"cluster {self.settings.name} has no {role} container with node id {node_id}; its "
                                f"{role} ids are {sorted(found)}")
         return found[node_id]
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        return frozenset({"controllers"})
 
     @property
     def bootstrap_servers(self) -> str:

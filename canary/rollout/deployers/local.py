@@ -7,7 +7,7 @@ from pathlib import Path
 from canary.broker_metrics import BrokerMetricsSource, ExporterSource
 from canary.cluster import distribution
 from canary.cluster.local import UNCHANGED, LocalCluster
-from canary.rollout.deployers.base import BrokerInfo, ControllerInfo
+from canary.rollout.deployers.base import BrokerInfo, Capability, ControllerInfo
 
 
 class LocalDeployer:
@@ -15,6 +15,10 @@ class LocalDeployer:
 
     def __init__(self, directory: str | Path):
         self.cluster = LocalCluster.open(Path(directory))
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        return frozenset({"controllers", "client_delay"})
 
     @property
     def bootstrap_servers(self) -> str:

@@ -34,10 +34,9 @@ class KafkaCanaryHook(BaseHook):
         self.kafka_canary_conn_id = kafka_canary_conn_id
 
     def cluster_section(self) -> dict[str, Any]:
-        """The cluster section (deployer, dir or docker, client) from the connection; raises ValueError naming every
-        bad extra. The extras
-        are the rollout spec's cluster section (one model, canary.rollout.spec.ClusterSection); the password becomes
-        the client's sasl.password."""
+        """The cluster section (deployer; dir, docker or command; client) from the connection; raises ValueError
+        naming every bad extra. The extras are the rollout spec's cluster section (one model,
+        canary.rollout.spec.ClusterSection); the password becomes the client's sasl.password."""
         from pydantic import ValidationError
 
         from canary.fields import problems
@@ -65,8 +64,10 @@ class KafkaCanaryHook(BaseHook):
         if conn.password:
             client["sasl.password"] = conn.password
         section: dict[str, Any] = cluster.model_dump(exclude_none=True) | {"client": client}
+        where = {"local": section["dir"], "docker": section.get("docker"),
+                 "command": {"brokers": (section.get("command") or {}).get("brokers")}}[section["deployer"]]
         self.log.info("connection %s: deployer %s, %s, client settings %s", self.kafka_canary_conn_id,
-                      section["deployer"], section.get("docker") or section["dir"], redacted(client))
+                      section["deployer"], where, redacted(client))
         return section
 
     def bootstrap_servers(self, section: dict[str, Any] | None = None) -> str:

@@ -50,9 +50,9 @@ def test_client_values_become_strings(monkeypatch):
 
 @pytest.mark.parametrize(("extra", "match"), [
     ({"dir": "/tmp/c", "bootstrap": "x:9092"},
-     "extras.bootstrap: unknown field; known fields are client, deployer, dir"),
+     "extras.bootstrap: unknown field; known fields are bootstrap_servers, client, command, deployer, dir, docker"),
     ({"dir": "/tmp/c", "client": "security.protocol=SSL"}, "extras.client: must be a mapping"),
-    ({"dir": None, "deployer": "k8s"}, "extras.deployer: Input should be 'local' .*; extras.dir: is required"),
+    ({"dir": None, "deployer": "k8s"}, "extras.deployer: Input should be 'local', 'docker' or 'command'.*"),
 ])
 def test_bad_extras_are_named(monkeypatch, extra, match):
     _connection(monkeypatch, "bad", extra=extra)

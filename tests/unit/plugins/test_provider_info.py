@@ -71,7 +71,8 @@ def test_the_connection_type_is_the_hooks():
 @pytest.mark.parametrize("client", [None, {"security.protocol": "PLAINTEXT", "request.timeout.ms": 30000}])
 def test_what_the_form_saves_is_what_the_hook_reads(monkeypatch, client):
     # The UI writes each conn-field to the extra key of its name; an empty nullable field becomes null.
-    extra = {"deployer": FIELDS["deployer"]["schema"]["default"], "dir": "/srv/kafka", "client": client}
+    extra = {"deployer": FIELDS["deployer"]["schema"]["default"], "dir": "/srv/kafka", "client": client,
+             "bootstrap_servers": None, "docker": None, "command": None}
     assert set(extra) == set(FIELDS)
     monkeypatch.setenv("AIRFLOW_CONN_FROM_FORM", json.dumps({"conn_type": "kafka_canary", "extra": extra}))
     section = KafkaCanaryHook("from_form").cluster_section()

@@ -1,0 +1,127 @@
+"""The command deployer on real brokers: a fleet of Kafka containers that the product did not make its way, run by a
+platform team's own script through the Docker CLI (tests/integration/fleet/kafka-node.sh). The rollout drives it only
+through the spec's command templates: described from the cluster, a good change promoted, a change the broker
+cannot start with rolled back by the same commands, a hanging command stopped before anything changed."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_rollout import FAST_JUDGE
+
+from canary.cluster.node_config import is_managed
+from canary.containers import env, images, nodes
+from canary.containers.cluster import DockerCluster
+from canary.containers.spec import CLUSTER, METRICS_PORT, VERSION
+from canary.kafka.versions import BASELINE_VERSION, TARGET_VERSION
+from canary.rollout.broker import BROKER, Rollout
+from canary.rollout.core import run_all
+from canary.rollout.spec import load_spec
+
+pytestmark = pytest.mark.integration
+NAME = f"kcc{os.getpid()}"
+SCRIPT = Path(__file__).parent / "fleet" / "kafka-node.sh"
+
+
+@pytest.fixture(scope="module")
+def fleet(docker_client, tmp_path_factory) -> Iterator[dict]:
+    """Three brokers and a controller as containers; each broker's identity (the variables that are no config, or
+    config the deployer manages) and labels kept where the fleet's script finds them, as a team's tooling would."""
+    made = DockerCluster.up(docker_client, NAME, brokers=3)
+    node_dir = tmp_path_factory.mktemp("fleet")
+    try:
+        hosts, exporters = {}, {}
+        for (role, node_id), container in nodes.find(docker_client, NAME).items():
+            if role != "broker":
+                continue
+            spec = nodes.spec_of(docker_client, container)
+            identity = {k: v for k, v in spec.environment.items() if (key := env.key_of(k)) is None or is_managed(key)}
+            (node_dir / f"{spec.name}.env").write_text("".join(f"{k}={v}\n" for k, v in identity.items()))
+            (node_dir / f"{spec.name}.labels").write_text(
+                "".join(f"{k}={v}\n" for k, v in spec.labels.items() if k != VERSION))
+            hosts[node_id] = spec.name
+            exporters[node_id] = f"http://127.0.0.1:{spec.labels[METRICS_PORT]}"
+        yield {"cluster": made, "nodes": node_dir, "hosts": hosts, "exporters": exporters}
+    finally:
+        DockerCluster.down(docker_client, NAME)
+        assert not docker_client.containers.list(all=True, filters={"label": f"{CLUSTER}={NAME}"})
+
+
+def cluster_section(fleet: dict, **command) -> dict:
+    image = images.LOCAL.replace("{version}", "{{version}}")  # a literal {version}, for the script to fill in
+    script = f"NODES={shlex.quote(str(fleet['nodes']))} KAFKA_NODE_IMAGE={image} STOP_TIMEOUT=60 {SCRIPT}"
+    return {"deployer": "command", "bootstrap_servers": fleet["cluster"].bootstrap_servers,
+            "command": {"brokers": fleet["hosts"], "roll": f"{script} roll {{host}} {{version}} {{config_file}}",
+                        "describe": f"{script} describe {{host}}", "timeout": "3m"} | command}
+
+
+def broker_env(docker_client, broker: int) -> dict[str, str]:
+    return nodes.spec_of(docker_client, nodes.find(docker_client, NAME)[("broker", broker)]).environment
+
+
+def rollout(fleet: dict, tmp_path: Path, run_id: str, change: dict, command: dict | None = None,
+            **sections) -> tuple[Rollout, dict]:
+    spec = load_spec({"cluster": cluster_section(fleet, **(command or {})), "change": change,
+                      "canary": {"brokers": [2]},
+                      "probe": {"window": "45s", "interim_interval": "10s", "rate": 50, "preflight": "3s",
+                                "calibration": "12s"},
+                      "broker_metrics": {"exporters": fleet["exporters"]},
+                      "judge": {"engine": "inline", "config": FAST_JUDGE}, "run_id": run_id} | sections)
+    run = Rollout(spec, tmp_path / run_id)
+    return run, run_all(BROKER, run)
+
+
+def commands_run(run: Rollout, action: str) -> list[dict]:
+    return [e for e in run.audit.entries() if e["action"] == action]
+
+
+def test_the_fleet_is_described_by_its_commands_and_the_cluster(fleet) -> None:
+    deployer = load_spec({"cluster": cluster_section(fleet), "change": {"config": {"num.io.threads": "6"}},
+                          "canary": {"count": 1}}).cluster.open_deployer()
+    brokers = deployer.brokers()
+    assert [(b.broker_id, b.version, b.running, b.rack) for b in brokers] == [
+        (i, BASELINE_VERSION, True, None) for i in (1, 2, 3)]
+    assert brokers[0].config["num.io.threads"] == "4"  # what the broker says it runs with
+    assert not {"node.id", "listeners", "log.dirs", "process.roles"} & set(brokers[0].config)
+    assert deployer.controllers() == []  # not listed: not this deployer's
+
+
+def test_a_change_the_broker_cannot_start_with_is_rolled_back_by_the_same_commands(docker_client, fleet,
+                                                                                    tmp_path) -> None:
+    before = {n: broker_env(docker_client, n) for n in (1, 2, 3)}
+    run, result = rollout(fleet, tmp_path, "command-refused", {"config": {"num.io.threads": "0"}})
+    assert (result["outcome"], result["verdict"]) == ("ROLLBACK", "ROLLBACK"), result
+    assert "deploy-canary" in result["reason"] and "exited with status 1" in result["reason"]
+    assert run.state.data["steps"]["verify"]["result"]["status"] == "rolled_back"
+    assert {n: broker_env(docker_client, n) for n in (1, 2, 3)} == before
+    failed = commands_run(run, "deployer command failed")
+    assert failed and "exited at start" in failed[0]["error"]
+    rolled_back = [e for e in commands_run(run, "deployer command") if e["step"] == "rollback"]
+    assert [e["exit_code"] for e in rolled_back] == [0] and "started on" in rolled_back[0]["output"]
+
+
+def test_a_good_change_is_promoted_through_the_commands_with_no_message_lost(docker_client, fleet, tmp_path) -> None:
+    run, result = rollout(fleet, tmp_path, "command-good", {"config": {"num.io.threads": "6"}})
+    assert (result["outcome"], result["verdict"]) == ("PROMOTE", "PROMOTE"), result
+    assert run.state.data["steps"]["verify"]["result"]["status"] == "promoted"
+    assert {n: broker_env(docker_client, n)[env.variable("num.io.threads")] for n in (1, 2, 3)} == {
+        1: "6", 2: "6", 3: "6"}
+    assert run.state.data["steps"]["preflight"]["result"]["broker_metrics"] == "deployer"
+    rolls = commands_run(run, "deployer command")
+    assert [(e["step"], e["action"]) for e in rolls] == [("deploy-canary", "roll"), ("promote", "roll"),
+                                                         ("promote", "roll"), ("promote", "roll")]
+    steps = run.state.data["steps"]
+    assert [steps[s]["result"]["probe"]["lost"] for s in ("deploy-canary", "promote")] == [0, 0]
+
+
+def test_a_hanging_command_stops_the_rollout_before_any_change(docker_client, fleet, tmp_path) -> None:
+    before = {n: broker_env(docker_client, n) for n in (1, 2, 3)}
+    with pytest.raises(Exception) as err:
+        rollout(fleet, tmp_path, "command-hangs", {"version": TARGET_VERSION},
+                {"prepare": "sleep 600 # {version}", "timeout": "2s"})
+    assert "the prepare command did not finish within 2s" in str(err.value)
+    assert {n: broker_env(docker_client, n) for n in (1, 2, 3)} == before
