@@ -99,7 +99,7 @@ def test_a_change_the_broker_cannot_start_with_is_rolled_back_by_the_same_comman
     assert run.state.data["steps"]["verify"]["result"]["status"] == "rolled_back"
     assert {n: broker_env(docker_client, n) for n in (1, 2, 3)} == before
     failed = commands_run(run, "deployer command failed")
-    assert failed and "exited at start" in failed[0]["error"]
+    assert failed and "exited at start" in failed[0]["error"] and "num.io.threads" in failed[0]["output"]
     rolled_back = [e for e in commands_run(run, "deployer command") if e["step"] == "rollback"]
     assert [e["exit_code"] for e in rolled_back] == [0] and "started on" in rolled_back[0]["output"]
 
@@ -112,7 +112,7 @@ def test_a_good_change_is_promoted_through_the_commands_with_no_message_lost(doc
         1: "6", 2: "6", 3: "6"}
     assert run.state.data["steps"]["preflight"]["result"]["broker_metrics"] == "deployer"
     rolls = commands_run(run, "deployer command")
-    assert [(e["step"], e["action"]) for e in rolls] == [("deploy-canary", "roll"), ("promote", "roll"),
+    assert [(e["step"], e["name"]) for e in rolls] == [("deploy-canary", "roll"), ("promote", "roll"),
                                                          ("promote", "roll"), ("promote", "roll")]
     steps = run.state.data["steps"]
     assert [steps[s]["result"]["probe"]["lost"] for s in ("deploy-canary", "promote")] == [0, 0]

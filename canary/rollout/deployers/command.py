@@ -61,7 +61,7 @@ class CommandDeployer:
             result = commands.run(action, template, values, timeout, self.secrets)
         except commands.CommandFailed as exc:
             if self._record:
-                self._record("deployer command failed", {"action": action, "error": str(exc)})
+                self._record("deployer command failed", {"name": action, "error": str(exc), "output": exc.output})
             raise
         if self._record and action != "describe":  # describes are many and change nothing
             self._record("deployer command", result.to_dict())

@@ -5,6 +5,7 @@ checked. What it printed is kept (the tail) with every secret value cut, for the
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import string
@@ -20,7 +21,12 @@ OUTPUT_TAIL = 4000  # characters of a command's output kept for the audit log
 
 
 class CommandFailed(ClusterError):
-    """A deployer command exited non-zero, hung past its timeout, or could not be started."""
+    """A deployer command exited non-zero, hung past its timeout, or could not be started; `output` is the tail of
+    what it printed (secrets cut)."""
+
+    def __init__(self, message: str, output: str = ""):
+        super().__init__(message)
+        self.output = output
 
 
 @dataclass(frozen=True)
@@ -32,7 +38,7 @@ class CommandResult:
     output: str          # stdout and stderr interleaved, the tail, secrets cut
 
     def to_dict(self) -> dict:
-        return {"action": self.action, "command": self.command, "exit_code": self.exit_code,
+        return {"name": self.action, "command": self.command, "exit_code": self.exit_code,
                 "seconds": round(self.seconds, 2), "output": self.output}
 
 
@@ -74,13 +80,13 @@ def run(action: str, template: str, values: Mapping[str, object], timeout: float
         out, _ = proc.communicate()
         tail = _tail(out, secrets)
         raise CommandFailed(f"the {action} command did not finish within {timeout:g}s and was killed with its "
-                            f"children: {shown}" + (f"; its last output: {_last_lines(tail)}" if tail else "")
-                            ) from None
+                            f"children: {shown}" + (f"; its output: {_telling_lines(tail)}" if tail else ""),
+                            tail) from None
     result = CommandResult(action, shown, proc.returncode, time.monotonic() - started, _tail(out, secrets))
     if proc.returncode != 0:
         raise CommandFailed(f"the {action} command exited with status {proc.returncode}: {shown}"
-                            + (f"; its last output: {_last_lines(result.output)}" if result.output else ""),
-                            ) from None
+                            + (f"; its output: {_telling_lines(result.output)}" if result.output else ""),
+                            result.output) from None
     return result
 
 
@@ -103,5 +109,11 @@ def _tail(output: str | None, secrets: tuple[str, ...]) -> str:
     return text[-OUTPUT_TAIL:]
 
 
-def _last_lines(output: str, count: int = 3) -> str:
-    return " | ".join(line.strip() for line in output.splitlines()[-count:] if line.strip())[:600]
+_TELLING = re.compile(r"error|exception|exited|failed|refused|denied|not found|no such|timed out", re.IGNORECASE)
+
+
+def _telling_lines(output: str, count: int = 3) -> str:
+    """The lines of `output` that say what went wrong (a stack trace's frames left out), else its last lines."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    telling = [line for line in lines if _TELLING.search(line) and not line.startswith("at ")]
+    return " | ".join(telling[:count] or lines[-count:])[:600]

@@ -31,6 +31,7 @@ def test_a_failing_command_names_its_status_command_and_last_output() -> None:
     text = str(err.value)
     assert "the roll command exited with status 3" in text and "broker 2 would not start" in text
     assert "echo starting" in text  # the command as run
+    assert err.value.output == "starting\nbroker 2 would not start"
 
 
 def test_a_hanging_command_is_killed_with_its_children_at_its_timeout(tmp_path: Path) -> None:
