@@ -45,6 +45,9 @@ def preflight(run: Rollout) -> dict:
     brokers = run.deployer.brokers()
     canaries = run.state.data["canary_brokers"] or choose_canaries(run, brokers)
     down = [b.broker_id for b in brokers if not b.running]
+    if down and len(down) == len(brokers):
+        raise RolloutError(f"no broker answers at {run.bootstrap_servers} (brokers {down} are not registered): check "
+                           f"cluster.bootstrap_servers and cluster.client, and that the brokers run")
     if down:
         raise RolloutError(f"brokers {down} are not running; start them before a rollout")
     check_capabilities(run)

@@ -6,14 +6,28 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
+from confluent_kafka import KafkaException
+
 from canary.broker_metrics import BrokerMetricsSource
 from canary.cluster.node_config import is_managed
+from canary.kafka.admin import broker_facts
 
 
 def user_config(config: Mapping[str, str]) -> dict[str, str]:
     """The keys a rollout may change, of a broker's config as the cluster reports it: the deployer's own (identity,
     listeners, storage, rack) left out."""
     return {k: v for k, v in config.items() if not is_managed(k)}
+
+
+def cluster_facts(bootstrap_servers: str, client_config: Mapping[str, str]
+                  ) -> dict[int, tuple[str | None, dict[str, str]]]:
+    """What the cluster says of each registered broker (its rack and static config, canary.kafka.admin.broker_facts);
+    {} when no broker answers, so a deployer describes its nodes as what it knows and a broker the cluster does not
+    know as not running."""
+    try:
+        return broker_facts(bootstrap_servers, client_config, timeout=5)
+    except (KafkaException, TimeoutError):
+        return {}
 
 
 @dataclass(frozen=True)

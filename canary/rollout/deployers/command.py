@@ -23,15 +23,19 @@ import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from confluent_kafka import KafkaException
-
 from canary.broker_metrics import BrokerMetricsSource
 from canary.errors import ClusterError
-from canary.kafka.admin import broker_facts
 from canary.kafka.broker_config import properties_line
 from canary.kafka.secrets import is_secret
 from canary.rollout.deployers import commands
-from canary.rollout.deployers.base import BrokerInfo, Capability, CommandSettings, ControllerInfo, user_config
+from canary.rollout.deployers.base import (
+    BrokerInfo,
+    Capability,
+    CommandSettings,
+    ControllerInfo,
+    cluster_facts,
+    user_config,
+)
 
 RUNNING = {"running", "active", "up", "true", "started"}
 STOPPED = {"stopped", "inactive", "down", "false", "exited", "failed", "dead", "created"}
@@ -74,10 +78,7 @@ class CommandDeployer:
         return parse_description(out, f"the describe command of {role} {node_id}")
 
     def brokers(self) -> list[BrokerInfo]:
-        try:
-            facts = broker_facts(self.bootstrap_servers, self.client_config, timeout=5)
-        except KafkaException:
-            facts = {}  # no broker answers: every broker counts as down unless its describe says otherwise
+        facts = cluster_facts(self.bootstrap_servers, self.client_config)  # {}: every broker counts as down
         found = []
         for node_id, host in sorted(self.settings.brokers.items()):
             version, running = self._describe("broker", node_id, host)

@@ -13,15 +13,20 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from confluent_kafka import KafkaException
 from docker.models.containers import Container
 
 from canary.broker_metrics import BrokerMetricsSource, ExporterSource
 from canary.containers import engine, env, images, nodes
 from canary.containers.spec import ADDRESS, METRICS_PORT, PREVIOUS, VERSION, ContainerSpec
 from canary.errors import ClusterError
-from canary.kafka.admin import broker_facts
-from canary.rollout.deployers.base import BrokerInfo, Capability, ControllerInfo, DockerSettings, user_config
+from canary.rollout.deployers.base import (
+    BrokerInfo,
+    Capability,
+    ControllerInfo,
+    DockerSettings,
+    cluster_facts,
+    user_config,
+)
 
 
 class DockerDeployer:
@@ -70,10 +75,7 @@ class DockerDeployer:
 
     def brokers(self) -> list[BrokerInfo]:
         containers = self._nodes("broker")
-        try:
-            facts = broker_facts(self.bootstrap_servers, self.client_config, timeout=5)
-        except KafkaException:
-            facts = {}  # no broker answers: what the containers were given is all there is
+        facts = cluster_facts(self.bootstrap_servers, self.client_config)  # {}: what the containers were given is all
         found = []
         for node_id, c in containers.items():
             environment = env.parse(c.attrs["Config"].get("Env") or [])

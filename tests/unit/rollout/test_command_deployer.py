@@ -139,3 +139,10 @@ def test_a_bad_command_section_says_what_to_fix(change: dict, fragment: str) -> 
         ClusterSection.model_validate({k: v for k, v in ({**GOOD, **change}).items() if v is not None})
     text = "\n".join(problems(err.value, ClusterSection))
     assert fragment in text, text
+
+
+def test_brokers_the_cluster_does_not_know_are_not_running_whatever_their_describe_says() -> None:
+    deployer = CommandDeployer(CommandSettings({1: "h1", 2: "h2"}, "roll {version} {config_file}",
+                                               "echo 3.9.2 running # {host}"), "127.0.0.1:1")
+    assert [(b.broker_id, b.version, b.running, b.config) for b in deployer.brokers()] == [
+        (1, "3.9.2", False, {}), (2, "3.9.2", False, {})]
