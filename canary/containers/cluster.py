@@ -85,7 +85,15 @@ def _node_spec(cluster: str, state: ClusterState, node: NodeState, image: str, m
         labels[METRICS_PORT] = str(metrics_port)
     name = f"{cluster}-{node.role}-{node.node_id}"
     return ContainerSpec(name=name, image=image, environment=environment, labels=labels,
-                         mounts=[{"type": "volume", "source": f"{name}-data", "target": DATA, "read_only": False}])
+                         mounts=[{"type": "volume", "source": f"{name}-data", "target": DATA, "read_only": False}],
+                         healthcheck=_listening(node.port))
+
+
+def _listening(port: int) -> dict:
+    """A health check that the node's listener accepts connections (bash, as in the official image)."""
+    second = 1_000_000_000
+    return {"Test": ["CMD", "bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{port}"], "Interval": 10 * second,
+            "Timeout": 5 * second, "Retries": 6, "StartPeriod": 30 * second}
 
 
 def _refuse_taken(client: docker.DockerClient, cluster: str, names: list[str]) -> None:

@@ -36,6 +36,8 @@ class ContainerSpec:
     entrypoint: list[str] | None = None
     user: str | None = None
     restart_policy: dict[str, Any] | None = None
+    healthcheck: dict[str, Any] | None = None                     # Config.Healthcheck (compose's healthcheck:)
+    init: bool | None = None                                      # HostConfig.Init (compose's init:)
 
     @classmethod
     def of(cls, container: Container, image_environment: list[str]) -> ContainerSpec:
@@ -56,7 +58,8 @@ class ContainerSpec:
                    networks=networks, ports=host.get("PortBindings") or {},
                    hostname=None if host.get("NetworkMode") == "host" else config.get("Hostname"),
                    command=config.get("Cmd"), entrypoint=config.get("Entrypoint"), user=config.get("User") or None,
-                   restart_policy=host.get("RestartPolicy"))
+                   restart_policy=host.get("RestartPolicy"), healthcheck=config.get("Healthcheck") or None,
+                   init=host.get("Init"))
 
     def with_image(self, image: str, **labels: str) -> ContainerSpec:
         return replace(self, image=image, labels=self.labels | labels)
@@ -78,14 +81,14 @@ class ContainerSpec:
         api = client.api
         mounts = [Mount(m["target"], m["source"], type=m["type"], read_only=m["read_only"]) for m in self.mounts]
         host = api.create_host_config(mounts=mounts, network_mode=self.network_mode, port_bindings=self.ports or None,
-                                      restart_policy=self.restart_policy or None)
+                                      restart_policy=self.restart_policy or None, init=self.init)
         first = next(iter(self.networks), None)
         networking = api.create_networking_config(
             {first: api.create_endpoint_config(aliases=self.networks[first] or None)}) if first else None
         created = api.create_container(self.image, name=self.name, environment=self.environment, labels=self.labels,
                                        host_config=host, networking_config=networking, hostname=self.hostname,
                                        command=self.command, entrypoint=self.entrypoint, user=self.user or None,
-                                       ports=list(self.ports) or None)
+                                       ports=list(self.ports) or None, healthcheck=self.healthcheck)
         for name, aliases in list(self.networks.items())[1:]:
             api.connect_container_to_network(created["Id"], name, aliases=aliases or None)
         return client.containers.get(created["Id"])

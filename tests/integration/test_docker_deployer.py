@@ -81,6 +81,7 @@ def test_a_roll_changes_version_config_and_rack_and_rolling_back_restores_the_ex
     wait_until(lambda: 2 in broker_facts(deployer.bootstrap_servers), 90, "broker 2 registered again")
     restored = spec_now(docker_client, "broker", 2)
     assert comparable(restored) == comparable(original)
+    assert restored.healthcheck and restored.healthcheck == original.healthcheck  # docker ps still shows health
     assert restored.labels[VERSION] == BASELINE_VERSION
     assert next(b for b in deployer.brokers() if b.broker_id == 2) == before
 
