@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import zipfile
 from pathlib import Path
 
 import docker
@@ -28,6 +29,19 @@ MIRROR = "http://deb.debian.org/debian"
 RESOURCES = Path(__file__).parent / "resources"
 METRICS_AGENT = "/opt/jmx-exporter/jmx_prometheus_javaagent.jar"
 METRICS_CONFIG = "/opt/jmx-exporter/kafka.yaml"
+# Bumped whenever the image's layout changes: an image of ours with another revision is built again.
+REVISION = "2"
+# The official image's bin/ scripts our images carry (health checks and operators use them), each the first of its
+# classes the release has: tools moved from kafka.admin (Scala) to org.apache.kafka.tools across releases.
+TOOLS = {
+    "kafka-broker-api-versions.sh": ("org.apache.kafka.tools.BrokerApiVersionsCommand",
+                                     "kafka.admin.BrokerApiVersionsCommand"),
+    "kafka-metadata-quorum.sh": ("org.apache.kafka.tools.MetadataQuorumCommand",),
+    "kafka-topics.sh": ("org.apache.kafka.tools.TopicCommand", "kafka.admin.TopicCommand"),
+    "kafka-configs.sh": ("org.apache.kafka.tools.ConfigCommand", "kafka.admin.ConfigCommand"),
+    "kafka-features.sh": ("org.apache.kafka.tools.FeatureCommand", "kafka.admin.FeatureCommand"),
+    "kafka-storage.sh": ("org.apache.kafka.tools.StorageTool", "kafka.tools.StorageTool"),
+}
 
 
 def template() -> str:
@@ -51,16 +65,36 @@ def has_metrics_agent(client: docker.DockerClient, image: str) -> bool:
         return False
 
 
+def _current(client: docker.DockerClient, image: str) -> bool:
+    """Whether `image` is on the engine and, when it is one of ours, of this layout's revision."""
+    try:
+        labels = client.images.get(image).labels or {}
+    except ImageNotFound:
+        return False
+    return labels.get("io.kafka-canary.image") != "kafka" or labels.get("io.kafka-canary.revision") == REVISION
+
+
+def tool_scripts(libs: Path) -> dict[str, str]:
+    """bin/ script name -> its text, for the tools whose class the release's jars hold."""
+    classes: set[str] = set()
+    for jar in libs.glob("kafka*.jar"):
+        with zipfile.ZipFile(jar) as z:
+            classes.update(n[:-len(".class")].replace("/", ".") for n in z.namelist() if n.endswith(".class"))
+    scripts = {}
+    for script, candidates in TOOLS.items():
+        found = next((c for c in candidates if c in classes), None)
+        if found:
+            scripts[script] = f'#!/bin/sh\nexec /opt/kafka/bin/kafka-run-class.sh {found} "$@"\n'
+    return scripts
+
+
 def ensure(client: docker.DockerClient, version: str, image_template: str | None = None) -> str:
     """The image of `version`, on the engine: present, else pulled, else (for our own template) built here.
     Raises SetupError saying how to get it."""
     distribution.parse_version(version)
     image = image_for(version, image_template)
-    try:
-        client.images.get(image)
+    if _current(client, image):
         return image
-    except ImageNotFound:
-        pass
     if (image_template or template()) == LOCAL:
         return build_kafka(client, version)
     try:
@@ -88,11 +122,21 @@ def build_kafka(client: docker.DockerClient, version: str, tag: str | None = Non
         (context / "jmx-exporter").mkdir()
         shutil.copy(metrics_agent.agent_jar(), context / "jmx-exporter" / Path(METRICS_AGENT).name)
         shutil.copy(metrics_agent.CONFIG, context / "jmx-exporter" / Path(METRICS_CONFIG).name)
+        shutil.copy(distribution.RESOURCES / f"tools-{log_config}", context / "config" / f"tools-{log_config}")
         shutil.copy(RESOURCES / "run", context / "run")
         shutil.copy(RESOURCES / "Dockerfile", context / "Dockerfile")
-        log4j = (f"-Dlog4j2.configurationFile=/opt/kafka/config/{log_config}" if dist.uses_log4j2
-                 else f"-Dlog4j.configuration=file:/opt/kafka/config/{log_config}")
-        _build(client, context, tag, {"BASE": base, "KAFKA_VERSION": version, "LOG4J_OPTS": log4j})
+        (context / "bin").mkdir()
+        shutil.copy(RESOURCES / "kafka-run-class.sh", context / "bin" / "kafka-run-class.sh")
+        for script, text in tool_scripts(dist.libs).items():
+            (context / "bin" / script).write_text(text)
+        for executable in (context / "bin").iterdir():
+            executable.chmod(0o755)
+        log4j, tools_log4j = (
+            (f"-Dlog4j2.configurationFile=/opt/kafka/config/{name}" for name in (log_config, f"tools-{log_config}"))
+            if dist.uses_log4j2 else
+            (f"-Dlog4j.configuration=file:/opt/kafka/config/{name}" for name in (log_config, f"tools-{log_config}")))
+        _build(client, context, tag, {"BASE": base, "KAFKA_VERSION": version, "LOG4J_OPTS": log4j,
+                                      "TOOLS_LOG4J_OPTS": tools_log4j, "REVISION": REVISION})
     return tag
 
 

@@ -5,8 +5,11 @@ cannot start with rolled back by the same commands, a hanging command stopped be
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -88,6 +91,19 @@ def test_the_fleet_is_described_by_its_commands_and_the_cluster(fleet) -> None:
     assert brokers[0].config["num.io.threads"] == "4"  # what the broker says it runs with
     assert not {"node.id", "listeners", "log.dirs", "process.roles"} & set(brokers[0].config)
     assert deployer.controllers() == []  # not listed: not this deployer's
+
+
+def test_kafka_canary_rollout_describe_shows_the_fleet_through_the_spec(fleet, tmp_path) -> None:
+    spec = tmp_path / "rollout.json"
+    spec.write_text(json.dumps({"cluster": cluster_section(fleet), "change": {"config": {"num.io.threads": "6"}},
+                                "canary": {"count": 1}}))
+    done = subprocess.run([sys.executable, "-m", "canary.cli", "rollout", "describe", "--spec", str(spec), "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert (seen["deployer"], seen["capabilities"], seen["controllers"]) == ("command", [], [])
+    assert [(b["id"], b["version"], b["running"], b["config"]["num.io.threads"]) for b in seen["brokers"]] == [
+        (i, BASELINE_VERSION, True, "4") for i in (1, 2, 3)]
 
 
 def test_a_change_the_broker_cannot_start_with_is_rolled_back_by_the_same_commands(docker_client, fleet,

@@ -65,6 +65,21 @@ def test_the_deployer_describes_the_containers_from_the_cluster(deployer, cluste
     assert {s.broker for s in metrics.sample()} == {1, 2, 3}
 
 
+@pytest.mark.parametrize("version", [BASELINE_VERSION, TARGET_VERSION])
+def test_the_image_carries_the_official_tools_the_compose_health_checks_run(docker_client, cluster, version) -> None:
+    """docker-compose.yaml's health checks, on our image of either release: the broker's API versions and the
+    controller's quorum status (the tools' classes moved between releases)."""
+    image = images.ensure(docker_client, version)
+    broker = nodes.spec_of(docker_client, nodes.find(docker_client, NAME)[("broker", 1)])
+    controller = nodes.spec_of(docker_client, nodes.find(docker_client, NAME)[("controller", 3000)])
+    for command in (f"kafka-broker-api-versions.sh --bootstrap-server 127.0.0.1:{nodes.listener_port(broker)}",
+                    f"kafka-metadata-quorum.sh --bootstrap-controller 127.0.0.1:{nodes.listener_port(controller)} "
+                    f"describe --status"):
+        out = docker_client.containers.run(image, ["bash", "-c", f"KAFKA_HEAP_OPTS=-Xmx128m {command}"],
+                                           network_mode="host", remove=True, stderr=True).decode()
+        assert ("ApiVersion" in out or "Produce(0)" in out) if "api-versions" in command else "LeaderId" in out, out
+
+
 def test_a_roll_changes_version_config_and_rack_and_rolling_back_restores_the_exact_spec(docker_client,
                                                                                            deployer) -> None:
     before = deployer.brokers()[1]

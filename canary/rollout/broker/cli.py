@@ -26,6 +26,11 @@ def register(sub) -> None:
     status = rsub.add_parser("status", help="the run's state: steps, verdict, lock holder")
     common(status)
     status.set_defaults(func=cmd_status, kind=BROKER)
+    describe = rsub.add_parser("describe", help="the brokers and controllers as the spec's deployer sees them "
+                                                "(changes nothing: try a cluster section before a rollout)")
+    describe.add_argument("--spec", required=True)
+    describe.add_argument("--json", action="store_true")
+    describe.set_defaults(func=cmd_describe)
     unlock = rsub.add_parser("unlock", help="break the cluster's rollout lock (only when its rollout is dead)")
     unlock.add_argument("--spec", required=True)
     unlock.add_argument("--force", action="store_true", help="required: you checked the holder is dead")
@@ -40,6 +45,27 @@ def cmd_status(args) -> int:
               "verdict": data["verdict"], "steps": {k: v["status"] for k, v in data["steps"].items()},
               "lock_holder": rollout.lock.holder()}
     print_result(args, result)
+    return 0
+
+
+def cmd_describe(args) -> int:
+    spec = BROKER.load_spec(args.spec, dict(os.environ))
+    deployer = spec.cluster.open_deployer(spec.client)
+    brokers, controllers = deployer.brokers(), deployer.controllers()
+    result = {"deployer": spec.deployer, "bootstrap_servers": deployer.bootstrap_servers,
+              "capabilities": sorted(deployer.capabilities),
+              "brokers": [b.to_dict() | {"running": b.running} for b in brokers],
+              "controllers": [c.to_dict() | {"running": c.running} for c in controllers]}
+    if args.json:
+        print_result(args, result)
+        return 0
+    print(f"deployer {spec.deployer}, bootstrap servers {deployer.bootstrap_servers}, can also: "
+          f"{', '.join(result['capabilities']) or 'nothing more'}")
+    for b in brokers:
+        print(f"broker {b.broker_id:>5}  {b.version:<8} {'running' if b.running else 'DOWN':<8} rack {b.rack or '-'}  "
+              f"config {', '.join(f'{k}={v}' for k, v in sorted(b.config.items())) or '-'}")
+    for c in controllers:
+        print(f"controller {c.node_id:>5}  {c.version:<8} {'running' if c.running else 'DOWN'}")
     return 0
 
 
