@@ -8,6 +8,7 @@ The default base is built here too, so nothing needs a registry: a Debian bookwo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -74,6 +75,13 @@ def _current(client: docker.DockerClient, image: str) -> bool:
     return labels.get("io.kafka-canary.image") != "kafka" or labels.get("io.kafka-canary.revision") == REVISION
 
 
+def _image_id(client: docker.DockerClient, image: str) -> str | None:
+    try:
+        return client.images.get(image).id
+    except ImageNotFound:
+        return None
+
+
 def tool_scripts(libs: Path) -> dict[str, str]:
     """bin/ script name -> its text, for the tools whose class the release's jars hold."""
     classes: set[str] = set()
@@ -96,7 +104,13 @@ def ensure(client: docker.DockerClient, version: str, image_template: str | None
     if _current(client, image):
         return image
     if (image_template or template()) == LOCAL:
-        return build_kafka(client, version)
+        stale = _image_id(client, image)
+        built = build_kafka(client, version)
+        if stale and stale != _image_id(client, built):
+            # the older layout's image, now untagged; kept while a container still uses it
+            with contextlib.suppress(APIError):
+                client.images.remove(stale)
+        return built
     try:
         client.images.pull(image)
         return image
