@@ -73,19 +73,25 @@ def new_broker(state: ClusterState, version: str, rack: str | None, config: dict
                      replication_port=replication_port)
 
 
-def free_ports(count: int) -> list[int]:
-    """`count` different ports free on loopback now."""
-    # Held open together, so the kernel hands out `count` different ports.
-    socks = []
+def free_ports(count: int, avoid: set[int] | frozenset[int] = frozenset()) -> list[int]:
+    """`count` different ports free on loopback now, none of `avoid` (ports a cluster's nodes are about to bind: the
+    kernel may hand a port out again as soon as it is free)."""
+    # Held open together, so the kernel hands out different ports.
+    socks: list[socket.socket] = []
     try:
-        for _ in range(count):
+        while len([s for s in socks if s.getsockname()[1] not in avoid]) < count:
             sock = socket.socket()
             sock.bind((LOOPBACK, 0))
             socks.append(sock)
-        return [s.getsockname()[1] for s in socks]
+        return [port for s in socks if (port := s.getsockname()[1]) not in avoid]
     finally:
         for sock in socks:
             sock.close()
+
+
+def node_ports(state: ClusterState) -> set[int]:
+    """Every port the cluster's nodes listen on or are given (client, replication, proxy, metrics)."""
+    return {port for n in state.nodes for port in (n.port, n.replication_port, n.proxy_port, n.metrics_port) if port}
 
 
 def _new_cluster_id() -> str:

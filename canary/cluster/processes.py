@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from canary import process
-from canary.cluster import metrics_agent
+from canary.cluster import layout, metrics_agent
 from canary.cluster.distribution import KafkaDistribution
 from canary.cluster.state import ClusterState, NodeState
 from canary.errors import ClusterError
@@ -56,17 +56,18 @@ class NodeProcesses:
         heap = state.broker_heap if node.role == "broker" else state.controller_heap
         jvm = [f"-Xms{heap}", f"-Xmx{heap}", *JVM_OPTS, f"-Dkafka.logs.dir={logs}", self._marker(node)]
         if node.role == "broker":
-            jvm.append(metrics_agent.agent_option(self._metrics_port(node)))
+            jvm.append(metrics_agent.agent_option(self._metrics_port(state, node)))
         cmd = dist.java_command("kafka.Kafka", [str(properties)], jvm, tool=False)
         node.pid, node.pid_start = process.start(cmd, state.node_dir(node), logs / "stdout.log", self.tie_to_parent)
         node.desired = "running"
         state.save()
 
     @staticmethod
-    def _metrics_port(node: NodeState) -> int:
-        """The broker's metrics port: the one it had when still free (a scraper keeps its target), else a new one."""
+    def _metrics_port(state: ClusterState, node: NodeState) -> int:
+        """The broker's metrics port: the one it had when still free (a scraper keeps its target), else a new one that
+        no other node of the cluster is given (a node started after this one binds its ports later)."""
         if not node.metrics_port or not _port_free(node.metrics_port):
-            node.metrics_port = process.free_port()
+            node.metrics_port = layout.free_ports(1, avoid=layout.node_ports(state))[0]
         return node.metrics_port
 
     def start_proxy(self, state: ClusterState, node: NodeState) -> None:

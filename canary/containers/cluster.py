@@ -38,7 +38,7 @@ class DockerCluster:
         before anything is created; a cluster that never gets healthy is removed again."""
         layout.check_request(brokers, controllers, {}, None, config or {}, "plaintext")
         state = layout.new_state(Path("/"), brokers, controllers, version, {}, None, config or {}, None, "plaintext")
-        metrics_ports = layout.free_ports(brokers)
+        metrics_ports = layout.free_ports(brokers, avoid=layout.node_ports(state))
         specs = []
         image = images.ensure(client, version, image_template)
         agent = images.has_metrics_agent(client, image)

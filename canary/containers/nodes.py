@@ -85,6 +85,13 @@ def replace(client: docker.DockerClient, container: Container, new: ContainerSpe
     return created
 
 
+def start(container: Container, port: int | None, timeout: float) -> None:
+    """Starts a stopped node container; returns once it serves `port` (or stayed up a few seconds), raises
+    NodeStartError when it exits."""
+    container.start()
+    _wait_serving(container, port, timeout)
+
+
 def _restore(container: Container, name: str) -> None:
     container.rename(name)
     container.start()

@@ -130,7 +130,8 @@ class DockerSection(SpecSection):
 # The placeholders each command of the command deployer may use (canary.rollout.deployers.command).
 _NODE = {"node_id", "broker_id", "role", "host"}
 COMMAND_PLACEHOLDERS = {"roll": _NODE | {"version", "config_file", "config_json"}, "describe": _NODE,
-                        "prepare": _NODE | {"version"}, "roll_controller": _NODE | {"version"}}
+                        "prepare": _NODE | {"version"}, "roll_controller": _NODE | {"version"}, "stop": _NODE,
+                        "start": _NODE}
 Host = Annotated[str, Matching(r"^[^\s'\"\\]{1,253}$", "a host name or address, as your commands take it (no spaces "
                                                        "or quotes)")]
 
@@ -144,10 +145,12 @@ class CommandSection(SpecSection):
     controllers: dict[int, Host] = Field(default_factory=dict)
     roll_controller: str | None = None                 # restart one controller on {version}
     prepare: str | None = None                         # make {version} ready on {host} before any change
+    stop: str | None = None                            # stop one broker gracefully (stop-broker; with start)
+    start: str | None = None                           # start it again as it was (start-broker)
     timeout: Annotated[float, Duration(1, DAY)] = 600.0            # per roll, prepare, controller roll
     describe_timeout: Annotated[float, Duration(1, 3600)] = 30.0   # per describe
 
-    @field_validator("roll", "describe", "roll_controller", "prepare")
+    @field_validator("roll", "describe", "roll_controller", "prepare", "stop", "start")
     @classmethod
     def _placeholders(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is None:
@@ -172,6 +175,8 @@ class CommandSection(SpecSection):
         if self.controllers and not self.roll_controller:
             raise ValueError("controllers are listed but no roll_controller command rolls them; add one, or leave the "
                              "controllers out (an upgrade then leaves them as they are)")
+        if (self.stop is None) != (self.start is None):
+            raise ValueError("give stop and start together: a broker this deployer stops it must also start")
         both = sorted(set(self.controllers) & set(self.brokers))
         if both:
             raise ValueError(f"node ids {both} are listed as brokers and as controllers; a combined node is not "
@@ -180,7 +185,8 @@ class CommandSection(SpecSection):
 
     def settings(self) -> CommandSettings:
         return CommandSettings(dict(self.brokers), self.roll, self.describe, dict(self.controllers),
-                               self.roll_controller, self.prepare, self.timeout, self.describe_timeout)
+                               self.roll_controller, self.prepare, self.stop, self.start, self.timeout,
+                               self.describe_timeout)
 
 
 class ClusterSection(SpecSection):

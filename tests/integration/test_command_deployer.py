@@ -24,6 +24,7 @@ from canary.kafka.versions import BASELINE_VERSION, TARGET_VERSION
 from canary.rollout.broker import BROKER, Rollout
 from canary.rollout.core import run_all
 from canary.rollout.spec import load_spec
+from canary.roundtrip import ensure_topic
 
 pytestmark = pytest.mark.integration
 NAME = f"kcc{os.getpid()}"
@@ -62,6 +63,17 @@ def cluster_section(fleet: dict, **command) -> dict:
                         "describe": f"{script} describe {{host}}", "timeout": "3m"} | command}
 
 
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "canary.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+def spec_file(fleet: dict, tmp_path: Path, name: str = "rollout.json", **command) -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps({"cluster": cluster_section(fleet, **command),
+                                "change": {"config": {"num.io.threads": "6"}}, "canary": {"count": 1}}))
+    return str(path)
+
+
 def broker_env(docker_client, broker: int) -> dict[str, str]:
     return nodes.spec_of(docker_client, nodes.find(docker_client, NAME)[("broker", broker)]).environment
 
@@ -94,11 +106,7 @@ def test_the_fleet_is_described_by_its_commands_and_the_cluster(fleet) -> None:
 
 
 def test_kafka_canary_rollout_describe_shows_the_fleet_through_the_spec(fleet, tmp_path) -> None:
-    spec = tmp_path / "rollout.json"
-    spec.write_text(json.dumps({"cluster": cluster_section(fleet), "change": {"config": {"num.io.threads": "6"}},
-                                "canary": {"count": 1}}))
-    done = subprocess.run([sys.executable, "-m", "canary.cli", "rollout", "describe", "--spec", str(spec), "--json"],
-                          capture_output=True, text=True, timeout=120)
+    done = cli("rollout", "describe", "--spec", spec_file(fleet, tmp_path), "--json")
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
     assert (seen["deployer"], seen["capabilities"], seen["controllers"]) == ("command", [], [])
@@ -141,3 +149,26 @@ def test_a_hanging_command_stops_the_rollout_before_any_change(docker_client, fl
                 {"prepare": "sleep 600 # {version}", "timeout": "2s"})
     assert "the prepare command did not finish within 2s" in str(err.value)
     assert {n: broker_env(docker_client, n) for n in (1, 2, 3)} == before
+
+
+def test_a_broker_is_stopped_and_started_through_the_commands_under_the_guard(fleet, tmp_path) -> None:
+    ensure_topic(fleet["cluster"].bootstrap_servers, "guarded", [1, 2, 3], min_insync=2)
+    script = cluster_section(fleet)["command"]["describe"].rsplit(" describe ", 1)[0]
+    spec = spec_file(fleet, tmp_path, stop=f"{script} stop {{host}}", start=f"{script} start {{host}}")
+    without = cli("rollout", "stop-broker", "3", "--spec", spec_file(fleet, tmp_path, "no-stop.json"))
+    assert without.returncode == 2 and "cannot stop or start a broker: add stop and start" in without.stderr
+
+    stopped = cli("rollout", "stop-broker", "3", "--spec", spec)
+    assert stopped.returncode == 0, stopped.stderr
+    running = {b["id"]: b["running"] for b in json.loads(cli("rollout", "describe", "--spec", spec, "--json").stdout)[
+        "brokers"]}
+    assert running == {1: True, 2: True, 3: False}
+    refused = cli("rollout", "stop-broker", "2", "--spec", spec)  # guarded: 'guarded' would drop below min ISR 2
+    assert refused.returncode == 2 and "broker 2 was not stopped" in refused.stderr
+    assert "min.insync.replicas" in refused.stderr
+
+    started = cli("rollout", "start-broker", "3", "--spec", spec)
+    assert started.returncode == 0, started.stderr
+    assert "back in the ISR" in started.stdout
+    assert all(b["running"] for b in json.loads(cli("rollout", "describe", "--spec", spec, "--json").stdout)[
+        "brokers"])

@@ -13,6 +13,9 @@ import argparse
 import os
 import sys
 
+from canary.errors import CanaryError
+from canary.kafka.wait import wait_until
+from canary.rollout import guard
 from canary.rollout.broker import BROKER
 from canary.rollout.core.cli import add_commands, open_run, print_result
 from canary.rollout.core.lock import ClusterLock
@@ -31,6 +34,17 @@ def register(sub) -> None:
     describe.add_argument("--spec", required=True)
     describe.add_argument("--json", action="store_true")
     describe.set_defaults(func=cmd_describe)
+    stop = rsub.add_parser("stop-broker", help="stop one broker gracefully through the spec's deployer, if the "
+                                             "safe-roll guard allows it and no rollout holds the cluster")
+    stop.add_argument("broker", type=int)
+    stop.add_argument("--spec", required=True)
+    stop.add_argument("--force", action="store_true", help="stop even so (partitions may go below min ISR)")
+    stop.set_defaults(func=cmd_stop_broker)
+    start = rsub.add_parser("start-broker", help="start a stopped broker again as it was, through the spec's "
+                                               "deployer")
+    start.add_argument("broker", type=int)
+    start.add_argument("--spec", required=True)
+    start.set_defaults(func=cmd_start_broker)
     unlock = rsub.add_parser("unlock", help="break the cluster's rollout lock (only when its rollout is dead)")
     unlock.add_argument("--spec", required=True)
     unlock.add_argument("--force", action="store_true", help="required: you checked the holder is dead")
@@ -66,6 +80,50 @@ def cmd_describe(args) -> int:
               f"config {', '.join(f'{k}={v}' for k, v in sorted(b.config.items())) or '-'}")
     for c in controllers:
         print(f"controller {c.node_id:>5}  {c.version:<8} {'running' if c.running else 'DOWN'}")
+    return 0
+
+
+def _stop_start_deployer(args):
+    """The spec, its deployer and the broker, checked: the deployer can stop and start, the broker is one of its."""
+    spec = BROKER.load_spec(args.spec, dict(os.environ))
+    deployer = spec.cluster.open_deployer(spec.client)
+    if "stop_start" not in deployer.capabilities:
+        raise CanaryError(f"the {spec.deployer} deployer cannot stop or start a broker"
+                          + (": add stop and start to cluster.command" if spec.deployer == "command" else ""))
+    brokers = {b.broker_id: b for b in deployer.brokers()}
+    if args.broker not in brokers:
+        raise CanaryError(f"broker {args.broker} is not one of the deployer's brokers {sorted(brokers)}")
+    return spec, deployer, brokers
+
+
+def cmd_stop_broker(args) -> int:
+    spec, deployer, brokers = _stop_start_deployer(args)
+    if not brokers[args.broker].running:
+        print(f"broker {args.broker} is already stopped")
+        return 0
+    holder = ClusterLock(deployer.bootstrap_servers, spec.client).holder()
+    down = {b for b, info in brokers.items() if not info.running}
+    decision = guard.decide(args.broker, guard.observe(deployer.bootstrap_servers, spec.client), down)
+    refusals = decision.reasons
+    if holder is not None:
+        refusals = [f"a rollout ({holder.get('run_id', 'unknown run')}) holds the cluster", *refusals]
+    if refusals and not args.force:
+        raise CanaryError(f"broker {args.broker} was not stopped: {'; '.join(refusals[:3])}; wait, or pass --force")
+    deployer.stop_broker(args.broker)
+    print(f"broker {args.broker} stopped (controlled shutdown); `kafka-canary rollout start-broker {args.broker} "
+          f"--spec {args.spec}` starts it again")
+    return 0
+
+
+def cmd_start_broker(args) -> int:
+    spec, deployer, brokers = _stop_start_deployer(args)
+    if brokers[args.broker].running:
+        print(f"broker {args.broker} is already running")
+        return 0
+    deployer.start_broker(args.broker)
+    wait_until(f"broker {args.broker} back in the ISR", spec.warm_up_timeout,
+               lambda: guard.learner_missing(deployer.bootstrap_servers, spec.client, [args.broker]), None)
+    print(f"broker {args.broker} started, registered and back in the ISR of every partition it hosts")
     return 0
 
 

@@ -56,8 +56,9 @@ class ControllerInfo:
 
 # What a deployer can do beyond rolling brokers to a version, config and rack (which every deployer does):
 # controllers: roll the KRaft controllers (an upgrade moves them too); client_delay: inject a delay in front of a
-# broker's client listener (fault.client_delay_ms, the embedded cluster's test scenarios).
-Capability = Literal["controllers", "client_delay"]
+# broker's client listener (fault.client_delay_ms, the embedded cluster's test scenarios); stop_start: stop a broker
+# gracefully and start it again as it was (`kafka-canary rollout stop-broker/start-broker`; a rollout never needs it).
+Capability = Literal["controllers", "client_delay", "stop_start"]
 
 
 class Deployer(Protocol):
@@ -83,6 +84,12 @@ class Deployer(Protocol):
 
     def roll_controller(self, node_id: int, *, version: str) -> None:
         """Restarts one controller on `version`; returns once it runs."""
+
+    def stop_broker(self, broker_id: int) -> None:
+        """Controlled shutdown of one broker; it stays stopped (capability stop_start)."""
+
+    def start_broker(self, broker_id: int) -> None:
+        """Starts a stopped broker as it was; returns once its process runs (capability stop_start)."""
 
     def broker_metrics(self) -> BrokerMetricsSource | None:
         """The brokers' own metrics as the deployer can read them, or None when it cannot."""
@@ -114,5 +121,7 @@ class CommandSettings:
     controllers: Mapping[int, str] = field(default_factory=dict)  # controller id -> host
     roll_controller: str | None = None               # restart one controller on {version}
     prepare: str | None = None                       # make {version} installable on every host, before any change
+    stop: str | None = None                          # stop one broker gracefully (with start: capability stop_start)
+    start: str | None = None                         # start it again as it was
     timeout: float = 600.0                           # per roll, prepare or controller roll
     describe_timeout: float = 30.0                   # per describe

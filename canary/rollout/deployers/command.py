@@ -10,7 +10,8 @@ broker.rack included, and nothing else) and `{config_json}` (the same as one JSO
 the config and version put in place, and a start; the command returns once the broker's process runs (registration
 and ISR are the rollout's to wait for) and exits non-zero when it cannot. `describe` prints the version the node
 runs, alone or followed by its state (`3.9.2 running`, `3.9.2 stopped`), or a JSON object
-`{"version": …, "running": …}`.
+`{"version": …, "running": …}`. Optional `stop` and `start` stop one broker gracefully and start it as it was
+(`kafka-canary rollout stop-broker/start-broker`).
 
 What the cluster can tell comes from the cluster (each broker's config by DescribeConfigs, its rack and liveness by
 its registration), so a rollout of a fleet we did not start begins from the truth; the version is the one thing only
@@ -51,7 +52,10 @@ class CommandDeployer:
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        return frozenset({"controllers"}) if self.settings.roll_controller else frozenset()
+        can: set[Capability] = {"controllers"} if self.settings.roll_controller else set()
+        if self.settings.stop and self.settings.start:
+            can.add("stop_start")
+        return frozenset(can)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -124,6 +128,20 @@ class CommandDeployer:
         host = self._host("controller", node_id, self.settings.controllers)
         self._run("roll_controller", self.settings.roll_controller,
                   {"node_id": node_id, "broker_id": node_id, "role": "controller", "host": host, "version": version},
+                  self.settings.timeout)
+
+    def stop_broker(self, broker_id: int) -> None:
+        self._node_command("stop", self.settings.stop, broker_id)
+
+    def start_broker(self, broker_id: int) -> None:
+        self._node_command("start", self.settings.start, broker_id)
+
+    def _node_command(self, action: str, template: str | None, broker_id: int) -> None:
+        if not template:
+            raise ClusterError(f"cluster.command has no {action} command: add stop and start to stop and start a "
+                               f"broker through this deployer")
+        host = self._host("broker", broker_id, self.settings.brokers)
+        self._run(action, template, {"node_id": broker_id, "broker_id": broker_id, "role": "broker", "host": host},
                   self.settings.timeout)
 
     def broker_metrics(self) -> BrokerMetricsSource | None:

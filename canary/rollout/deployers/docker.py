@@ -54,7 +54,7 @@ class DockerDeployer:
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        return frozenset({"controllers"})
+        return frozenset({"controllers", "stop_start"})
 
     @property
     def bootstrap_servers(self) -> str:
@@ -108,6 +108,13 @@ class DockerDeployer:
         container = self._container("controller", node_id)
         current = nodes.spec_of(self.client, container)
         self._roll(container, current, current, version)
+
+    def stop_broker(self, broker_id: int) -> None:
+        self._container("broker", broker_id).stop(timeout=int(self.settings.stop_timeout))
+
+    def start_broker(self, broker_id: int) -> None:
+        container = self._container("broker", broker_id)
+        nodes.start(container, nodes.listener_port(nodes.spec_of(self.client, container)), self.settings.start_timeout)
 
     def _roll(self, container: Container, current: ContainerSpec, new: ContainerSpec, version: str) -> None:
         image = images.ensure(self.client, version, self.settings.image)

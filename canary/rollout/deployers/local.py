@@ -18,7 +18,7 @@ class LocalDeployer:
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        return frozenset({"controllers", "client_delay"})
+        return frozenset({"controllers", "client_delay", "stop_start"})
 
     @property
     def bootstrap_servers(self) -> str:
@@ -47,6 +47,14 @@ class LocalDeployer:
 
     def roll_controller(self, node_id: int, *, version: str) -> None:
         self.cluster.restart_node(node_id, version=version, wait=False, role="controller")
+
+    def stop_broker(self, broker_id: int) -> None:
+        self.cluster.state.node(broker_id, "broker")  # a controller's id is refused
+        self.cluster.stop_node(broker_id)
+
+    def start_broker(self, broker_id: int) -> None:
+        self.cluster.state.node(broker_id, "broker")
+        self.cluster.start_node(broker_id, wait=False)
 
     def broker_metrics(self) -> BrokerMetricsSource | None:
         """The brokers' metrics agents; every broker must have one (a broker started before the agent existed

@@ -6,11 +6,18 @@
 #
 #   kafka-node.sh roll NAME VERSION CONFIG_FILE
 #   kafka-node.sh describe NAME          prints "VERSION STATE"
+#   kafka-node.sh stop NAME | start NAME
 set -eu
 action=$1 name=$2
 case "$action" in
 describe)
   docker inspect -f '{{index .Config.Labels "io.kafka-canary.version"}} {{.State.Status}}' "$name"
+  ;;
+stop)
+  docker stop -t "${STOP_TIMEOUT:-60}" "$name" >/dev/null
+  ;;
+start)
+  docker start "$name" >/dev/null
   ;;
 roll)
   version=$3 config=$4
@@ -43,7 +50,7 @@ roll)
   exit 1
   ;;
 *)
-  echo "usage: $0 roll NAME VERSION CONFIG_FILE | describe NAME" >&2
+  echo "usage: $0 roll NAME VERSION CONFIG_FILE | describe NAME | stop NAME | start NAME" >&2
   exit 2
   ;;
 esac

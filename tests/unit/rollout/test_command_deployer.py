@@ -146,3 +146,19 @@ def test_brokers_the_cluster_does_not_know_are_not_running_whatever_their_descri
                                                "echo 3.9.2 running # {host}"), "127.0.0.1:1")
     assert [(b.broker_id, b.version, b.running, b.config) for b in deployer.brokers()] == [
         (1, "3.9.2", False, {}), (2, "3.9.2", False, {})]
+
+
+def test_stop_and_start_come_together_and_make_a_capability(tmp_path: Path) -> None:
+    with pytest.raises(Exception) as err:
+        ClusterSection.model_validate({**GOOD, "command": {**GOOD["command"], "stop": "ssh {host} systemctl stop k"}})
+    assert "give stop and start together" in "\n".join(problems(err.value, ClusterSection))
+    seen = tmp_path / "seen"
+    settings = CommandSettings({1: "h1"}, "roll {version} {config_file}", "echo 3.9.2",
+                               stop=f"echo stop {{host}} >> {seen}", start=f"echo start {{host}} >> {seen}")
+    deployer = CommandDeployer(settings, "127.0.0.1:1")
+    assert deployer.capabilities == {"stop_start"}
+    deployer.stop_broker(1)
+    deployer.start_broker(1)
+    assert seen.read_text().split("\n")[:2] == ["stop h1", "start h1"]
+    with pytest.raises(ClusterError, match="no stop command"):
+        CommandDeployer(CommandSettings({1: "h1"}, "roll {version} {config_file}", "echo 3.9.2"), "x:1").stop_broker(1)
