@@ -64,9 +64,10 @@ class CommandDeployer:
     def report_to(self, record: Callable[[str, dict], object]) -> None:
         self._record = record
 
-    def _run(self, action: str, template: str, values: dict[str, object], timeout: float) -> str:
+    def _run(self, action: str, template: str, values: dict[str, object], timeout: float,
+             secrets: tuple[str, ...] = ()) -> str:
         try:
-            result = commands.run(action, template, values, timeout, self.secrets)
+            result = commands.run(action, template, values, timeout, self.secrets + secrets)
         except commands.CommandFailed as exc:
             if self._record:
                 self._record("deployer command failed", {"name": action, "error": str(exc), "output": exc.output})
@@ -119,7 +120,7 @@ class CommandDeployer:
             self._run("roll", self.settings.roll, {"node_id": broker_id, "broker_id": broker_id, "role": "broker",
                                                    "host": host, "version": version, "config_file": config_file,
                                                    "config_json": json.dumps(wanted, sort_keys=True)},
-                      self.settings.timeout)
+                      self.settings.timeout, tuple(v for k, v in wanted.items() if is_secret(k) and v))
 
     def roll_controller(self, node_id: int, *, version: str) -> None:
         if not self.settings.roll_controller:

@@ -162,3 +162,12 @@ def test_stop_and_start_come_together_and_make_a_capability(tmp_path: Path) -> N
     assert seen.read_text().split("\n")[:2] == ["stop h1", "start h1"]
     with pytest.raises(ClusterError, match="no stop command"):
         CommandDeployer(CommandSettings({1: "h1"}, "roll {version} {config_file}", "echo 3.9.2"), "x:1").stop_broker(1)
+
+
+def test_a_secret_broker_setting_never_reaches_the_audit_log(tmp_path: Path) -> None:
+    deployer = CommandDeployer(CommandSettings({1: "h1"}, "echo {config_json} {version}", "echo 3.9.2"), "x:1")
+    audited: list[tuple[str, dict]] = []
+    deployer.report_to(lambda action, details: audited.append((action, details)))
+    deployer.roll_broker(1, version="3.9.2", config={"listener.name.internal.ssl.key.password": "k3y-pw"}, rack=None,
+                         client_delay_ms=0)
+    assert "k3y-pw" not in json.dumps(audited) and "***" in audited[0][1]["output"]
