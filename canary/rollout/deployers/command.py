@@ -78,8 +78,7 @@ class CommandDeployer:
 
     def _describe(self, role: str, node_id: int, host: str) -> tuple[str, bool | None]:
         """(version, running or None when the command did not say)."""
-        out = self._run("describe", self.settings.describe, {"node_id": node_id, "broker_id": node_id, "role": role,
-                                                            "host": host}, self.settings.describe_timeout)
+        out = self._run("describe", self.settings.describe, _node(role, node_id, host), self.settings.describe_timeout)
         return parse_description(out, f"the describe command of {role} {node_id}")
 
     def brokers(self) -> list[BrokerInfo]:
@@ -104,8 +103,8 @@ class CommandDeployer:
             return
         for node_id, host in sorted({**self.settings.controllers, **self.settings.brokers}.items()):
             role = "broker" if node_id in self.settings.brokers else "controller"
-            self._run("prepare", self.settings.prepare, {"node_id": node_id, "broker_id": node_id, "role": role,
-                                                         "host": host, "version": version}, self.settings.timeout)
+            self._run("prepare", self.settings.prepare, _node(role, node_id, host, version=version),
+                      self.settings.timeout)
 
     def roll_broker(self, broker_id: int, *, version: str, config: dict[str, str], rack: str | None,
                     client_delay_ms: float) -> None:
@@ -117,10 +116,10 @@ class CommandDeployer:
         with tempfile.TemporaryDirectory(prefix="kafka-canary-roll-") as tmp:
             config_file = Path(tmp) / f"broker-{broker_id}.properties"
             config_file.write_text("".join(properties_line(k, v) for k, v in wanted.items()))
-            self._run("roll", self.settings.roll, {"node_id": broker_id, "broker_id": broker_id, "role": "broker",
-                                                   "host": host, "version": version, "config_file": config_file,
-                                                   "config_json": json.dumps(wanted, sort_keys=True)},
-                      self.settings.timeout, tuple(v for k, v in wanted.items() if is_secret(k) and v))
+            values = _node("broker", broker_id, host, version=version, config_file=config_file,
+                           config_json=json.dumps(wanted, sort_keys=True))
+            self._run("roll", self.settings.roll, values, self.settings.timeout,
+                      tuple(v for k, v in wanted.items() if is_secret(k) and v))
 
     def roll_controller(self, node_id: int, *, version: str) -> None:
         if not self.settings.roll_controller:
@@ -128,8 +127,7 @@ class CommandDeployer:
                                "deployer's to roll")
         host = self._host("controller", node_id, self.settings.controllers)
         self._run("roll_controller", self.settings.roll_controller,
-                  {"node_id": node_id, "broker_id": node_id, "role": "controller", "host": host, "version": version},
-                  self.settings.timeout)
+                  _node("controller", node_id, host, version=version), self.settings.timeout)
 
     def stop_broker(self, broker_id: int) -> None:
         self._node_command("stop", self.settings.stop, broker_id)
@@ -142,8 +140,7 @@ class CommandDeployer:
             raise ClusterError(f"cluster.command has no {action} command: add stop and start to stop and start a "
                                f"broker through this deployer")
         host = self._host("broker", broker_id, self.settings.brokers)
-        self._run(action, template, {"node_id": broker_id, "broker_id": broker_id, "role": "broker", "host": host},
-                  self.settings.timeout)
+        self._run(action, template, _node("broker", broker_id, host), self.settings.timeout)
 
     def broker_metrics(self) -> BrokerMetricsSource | None:
         return None  # the fleet's own Prometheus (broker_metrics.prometheus in the spec) is where they are
@@ -153,6 +150,11 @@ class CommandDeployer:
         if node_id not in hosts:
             raise ClusterError(f"cluster.command lists no {role} {node_id}; its {role}s are {sorted(hosts)}")
         return hosts[node_id]
+
+
+def _node(role: str, node_id: int, host: str, **more: object) -> dict[str, object]:
+    """The placeholders' values for one node's command."""
+    return {"node_id": node_id, "broker_id": node_id, "role": role, "host": host, **more}
 
 
 def parse_description(output: str, what: str) -> tuple[str, bool | None]:
