@@ -21,14 +21,45 @@ class NodeStartError(ClusterError):
     """A node's new container could not be created or did not stay up; its previous container was put back."""
 
 
+ASIDE = "-replaced-"  # a replaced container's name while its successor starts: <name>-replaced-<unix time>
+
+
 def find(client: docker.DockerClient, cluster: str) -> dict[tuple[str, int], Container]:
-    """(role, node id) → container, for every container labelled as a node of `cluster`."""
+    """(role, node id) → container, for every container labelled as a node of `cluster`: the node's own container,
+    or, where a crash in the middle of `replace` left only the replaced one aside, that one."""
     found: dict[tuple[str, int], Container] = {}
-    for c in client.containers.list(all=True, filters={"label": f"{CLUSTER}={cluster}"}):
+    for c in _labelled(client, cluster):
         role, node_id = c.labels.get(ROLE), c.labels.get(NODE_ID, "")
         if role in ("broker", "controller") and node_id.isdigit():
-            found[(role, int(node_id))] = c
+            key = (role, int(node_id))
+            if key not in found or ASIDE in found[key].name:
+                found[key] = c
     return found
+
+
+def recover(client: docker.DockerClient, cluster: str) -> list[str]:
+    """Finishes what a crash in the middle of `replace` left: a replaced container aside with no successor runs
+    again under its own name (the node as it was before); one whose successor exists is removed. Returns what it
+    did, one line each."""
+    done = []
+    containers = _labelled(client, cluster)
+    names = {c.name for c in containers}
+    for c in sorted(containers, key=lambda c: c.name, reverse=True):  # the newest aside first
+        if ASIDE not in c.name:
+            continue
+        own = c.name.rsplit(ASIDE, 1)[0]
+        if own in names:
+            c.remove(v=False)
+            done.append(f"removed {c.name}: {own} had replaced it")
+        else:
+            _restore(c, own)
+            names.add(own)
+            done.append(f"{c.name} runs again as {own}: its replacement never started")
+    return done
+
+
+def _labelled(client: docker.DockerClient, cluster: str) -> list[Container]:
+    return client.containers.list(all=True, filters={"label": f"{CLUSTER}={cluster}"})
 
 
 def spec_of(client: docker.DockerClient, container: Container) -> ContainerSpec:
@@ -61,7 +92,7 @@ def replace(client: docker.DockerClient, container: Container, new: ContainerSpe
     old = spec_of(client, container)
     if container.status == "running":
         container.stop(timeout=int(stop_timeout))
-    aside = f"{old.name}-replaced-{int(time.time())}"
+    aside = f"{old.name}{ASIDE}{int(time.time())}"
     container.rename(aside)
     try:
         created = new.create(client)
@@ -122,7 +153,7 @@ def _wait_serving(container: Container, port: int | None, timeout: float) -> Non
 def remove(client: docker.DockerClient, cluster: str, only_ours: bool = True) -> list[str]:
     """Removes the cluster's node containers and their named data volumes (those we created: labelled so)."""
     removed = []
-    for c in find(client, cluster).values():
+    for c in _labelled(client, cluster):  # a replaced container left aside by a crash too
         if only_ours and not c.labels.get("io.kafka-canary.created-by"):
             continue
         volumes = [m["Name"] for m in c.attrs.get("Mounts") or [] if m["Type"] == "volume"]

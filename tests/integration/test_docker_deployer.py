@@ -115,6 +115,27 @@ def test_a_config_the_broker_refuses_puts_the_previous_container_back(docker_cli
     wait_until(lambda: 3 in broker_facts(deployer.bootstrap_servers), 90, "broker 3 registered again")
 
 
+def test_a_roll_cut_off_midway_is_put_right_by_the_next(docker_client, deployer) -> None:
+    before = deployer.brokers()[0]
+    original = comparable(spec_now(docker_client, "broker", 1))
+    names = sorted(c.name for c in docker_client.containers.list(all=True, filters={"label": f"{CLUSTER}={NAME}"}))
+    # cut off after the old container was set aside, before its successor existed: the broker is down
+    container = nodes.find(docker_client, NAME)[("broker", 1)]
+    container.stop(timeout=60)
+    container.rename(f"{container.name}{nodes.ASIDE}1")
+    assert not next(b for b in deployer.brokers() if b.broker_id == 1).running
+    deployer.roll_broker(1, version=before.version, config=before.config, rack=None, client_delay_ms=0)
+    wait_until(lambda: 1 in broker_facts(deployer.bootstrap_servers), 90, "broker 1 registered again")
+    assert comparable(spec_now(docker_client, "broker", 1)) == original
+    # cut off after the successor was created, before the replaced container was removed
+    ContainerSpec(**{**spec_now(docker_client, "broker", 1).__dict__,
+                     "name": f"{NAME}-broker-1{nodes.ASIDE}2"}).create(docker_client)
+    deployer.roll_broker(1, version=before.version, config=before.config, rack=None, client_delay_ms=0)
+    assert sorted(c.name for c in docker_client.containers.list(
+        all=True, filters={"label": f"{CLUSTER}={NAME}"})) == names
+    assert next(b for b in deployer.brokers() if b.broker_id == 1).running
+
+
 def test_a_missing_image_is_named_before_anything_changes(docker_client, deployer) -> None:
     missing = DockerDeployer(DockerSettings(NAME, image="kafka-canary-missing/kafka:{version}"))
     with pytest.raises(SetupError) as err:

@@ -11,6 +11,7 @@ is kept in a label, and a roll back to it re-creates exactly that spec."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import replace
 
 from docker.models.containers import Container
@@ -36,6 +37,7 @@ class DockerDeployer:
         self.client = engine.connect(settings.host)
         self._bootstrap = bootstrap_servers
         self.client_config = client_config or {}
+        self._record: Callable[[str, dict], object] | None = None
 
     def _nodes(self, role: str) -> dict[int, Container]:
         found = {node_id: c for (r, node_id), c in nodes.find(self.client, self.settings.name).items() if r == role}
@@ -97,7 +99,7 @@ class DockerDeployer:
         if client_delay_ms:
             raise ClusterError("the docker deployer injects no client delay (fault.client_delay_ms is for the local "
                                "cluster's tests)")
-        container = self._container("broker", broker_id)
+        container = self._recovered("broker", broker_id)
         before = next(b for b in self.brokers() if b.broker_id == broker_id)
         current = nodes.spec_of(self.client, container)
         wanted = config | ({"broker.rack": rack} if rack else {})
@@ -105,7 +107,7 @@ class DockerDeployer:
         self._roll(container, current, replace(current, environment=environment), version)
 
     def roll_controller(self, node_id: int, *, version: str) -> None:
-        container = self._container("controller", node_id)
+        container = self._recovered("controller", node_id)
         current = nodes.spec_of(self.client, container)
         self._roll(container, current, current, version)
 
@@ -115,6 +117,16 @@ class DockerDeployer:
     def start_broker(self, broker_id: int) -> None:
         container = self._container("broker", broker_id)
         nodes.start(container, nodes.listener_port(nodes.spec_of(self.client, container)), self.settings.start_timeout)
+
+    def _recovered(self, role: str, node_id: int) -> Container:
+        """The node's container, after what a crash in the middle of an earlier roll left is put right."""
+        for line in nodes.recover(self.client, self.settings.name):
+            if self._record:
+                self._record("container recovered", {"what": line})
+        return self._container(role, node_id)
+
+    def report_to(self, record: Callable[[str, dict], object]) -> None:
+        self._record = record
 
     def _roll(self, container: Container, current: ContainerSpec, new: ContainerSpec, version: str) -> None:
         image = images.ensure(self.client, version, self.settings.image)
