@@ -62,9 +62,11 @@ def test_airflow_lists_the_provider_and_its_connection_type_with_its_form(airflo
         print(meta.model_dump_json())
     """))
     assert form["hook_name"] == "Kafka canary cluster"
-    assert set(form["extra_fields"]) == {"deployer", "dir", "client"}
+    assert set(form["extra_fields"]) == {"deployer", "dir", "bootstrap_servers", "docker", "command", "client"}
     assert form["extra_fields"]["deployer"]["value"] == "local"
-    assert form["extra_fields"]["client"]["schema"]["type"] == ["object", "null"]
+    assert form["extra_fields"]["deployer"]["schema"]["enum"] == ["local", "docker", "command"]
+    assert all(form["extra_fields"][name]["schema"]["type"] == ["object", "null"]
+               for name in ("client", "docker", "command"))
     assert form["standard_fields"]["password"]["title"].startswith("SASL password")
     assert all(form["standard_fields"][name]["hidden"] for name in ("host", "port", "login", "url_schema"))
 
