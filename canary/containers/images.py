@@ -58,21 +58,24 @@ def image_for(version: str, image_template: str | None = None) -> str:
     return tmpl.format(version=version)
 
 
+def _labels(client: docker.DockerClient, image: str) -> dict[str, str] | None:
+    """The image's labels, None when the engine does not have it."""
+    try:
+        return client.images.get(image).labels or {}
+    except ImageNotFound:
+        return None
+
+
 def has_metrics_agent(client: docker.DockerClient, image: str) -> bool:
     """Whether the image carries our metrics agent (images built here do; the official ones do not)."""
-    try:
-        return (client.images.get(image).labels or {}).get("io.kafka-canary.image") == "kafka"
-    except ImageNotFound:
-        return False
+    return (_labels(client, image) or {}).get("io.kafka-canary.image") == "kafka"
 
 
 def _current(client: docker.DockerClient, image: str) -> bool:
     """Whether `image` is on the engine and, when it is one of ours, of this layout's revision."""
-    try:
-        labels = client.images.get(image).labels or {}
-    except ImageNotFound:
-        return False
-    return labels.get("io.kafka-canary.image") != "kafka" or labels.get("io.kafka-canary.revision") == REVISION
+    labels = _labels(client, image)
+    return labels is not None and (labels.get("io.kafka-canary.image") != "kafka"
+                                   or labels.get("io.kafka-canary.revision") == REVISION)
 
 
 def _image_id(client: docker.DockerClient, image: str) -> str | None:

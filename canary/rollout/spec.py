@@ -184,9 +184,11 @@ class CommandSection(SpecSection):
         return self
 
     def settings(self) -> CommandSettings:
-        return CommandSettings(dict(self.brokers), self.roll, self.describe, dict(self.controllers),
-                               self.roll_controller, self.prepare, self.stop, self.start, self.timeout,
-                               self.describe_timeout)
+        return CommandSettings(**self.model_dump())
+
+
+_SECTION_EXAMPLE = {"docker": "{name: <the io.kafka-canary.cluster label>}",
+                    "command": "{brokers: {1: host-1, …}, roll: …, describe: …}"}
 
 
 class ClusterSection(SpecSection):
@@ -208,18 +210,12 @@ class ClusterSection(SpecSection):
             raise ValueError("is required: the local cluster's directory (as given to `kafka-canary cluster up`)")
         return value
 
-    @field_validator("docker")
+    @field_validator("docker", "command")
     @classmethod
-    def _docker_names_its_cluster(cls, value: DockerSection | None, info: ValidationInfo) -> DockerSection | None:
-        if info.data.get("deployer") == "docker" and value is None:
-            raise ValueError("is required with deployer docker: {name: <the io.kafka-canary.cluster label>}")
-        return value
-
-    @field_validator("command")
-    @classmethod
-    def _command_names_its_fleet(cls, value: CommandSection | None, info: ValidationInfo) -> CommandSection | None:
-        if info.data.get("deployer") == "command" and value is None:
-            raise ValueError("is required with deployer command: {brokers: {1: host-1, …}, roll: …, describe: …}")
+    def _deployer_has_its_section(cls, value: Any, info: ValidationInfo) -> Any:
+        """The docker and command deployers each need the section of their name."""
+        if info.data.get("deployer") == info.field_name and value is None:
+            raise ValueError(f"is required with deployer {info.field_name}: {_SECTION_EXAMPLE[str(info.field_name)]}")
         return value
 
     @field_validator("bootstrap_servers")
