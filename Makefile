@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test faults unit lint lock clean
+.PHONY: setup demo test test-compose faults unit lint lock clean
 
 $(STAMP): requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || \
@@ -48,7 +48,18 @@ demo: setup
 
 # The fault suite (pytest -m slow: real rollouts under faults, ~10 min) runs with `make faults`.
 test: setup lint $(CHROMEDRIVER) $(PROMTOOL) $(if $(filter 1,$(KAFKA_CANARY_SKIP_DOCKER)),,$(DOCKERD))
-	$(BIN)/pytest -m "not slow"
+	$(BIN)/pytest -m "not slow and not compose"
+
+# docker-compose.yaml up for real on images built here (tests/compose_stack), the broker rollout DAG triggered through its
+# REST API; Debian's docker-compose (v1) unless the engine's CLI has Compose v2. CI runs it after `make test`.
+COMPOSE := /usr/bin/docker-compose
+$(COMPOSE):
+	@command -v apt-get >/dev/null || { echo "error: install Docker Compose ($@, or Compose v2)"; exit 1; }
+	$(SUDO) apt-get install -y -q docker-compose || \
+	  { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q docker-compose; }
+
+test-compose: setup $(DOCKERD) $(COMPOSE)
+	$(BIN)/pytest -m compose tests/compose_stack
 
 faults: setup
 	$(BIN)/pytest -m slow tests/reliability

@@ -224,6 +224,10 @@ BROKER_FORM = Form(BrokerRolloutModel, RolloutOptions, (
               "(docs/broker-rollout.md says how to size it)", 0),
     FormField("load_record_size", ("load", "record_size"), "Load record size (bytes)",
               "Bytes per load record", 1000),
+    FormField("broker_metrics", ("broker_metrics",), "Broker metrics",
+              'Where the brokers\' own metrics are read: {} the deployer\'s (the metrics agents of brokers in our '
+              'images); {"prometheus": {"url": …, "brokers": {"1": "kafka-1"}}}; {"exporters": {"1": "http://…"}}; '
+              '{"enabled": false} judges the probe alone', {}, schema={"type": "object"}),
     FormField("client_delay_ms", ("fault", "client_delay_ms"), "Fault: client delay (ms)",
               "Scenarios only: a delay proxy in front of each canary broker", 0),
     FormField("warm_up_timeout", ("timeouts", "warm_up"), "Warm-up timeout",

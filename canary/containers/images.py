@@ -152,7 +152,7 @@ def build_kafka(client: docker.DockerClient, version: str, tag: str | None = Non
             (f"-Dlog4j2.configurationFile=/opt/kafka/config/{name}" for name in (log_config, f"tools-{log_config}"))
             if dist.uses_log4j2 else
             (f"-Dlog4j.configuration=file:/opt/kafka/config/{name}" for name in (log_config, f"tools-{log_config}")))
-        _build(client, context, tag, {"BASE": base, "KAFKA_VERSION": version, "LOG4J_OPTS": log4j,
+        build_context(client, context, tag, {"BASE": base, "KAFKA_VERSION": version, "LOG4J_OPTS": log4j,
                                       "TOOLS_LOG4J_OPTS": tools_log4j, "REVISION": REVISION})
     return tag
 
@@ -164,20 +164,21 @@ def ensure_jre(client: docker.DockerClient) -> str:
         return JRE
     except ImageNotFound:
         pass
-    _ensure_debian(client)
+    ensure_debian(client)
     with tempfile.TemporaryDirectory(prefix="jre-image-") as tmp:
         Path(tmp, "Dockerfile").write_text(
             f"FROM {DEBIAN}\n"
             "RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
             "openjdk-17-jre-headless && rm -rf /var/lib/apt/lists/*\n")
-        _build(client, Path(tmp), JRE, {})
+        build_context(client, Path(tmp), JRE, {})
     return JRE
 
 
-def _ensure_debian(client: docker.DockerClient) -> None:
+def ensure_debian(client: docker.DockerClient) -> str:
+    """Our Debian bookworm root image, made by debootstrap once and cached by the engine."""
     try:
         client.images.get(DEBIAN)
-        return
+        return DEBIAN
     except ImageNotFound:
         pass
     debootstrap = shutil.which("debootstrap") or "/usr/sbin/debootstrap"
@@ -196,12 +197,15 @@ def _ensure_debian(client: docker.DockerClient) -> None:
         client.api.import_image_from_stream(tar.stdout, repository=repository, tag=tag)
         if tar.wait() != 0:
             raise SetupError(f"could not read the Debian root made in {root}")
+    return DEBIAN
 
 
-def _build(client: docker.DockerClient, context: Path, tag: str, args: dict[str, str]) -> None:
+def build_context(client: docker.DockerClient, context: Path, tag: str, args: dict[str, str],
+                  dockerfile: str | None = None) -> None:
+    """Builds `context` (its Dockerfile, or `dockerfile` inside it) into `tag`; SetupError with the last output."""
     try:
         client.images.build(path=str(context), tag=tag, buildargs=args, network_mode="host", rm=True,
-                            forcerm=True)
+                            forcerm=True, dockerfile=dockerfile)
     except BuildError as exc:
         lines = [str(chunk.get("stream") or chunk.get("error") or "").strip() for chunk in exc.build_log]
         raise SetupError(f"building {tag} failed: {exc.msg}; last output: {[x for x in lines if x][-3:]}") from None

@@ -1,5 +1,5 @@
-"""docker-compose.yaml checked for structure: the build machines have no Docker engine, so the stack is never
-started here (docs/compose.md). Values are read as compose fills them in without an .env (the defaults)."""
+"""docker-compose.yaml checked for structure, fast and without an engine (tests/compose_stack brings it up for real:
+`make test-compose`). Values are read as compose fills them in without an .env (the defaults)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from canary.lanes import broker_lane
+from canary.rollout.spec import ClusterSection
 
 REPO = Path(__file__).resolve().parents[2]
 RAW = (REPO / "docker-compose.yaml").read_text()
@@ -96,9 +97,11 @@ def test_airflow_services_share_the_common_env_and_mount_the_project():
 def test_mounts_exist_in_the_repo_or_are_declared_volumes():
     for name, service in SERVICES.items():
         for volume in service.get("volumes", []):
-            source = volume.split(":", 1)[0]
+            source = local(volume).split(":", 1)[0]
             if source.startswith("./"):
                 assert (REPO / source).exists(), (name, source)
+            elif source.startswith("/"):  # the host's Docker socket: the scheduler's alone (docker deployer)
+                assert name == "airflow-scheduler" and volume.endswith(":/var/run/docker.sock"), (name, volume)
             else:
                 assert source in COMPOSE["volumes"], (name, source)
     for name in kafka_nodes():
@@ -110,9 +113,19 @@ def test_connections_are_json_with_the_right_conn_type():
     environment = env("airflow-scheduler")
     kafka = json.loads(environment["AIRFLOW_CONN_KAFKA_CANARY_DEFAULT"])
     assert kafka["conn_type"] == "kafka_canary"
-    # The keys KafkaCanaryHook.cluster_section() accepts (the rollout spec's `cluster` section).
-    assert set(kafka["extra"]) <= {"deployer", "dir", "client"} and kafka["extra"]["deployer"] == "local"
-    assert kafka["extra"]["dir"].startswith("/") and isinstance(kafka["extra"]["client"], dict)
+    # The rollout spec's `cluster` section (KafkaCanaryHook.cluster_section() validates it with the spec's model):
+    # the docker deployer on the compose brokers, found by their labels, reached on their INTERNAL listeners.
+    cluster = ClusterSection.model_validate(kafka["extra"])
+    assert cluster.deployer == "docker" and cluster.docker is not None
+    brokers = {n: s for n, s in SERVICES.items() if (s.get("labels") or {}).get("io.kafka-canary.role") == "broker"}
+    assert {s["labels"]["io.kafka-canary.cluster"] for s in brokers.values()} == {cluster.docker.name}
+    assert sorted(int(s["labels"]["io.kafka-canary.node-id"]) for s in brokers.values()) == sorted(
+        int(env(n)["KAFKA_NODE_ID"]) for n in brokers)
+    internal = {f"{host}:{port}" for n in brokers if n != "broker-4"
+                for host, port in [listeners(env(n)["KAFKA_ADVERTISED_LISTENERS"])["INTERNAL"]]}
+    assert set(cluster.bootstrap_servers.split(",")) == internal
+    # Only the scheduler runs tasks, so only it gets the Docker socket (and the socket's group).
+    assert [n for n in AIRFLOW if "group_add" in SERVICES[n]] == ["airflow-scheduler"]
     spark = json.loads(environment["AIRFLOW_CONN_SPARK_DEFAULT"])
     assert spark["conn_type"] == "spark" and urlsplit(spark["host"]).scheme == "spark"
     master = SERVICES[urlsplit(spark["host"]).hostname]["command"]

@@ -105,7 +105,8 @@ class ProbeWindowOperator(RolloutStepOperator):
 
 class AnalysisRequestOperator(RolloutStepOperator):
     """The Spark job's arguments for the last probe window ({observations, from_ms, to_ms, run_id, out, config});
-    skipped when the window already stopped early with a fail-fast verdict (nothing left to analyse)."""
+    skipped when the window already stopped early with a fail-fast verdict (nothing left to analyse), and with
+    engine: inline (the judge task analyses in-process; the Spark task, skipped, never resolves its jars)."""
 
     def run_step(self, rollout: RolloutRun, context: Context) -> dict:
         from airflow.sdk.exceptions import AirflowSkipException
@@ -115,6 +116,8 @@ class AnalysisRequestOperator(RolloutStepOperator):
         window = rollout.state.data.get("window") or {}
         if window.get("stopped_early"):
             raise AirflowSkipException(f"the window stopped early: {window['stopped_early'].get('reason')}")
+        if rollout.spec.engine == "inline":
+            raise AirflowSkipException("engine: inline; the judge task analyses the window in-process")
         return analysis_request(rollout)
 
 

@@ -89,12 +89,13 @@ def test_the_spark_arguments_of_a_secured_run_hold_no_credentials(secured_connec
     names the window's observations file, not the cluster, so Spark needs no credentials."""
     run_dir = secured_connection / "manual__2027-01-01T00_00_00_00_00"
     operator = AnalysisRequestOperator(task_id="analysis_request", kafka_canary_conn_id="secured")
-    rollout = operator.rollout({"run_id": RUN_ID, "params": PARAMS})
+    params = PARAMS | {"engine": "spark"}  # with engine: inline there are no Spark arguments (the task skips)
+    rollout = operator.rollout({"run_id": RUN_ID, "params": params})
     observations = run_dir / "observations-window-1.jsonl"
     rollout.state.update(window={"attempt": 1, "probe_run_id": "p", "start_ms": 1, "end_ms": 2,
                                  "observations": str(observations), "stopped_early": None, "interim": []})
 
-    request = operator.execute({"run_id": RUN_ID, "params": PARAMS})
+    request = operator.execute({"run_id": RUN_ID, "params": params})
     assert request["observations"] == str(observations)
     assert SECRET not in json.dumps(request)
     assert SECRET.encode() not in (run_dir / "analysis-1" / "judge.yaml").read_bytes()
