@@ -95,6 +95,10 @@ class AirflowClient:
                 return None
             raise
 
+    def dag(self, dag_id: str) -> dict:
+        """The DAG's details ({} when Airflow has no such DAG)."""
+        return self._call("GET", f"/api/v2/dags/{dag_id}")
+
     def trigger(self, dag_id: str, run_id: str, conf: dict) -> dict:
         return self._call("POST", f"/api/v2/dags/{dag_id}/dagRuns",
                           json={"dag_run_id": run_id, "logical_date": None, "conf": conf})
@@ -150,6 +154,13 @@ def release(client: AirflowClient, conf: dict, *, dag_id: str = DAG_ID, run_id: 
                            f"of type kafka_canary, or pass the right --cluster (a connection kept only in the "
                            f"workers' environment or a secrets backend is invisible to the API: add "
                            f"--skip-cluster-check); nothing was triggered")
+    dag = client.dag(dag_id)
+    if not dag:
+        raise ReleaseError(f"Airflow has no DAG {dag_id}; is the kafka-canary dags folder deployed?")
+    if dag.get("is_paused"):
+        # a run of a paused DAG waits in the queue without a word: say so before anything is triggered
+        raise ReleaseError(f"the DAG {dag_id} is paused in Airflow (new DAGs may start paused): unpause it (the "
+                           f"toggle in the UI, or `airflow dags unpause {dag_id}`); nothing was triggered")
     started = client.trigger(dag_id, run_id, conf)
     if not started:
         raise ReleaseError(f"Airflow has no DAG {dag_id}; is the kafka-canary dags folder deployed?")

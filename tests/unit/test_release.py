@@ -16,8 +16,9 @@ class FakeAirflow:
     """Serves /auth/token and the dagRuns endpoints; `script` is the list of task-state snapshots to walk."""
 
     def __init__(self, script: list[dict], verify: dict | None, final: str = "success", password: str = "s3cret",
-                 busy: int = 0):
+                 busy: int = 0, paused: bool = False):
         self.script, self.verify, self.final, self.password = script, verify, final, password
+        self.paused = paused
         self.busy = busy  # this many task-state polls answer 503 first
         self.calls: list[tuple[str, str, dict | None, str | None]] = []
         self.step = 0
@@ -71,6 +72,8 @@ class FakeAirflow:
                     return self._send(200, {"task_instances": [{"task_id": t, "state": s} for t, s in states.items()]})
                 if "/xcomEntries/return_value" in self.path and "/verify/" in self.path:
                     return self._send(200, {"value": fake.verify}) if fake.verify else self._send(404, {})
+                if self.path == "/api/v2/dags/kafka_broker_canary":
+                    return self._send(200, {"dag_id": "kafka_broker_canary", "is_paused": fake.paused})
                 if self.path.startswith("/api/v2/dags/kafka_broker_canary/dagRuns/unknown"):
                     return self._send(404, {})
                 if self.path.startswith("/api/v2/dags/kafka_broker_canary/dagRuns/"):
@@ -162,6 +165,13 @@ def test_unknown_cluster_is_refused_before_anything_is_triggered(airflow):
     client = AirflowClient(fake.url, username="ci", password="s3cret", timeout=5)
     with pytest.raises(ReleaseError, match="no connection 'nope'.*nothing was triggered"):
         release(client, {"cluster_conn_id": "nope"}, run_id="r1", out=io.StringIO())
+    assert not any(c[0] == "POST" and "dagRuns" in c[1] for c in fake.calls)
+
+
+def test_a_paused_dag_is_named_before_anything_is_triggered(airflow):
+    fake = airflow(STEPS, None, paused=True)
+    with pytest.raises(ReleaseError, match="kafka_broker_canary is paused.*dags unpause.*nothing was triggered"):
+        run(fake)
     assert not any(c[0] == "POST" and "dagRuns" in c[1] for c in fake.calls)
 
 
