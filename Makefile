@@ -59,7 +59,7 @@ $(COMPOSE):
 	  { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q docker-compose; }
 
 test-compose: setup $(DOCKERD) $(COMPOSE)
-	$(BIN)/pytest -m compose tests/compose_stack
+	$(BIN)/pytest -s -m compose tests/compose_stack
 
 faults: setup
 	$(BIN)/pytest -m slow tests/reliability

@@ -66,11 +66,13 @@ def _release(s: Stack, config: dict[str, str]) -> tuple[int, str]:
     params = demo_params(engine="inline") | {"config_overrides": config}
     del params["cluster_conn_id"]  # the connection the compose file defines: --cluster
     environment = s.environment | {"AIRFLOW_USERNAME": "admin", "AIRFLOW_PASSWORD": "admin"}
+    started = time.monotonic()
     done = subprocess.run([str(Path(sys.executable).parent / "kafka-canary"), "release", "--cluster",
                            "kafka_canary_default", "--skip-cluster-check",
                            *(arg for k, v in params.items() for arg in ("--param", f"{k}={json.dumps(v)}")),
                            "--airflow-url", f"http://{LOCAL}:{s.ports.api}", "--wait", "--poll", "3",
                            "--timeout", "15m"], env=environment, capture_output=True, text=True, timeout=1200)
+    print(f"release {config}: exit {done.returncode} after {time.monotonic() - started:.0f} s", flush=True)
     return done.returncode, done.stdout + done.stderr
 
 
