@@ -82,6 +82,15 @@ def _newest_run(s: Stack) -> dict:
     return json.loads(s.compose("exec", "-T", "airflow-scheduler", "python", "-c", script).stdout)
 
 
+def _lost(run: dict) -> list[int]:
+    """Every count of acknowledged probe messages lost the run recorded: the window's per lane and each roll's."""
+    window = [lane["lost"] for lane in (run["verdict"].get("probe") or {}).values()]
+    rolls = [step["result"]["probe"]["lost"] for step in run["steps"].values()
+             if isinstance(step.get("result"), dict) and isinstance(step["result"].get("probe"), dict)
+             and "lost" in step["result"]["probe"]]
+    return window + rolls
+
+
 def _brokers(s: Stack, client) -> dict[int, dict[str, str]]:
     """Broker id -> the config its container's environment gives it."""
     containers = s.containers(client)
@@ -104,6 +113,7 @@ def test_the_compose_stack_rolls_its_own_brokers(stack, docker_client):
     assert run["spec"]["cluster"]["deployer"] == "docker"
     steps = run["steps"]
     assert [steps[s]["result"]["probe"]["lost"] for s in ("deploy-canary", "promote")] == [0, 0]
+    assert set(_lost(run)) == {0}, _lost(run)
     assert all(config.items() >= GOOD_CONFIG.items() for config in _brokers(stack, docker_client).values())
 
     # A bad change (the probe's messages no longer fit): rolled back on the canary, verified, the rest untouched.
@@ -114,4 +124,5 @@ def test_the_compose_stack_rolls_its_own_brokers(stack, docker_client):
     assert run["verdict"]["verdict"] == "ROLLBACK", run["verdict"]
     assert run["status"] == "verified rolled_back", run["status"]
     assert "promote" not in run["steps"]
+    assert _lost(run) and set(_lost(run)) == {0}, _lost(run)
     assert _brokers(stack, docker_client) == promoted
