@@ -19,8 +19,7 @@ from canary.containers import engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from compose_stack import stack_images  # noqa: E402
-from compose_stack.stack import Stack  # noqa: E402
-from compose_stack.test_compose_stack import LONG_RUNNING  # noqa: E402
+from compose_stack.stack import LONG_RUNNING, Stack  # noqa: E402
 
 
 def main() -> int:
@@ -34,7 +33,7 @@ def main() -> int:
     ups, healthy, downs = [], [], []
     with tempfile.TemporaryDirectory(prefix="compose-bench-") as tmp:
         for i in range(args.repeat):
-            stack = Stack.write(Path(tmp), built.environment(), client)
+            stack = Stack.write(Path(tmp), built.environment())
             stack.down()
             t0 = time.monotonic()
             try:

@@ -154,16 +154,16 @@ def release(client: AirflowClient, conf: dict, *, dag_id: str = DAG_ID, run_id: 
                            f"of type kafka_canary, or pass the right --cluster (a connection kept only in the "
                            f"workers' environment or a secrets backend is invisible to the API: add "
                            f"--skip-cluster-check); nothing was triggered")
+    missing = f"Airflow has no DAG {dag_id}; is the kafka-canary dags folder deployed?"
     dag = client.dag(dag_id)
     if not dag:
-        raise ReleaseError(f"Airflow has no DAG {dag_id}; is the kafka-canary dags folder deployed?")
+        raise ReleaseError(missing)
     if dag.get("is_paused"):
         # a run of a paused DAG waits in the queue without a word: say so before anything is triggered
         raise ReleaseError(f"the DAG {dag_id} is paused in Airflow (new DAGs may start paused): unpause it (the "
                            f"toggle in the UI, or `airflow dags unpause {dag_id}`); nothing was triggered")
-    started = client.trigger(dag_id, run_id, conf)
-    if not started:
-        raise ReleaseError(f"Airflow has no DAG {dag_id}; is the kafka-canary dags folder deployed?")
+    if not client.trigger(dag_id, run_id, conf):  # removed in between
+        raise ReleaseError(missing)
     print(f"triggered {dag_id} run {run_id}", file=out, flush=True)
     if not wait:
         return 0

@@ -23,6 +23,9 @@ from canary.containers import images
 REPO = Path(__file__).resolve().parents[2]
 BROKERS = (1, 2, 3)
 AIRFLOW = ("airflow-init", "airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer")
+# Every service but the one-shot airflow-init: each has a health check.
+LONG_RUNNING = {*AIRFLOW[1:], "postgres", "controller", *(f"broker-{b}" for b in BROKERS), "spark-master",
+                "spark-worker", "kafka-canary-probe", "prometheus"}
 LOCAL = "127.0.0.1"
 
 
@@ -169,7 +172,7 @@ class Stack:
     command: list[str] = field(default_factory=compose_command)
 
     @classmethod
-    def write(cls, workdir: Path, image_environment: dict[str, str], client: docker.DockerClient) -> Stack:
+    def write(cls, workdir: Path, image_environment: dict[str, str]) -> Stack:
         ports = Ports.free()
         socket = "/var/run/docker.sock"
         (workdir / "prometheus.yml").write_text(prometheus_config(ports))

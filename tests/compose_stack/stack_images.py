@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,10 +50,12 @@ class StackImages:
 
 
 def _digest(*parts: Path | str) -> str:
+    """What an image is built from, as a tag: files (bytecode caches left out, as from the contexts) and words."""
     h = hashlib.sha256()
     for part in parts:
         if isinstance(part, Path):
-            for f in sorted(p for p in ([part] if part.is_file() else part.rglob("*")) if p.is_file()):
+            for f in sorted(p for p in ([part] if part.is_file() else part.rglob("*"))
+                            if p.is_file() and "__pycache__" not in p.parts):
                 h.update(str(f.relative_to(REPO)).encode())
                 h.update(f.read_bytes())
         else:
@@ -60,25 +63,31 @@ def _digest(*parts: Path | str) -> str:
     return h.hexdigest()[:12]
 
 
-def _present(client: docker.DockerClient, tag: str) -> bool:
+def _build(client: docker.DockerClient, tag: str, fill: Callable[[Path], None], args: dict[str, str],
+           dockerfile: str | None = None) -> str:
+    """Builds `tag` from a context `fill` writes, unless the engine already has it."""
     try:
         client.images.get(tag)
-        return True
-    except ImageNotFound:
-        return False
-
-
-def _build(client: docker.DockerClient, tag: str, context: Path, args: dict[str, str],
-           extra: dict[str, Path] | None = None) -> str:
-    """Builds images/<name> (plus `extra` copied into the context) into `tag` unless the engine has it."""
-    if _present(client, tag):
         return tag
+    except ImageNotFound:
+        pass
     with tempfile.TemporaryDirectory(prefix="stack-image-") as tmp:
-        shutil.copytree(context, tmp, dirs_exist_ok=True)
-        for name, source in (extra or {}).items():
-            shutil.copytree(source, Path(tmp) / name, symlinks=True)
-        images.build_context(client, Path(tmp), tag, args)
+        fill(Path(tmp))
+        images.build_context(client, Path(tmp), tag, args, dockerfile)
     return tag
+
+
+def _copy(sources: dict[str, Path]) -> Callable[[Path], None]:
+    """A context of `sources` (context path -> file or folder)."""
+    def fill(context: Path) -> None:
+        for name, source in sources.items():
+            if source.is_dir():
+                shutil.copytree(source, context / name, symlinks=True, dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                (context / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(source, context / name)
+    return fill
 
 
 def wheelhouse(target: Path) -> Path:
@@ -98,34 +107,27 @@ def build(client: docker.DockerClient, cache: Path) -> StackImages:
     lock = REPO / "requirements.lock"
     airflow_version = next(line.split("==")[1] for line in lock.read_text().splitlines()
                            if line.startswith("apache-airflow=="))
-    postgres = _build(client, f"kafka-canary/postgres:{_digest(HERE / 'postgres')}", HERE / "postgres", {"BASE": base})
-    prometheus = _build(client, f"kafka-canary/prometheus:{_digest(HERE / 'prometheus')}", HERE / "prometheus",
-                        {"BASE": base})
+    postgres = _build(client, f"kafka-canary/postgres:{_digest(HERE / 'postgres')}",
+                      _copy({".": HERE / "postgres"}), {"BASE": base})
+    prometheus = _build(client, f"kafka-canary/prometheus:{_digest(HERE / 'prometheus')}",
+                        _copy({".": HERE / "prometheus"}), {"BASE": base})
     import pyspark
 
-    spark_home = Path(pyspark.__file__).parent
-    spark = _build(client, f"kafka-canary/spark:{pyspark.__version__}-{_digest(HERE / 'spark')}", HERE / "spark",
-                   {"BASE": images.ensure_jre(client)}, {"spark": spark_home})
+    spark = _build(client, f"kafka-canary/spark:{pyspark.__version__}-{_digest(HERE / 'spark')}",
+                   _copy({".": HERE / "spark", "spark": Path(pyspark.__file__).parent}),
+                   {"BASE": images.ensure_jre(client)})
+
+    def airflow_context(context: Path) -> None:  # the wheelhouse only when the image is built
+        wheels = wheelhouse(cache / f"wheelhouse-{_digest(lock, *POSTGRES_DRIVERS)}")
+        _copy({".": HERE / "airflow", "wheels": wheels})(context)
+
     airflow_tag = f"kafka-canary/airflow:{airflow_version}-{_digest(HERE / 'airflow', lock, *POSTGRES_DRIVERS)}"
-    if not _present(client, airflow_tag):
-        airflow = _build(client, airflow_tag, HERE / "airflow", {"BASE": base, "AIRFLOW_VERSION": airflow_version},
-                         {"wheels": wheelhouse(cache / f"wheelhouse-{_digest(lock, *POSTGRES_DRIVERS)}")})
-    else:
-        airflow = airflow_tag
-    stack = f"kafka-canary/stack:{_digest(*(REPO / name for name in STACK_SOURCES), airflow)}"
-    if not _present(client, stack):
-        # deploy/Dockerfile as users build it, on the Airflow stand-in, from a context of what it copies (docker-py
-        # reads no Dockerfile.dockerignore); the sources are mounted over the copy anyway
-        with tempfile.TemporaryDirectory(prefix="stack-image-") as tmp:
-            context = Path(tmp)
-            for name in STACK_SOURCES:
-                source = REPO / name
-                if source.is_dir():
-                    shutil.copytree(source, context / name, ignore=shutil.ignore_patterns("__pycache__"))
-                else:
-                    (context / name).parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copy(source, context / name)
-            images.build_context(client, context, stack, {"AIRFLOW_IMAGE": airflow}, dockerfile="deploy/Dockerfile")
+    airflow = _build(client, airflow_tag, airflow_context, {"BASE": base, "AIRFLOW_VERSION": airflow_version})
+    # deploy/Dockerfile as users build it, on the Airflow stand-in, from a context of what it copies (docker-py reads
+    # no Dockerfile.dockerignore); the sources are mounted over the copy anyway
+    stack = _build(client, f"kafka-canary/stack:{_digest(*(REPO / name for name in STACK_SOURCES), airflow)}",
+                   _copy({name: REPO / name for name in STACK_SOURCES}), {"AIRFLOW_IMAGE": airflow},
+                   dockerfile="deploy/Dockerfile")
     kafka = images.ensure(client, KAFKA_VERSION, images.LOCAL)
     assert kafka == images.LOCAL.format(version=KAFKA_VERSION)
     return StackImages(postgres, airflow, stack, spark, prometheus, images.LOCAL)

@@ -18,13 +18,10 @@ import requests
 from canary.containers import env
 from canary.demo import BAD_CONFIG, GOOD_CONFIG, demo_params
 from compose_stack import stack_images
-from compose_stack.stack import LOCAL, Stack
+from compose_stack.stack import LOCAL, LONG_RUNNING, Stack
 
 pytestmark = pytest.mark.compose
 
-LONG_RUNNING = {"postgres", "airflow-api-server", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
-                "controller", "broker-1", "broker-2", "broker-3", "spark-master", "spark-worker", "kafka-canary-probe",
-                "prometheus"}
 DAG = "kafka_broker_canary"
 RUNS = "/opt/airflow/kafka-canary/runs"
 
@@ -32,7 +29,7 @@ RUNS = "/opt/airflow/kafka-canary/runs"
 @pytest.fixture(scope="module")
 def stack(docker_client, tmp_path_factory):
     built = stack_images.build(docker_client, Path.home() / ".cache" / "kafka-canary")
-    s = Stack.write(tmp_path_factory.mktemp("compose"), built.environment(), docker_client)
+    s = Stack.write(tmp_path_factory.mktemp("compose"), built.environment())
     s.down()  # what an earlier, killed run may have left
     started = time.monotonic()
     try:

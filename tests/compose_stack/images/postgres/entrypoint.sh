@@ -17,6 +17,6 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
 fi
 if [ "${1:-}" = postgres ]; then
   shift
-  exec postgres -c listen_addresses="${POSTGRES_LISTEN_ADDRESSES:-*}" "$@"
+  exec postgres -c listen_addresses='*' "$@"  # a later -c listen_addresses (the command's) wins
 fi
 exec "$@"
