@@ -46,13 +46,33 @@ def _api(stack: AirflowStack, method: str, path: str, headers: dict | None = Non
                             headers={"Authorization": f"Bearer {stack.token()}", **(headers or {})}, **kwargs)
 
 
+def _answer(stack: AirflowStack, run_id: str, option: str) -> None:
+    """Answers the rollout's question as a person in the UI would: should Airflow lose the answer to its race (the
+    task then fails and its retry asks again), the person sees the question again and answers it again."""
+    task = f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/ask_a_person"
+    answered = set()
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        ti = _api(stack, "GET", task).json()
+        if ti["state"] == "awaiting_input" and ti["try_number"] not in answered:
+            answer = _api(stack, "PATCH", f"{task}/-1/hitlDetails", json={"chosen_options": [option]})
+            assert answer.status_code == 200, answer.text
+            answered.add(ti["try_number"])
+        elif ti["state"] in ("success", "failed", "skipped"):
+            assert answered, f"ask_a_person ended {ti['state']} before it was answered"
+            return
+        time.sleep(2)
+    raise AssertionError(f"ask_a_person did not finish within 300 s of the answers to tries {sorted(answered)}")
+
+
 def _cluster_state(cluster) -> dict:
     cluster.reload()
     return {n.node_id: (n.version, dict(n.config), n.rack) for n in cluster.state.nodes}
 
 
 def _diagnosis(stack: AirflowStack, run_id: str, runs: Path) -> str:
-    """What a failed run left: each step's status and error from run.json, and the promote task's last log lines."""
+    """What a failed run left: each step's status and error from run.json, and the last log lines of the person's
+    and the promote task."""
     lines = []
     state = runs / run_id / "run.json"
     if state.exists():
@@ -60,11 +80,12 @@ def _diagnosis(stack: AirflowStack, run_id: str, runs: Path) -> str:
         lines += [f"run status {data.get('status')}"] + [
             f"{name}: {step.get('status')} x{step.get('attempts')} {str(step.get('error'))[:500]}"
             for name, step in data.get("steps", {}).items()]
-    for attempt in (1, 2, 3):
-        log = _api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/promote/logs/{attempt}",
-                   params={"full_content": "true"}, headers={"Accept": "text/plain"})
-        if log.status_code == 200:
-            lines += [f"--- promote try {attempt}", log.text[-3000:]]
+    for task_id in ("ask_a_person", "promote"):
+        for attempt in (1, 2, 3):
+            log = _api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{attempt}",
+                       params={"full_content": "true"}, headers={"Accept": "text/plain"})
+            if log.status_code == 200:
+                lines += [f"--- {task_id} try {attempt}", log.text[-3000:]]
     return "\n".join(lines)
 
 
@@ -120,9 +141,7 @@ def test_release_hook_person_in_the_loop_and_report_page_on_a_live_airflow(clust
         # seconds later, as a person would: an answer within a second of the task parking races the scheduler's
         # bookkeeping in Airflow 3.3 (the DAG retries the question if it loses).
         time.sleep(5)
-        answer = _api(stack, "PATCH", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/ask_a_person/-1/"
-                                      "hitlDetails", json={"chosen_options": ["Promote"]})
-        assert answer.status_code == 200, answer.text
+        _answer(stack, run_id, "Promote")
         followed = _release(stack, "--follow", run_id, "--poll", "2")
         assert followed.returncode == 0, followed.stdout[-2000:] + _diagnosis(stack, run_id, tmp_path / "rollouts")
         chosen = _api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/ask_a_person/xcomEntries/"

@@ -14,7 +14,7 @@ import os
 import socket
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from canary.errors import CanaryError, ClusterError
 from canary.kafka.admin import ROLLOUT_LOCK_TOPIC, TopicAdmin
@@ -103,13 +103,23 @@ class ClusterLock:
         return holder
 
     def _delete(self) -> None:
-        admin = admin_client(self.bootstrap_servers, self.client)
-        for topic, future in admin.delete_topics([LOCK_TOPIC], operation_timeout=self.timeout).items():
+        # A broker killed moments ago still counts as alive in the metadata for its session timeout, and the
+        # client may pick it as the controller to ask: that times out. A rollout releases its lock exactly when a
+        # broker may be down, so a timed-out delete is asked again (a fresh client, fresh metadata) until the deadline.
+        deadline = time.monotonic() + self.timeout
+        while True:
+            admin = admin_client(self.bootstrap_servers, self.client)
             try:
-                future.result(timeout=self.timeout)
+                for future in admin.delete_topics([LOCK_TOPIC], operation_timeout=self.timeout).values():
+                    future.result(timeout=self.timeout)
+                break
             except KafkaException as exc:
-                if exc.args[0].name() != "UNKNOWN_TOPIC_OR_PART":
-                    raise ClusterError(f"deleting the rollout lock {topic} failed: {exc.args[0].str()}") from exc
+                error = exc.args[0]
+                if error.name() == "UNKNOWN_TOPIC_OR_PART":
+                    break
+                if error.code() != KafkaError._TIMED_OUT or time.monotonic() >= deadline:
+                    raise ClusterError(f"deleting the rollout lock {LOCK_TOPIC} failed: {error.str()}") from exc
+                time.sleep(1.0)
         # Topic deletion finishes asynchronously; wait so the next rollout can take the lock at once.
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline and LOCK_TOPIC in admin.list_topics(timeout=self.timeout).topics:
