@@ -210,8 +210,9 @@ def run_demo(brokers: int = 4, version: str = BASELINE_VERSION, directory: Path 
         print(f"VERDICT: {verdict.get('verdict', 'none')} ({verdict.get('engine')}) — {verdict.get('reason')}")
         print(f"status:  {outcome['status']}")
         print(f"report:  {Path(outcome['run_dir']) / 'report.html'}")
-        if verdict.get("analysis") and (Path(verdict["analysis"]) / "report.html").exists():
-            print(f"analysis report: {Path(verdict['analysis']) / 'report.html'}")
+        analysis = Path(outcome["run_dir"]) / verdict["analysis"] if verdict.get("analysis") else None
+        if analysis and (analysis / "report.html").exists():
+            print(f"analysis report: {analysis / 'report.html'}")
         return 0 if code == 0 and outcome["status"].startswith("verified") else 1
     finally:
         teardown = time.monotonic()

@@ -69,7 +69,9 @@ class ObjectStore(Store):
             raise
         except FileExistsError as exc:  # If-None-Match lost: someone created it first
             raise Conflict(f"{self.url}/{key} was created meanwhile") from exc
-        return out["ETag"] if isinstance(out, dict) and "ETag" in out else '"%s"' % hashlib.md5(data).hexdigest()
+        if isinstance(out, dict) and "ETag" in out:
+            return out["ETag"]
+        return f'"{hashlib.md5(data).hexdigest()}"'  # a single-part object's ETag is its MD5
 
     def append(self, key: str, line: bytes) -> None:
         name = f"{time.time_ns():020d}-{uuid.uuid4().hex}"
@@ -185,7 +187,7 @@ def _stamp(path: Path) -> tuple[int, int]:
 
 def _mtime(info: dict) -> float:
     modified = info.get("LastModified")
-    return modified.timestamp() if hasattr(modified, "timestamp") else 0.0
+    return modified.timestamp() if modified is not None and hasattr(modified, "timestamp") else 0.0
 
 
 def _code(exc: BaseException | None) -> str | None:

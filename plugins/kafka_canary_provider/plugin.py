@@ -1,5 +1,5 @@
-"""The kafka-canary Airflow plugin: the run reports (run_dir/report.html and the Spark analysis report with its
-plots) served by a FastAPI app under /kafka-canary, behind Airflow's own authentication, a "Canary rollouts"
+"""The kafka-canary Airflow plugin: the run reports (report.html in the run storage and the Spark analysis report
+with its plots) served by a FastAPI app under /kafka-canary, behind Airflow's own authentication, a "Canary rollouts"
 entry in the UI's navigation, and the report link of every rollout task."""
 
 from __future__ import annotations
@@ -10,10 +10,12 @@ from pathlib import Path
 
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 
+from canary.storage import Store, StoreError, open_store
+from canary.storage.store import valid_key
 from kafka_canary_provider.links import URL_PREFIX, RolloutReportLink
-from kafka_canary_provider.runs import runs_root
+from kafka_canary_provider.runs import runs_url
 
 # Only what the reports are made of is served; run.json and the observations stay private.
 SERVED = {".html": "text/html", ".png": "image/png", ".svg": "image/svg+xml", ".json": "application/json"}
@@ -27,27 +29,27 @@ def _authenticated():
     return requires_authenticated()
 
 
-def resolve(root: Path, run_id: str, page: str) -> Path:
-    """The file `page` of run `run_id` under `root`; HTTPException 404 for anything outside the run directory,
-    a file type that is not part of a report, or a missing file."""
-    run = (root / run_id).resolve()
-    target = (run / page).resolve()
-    if root.resolve() not in run.parents or run not in target.parents:
+def page_key(run_id: str, page: str) -> str:
+    """The storage key of `page` of run `run_id`; HTTPException 404 for anything outside the run, or a file type
+    that is not part of a report."""
+    try:
+        key = valid_key(f"{run_id}/{page}")
+    except StoreError:
+        raise HTTPException(status_code=404, detail="no such report") from None
+    name = key.rsplit("/", 1)[-1]
+    if "/" not in key or Path(name).suffix not in SERVED or name in PRIVATE or name.startswith("."):
         raise HTTPException(status_code=404, detail="no such report")
-    if target.suffix not in SERVED or target.name in PRIVATE or not target.is_file():
-        raise HTTPException(status_code=404, detail="no such report")
-    return target
+    return key
 
 
-def _index(root: Path) -> str:
+def _index(store: Store) -> str:
     rows = []
-    runs = sorted((p for p in root.glob("*/run.json")), key=lambda p: p.stat().st_mtime, reverse=True)
-    for path in runs[:200]:
+    for run, _ in sorted(store.runs(), key=lambda found: found[1], reverse=True)[:200]:
         try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
+            data = json.loads(store.child(run).read("run.json") or b"{}")
+        except (OSError, ValueError, StoreError):
             continue
-        run_id = html.escape(data.get("run_id", path.parent.name))
+        run_id = html.escape(data.get("run_id", run))
         verdict = html.escape(str((data.get("verdict") or {}).get("verdict") or "—"))
         rows.append(f'<tr><td><a href="{URL_PREFIX}/runs/{run_id}/report.html">{run_id}</a></td>'
                     f'<td>{verdict}</td><td>{html.escape(str(data.get("status")))}</td></tr>')
@@ -58,16 +60,21 @@ def _index(root: Path) -> str:
 
 
 def create_app() -> FastAPI:
+    """The report pages, read from the run storage (a directory, or the object store every worker writes to: the
+    API server needs no disk shared with the workers)."""
     app = FastAPI(title="kafka-canary rollout reports", dependencies=[Depends(_authenticated())])
 
     @app.get("/", response_class=HTMLResponse)
     def index() -> str:
-        return _index(runs_root())
+        return _index(open_store(runs_url()))
 
     @app.get("/runs/{run_id}/{page:path}")
-    def report(run_id: str, page: str) -> FileResponse:
-        target = resolve(runs_root(), run_id, page)
-        return FileResponse(target, media_type=SERVED[target.suffix])
+    def report(run_id: str, page: str) -> Response:
+        key = page_key(run_id, page)
+        data = open_store(runs_url()).read(key)
+        if data is None:
+            raise HTTPException(status_code=404, detail="no such report")
+        return Response(content=data, media_type=SERVED[Path(key).suffix])
 
     return app
 

@@ -1,17 +1,18 @@
 """Where a DAG run's rollout lives, and the rollout spec a DAG run asks for.
 
 An Airflow run id (`manual__2026-11-21T07:52:55+00:00`) becomes the rollout's run id by replacing every
-character the spec does not allow with `_`, so each task of one DAG run opens the same run directory,
-`$KAFKA_CANARY_RUNS/<run id>`, and a retried task finds the state its earlier try left.
+character the spec does not allow with `_`, so each task of one DAG run opens the same run,
+`$KAFKA_CANARY_RUNS/<run id>` (a directory or an object store's prefix), and a retried task finds the state its
+earlier try left.
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from canary.forms import BROKER_FORM, CLIENT_FORM
-from canary.rollout.core.run import runs_root
+from canary.rollout.core.run import run_store, runs_url
+from canary.storage import Store
 
 _NOT_ALLOWED = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -24,8 +25,12 @@ def rollout_run_id(airflow_run_id: str) -> str:
     return cleaned[:100]
 
 
-def run_dir(run_id: str) -> Path:
-    return runs_root() / run_id
+def run_dir(run_id: str) -> Store:
+    """The run's storage under $KAFKA_CANARY_RUNS (a directory, or an object store every worker reaches)."""
+    return run_store(None, run_id)
+
+
+__all__ = ["client_spec_from_params", "rollout_run_id", "run_dir", "runs_url", "spec_from_params"]
 
 
 def spec_from_params(params: dict, cluster: dict, run_id: str) -> dict:

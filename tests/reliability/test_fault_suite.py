@@ -171,7 +171,8 @@ class Offline:
         self.run_id = self.spec.effective_run_id
         self.run_dir = tmp_path / "run"
         self.state = RunState.open(self.run_dir, self.run_id, self.spec.to_dict())
-        self.audit = AuditLog(self.run_dir / "audit.jsonl", self.run_id)
+        self.store = self.state.store
+        self.audit = AuditLog(self.store, self.run_id)
         self.bootstrap_servers = "127.0.0.1:9"
         self.secret_values: list[str] = []
         self.step = "-"

@@ -3,8 +3,6 @@ judge in-process); a failed analysis is INCONCLUSIVE, never PROMOTE."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from canary.judge import INCONCLUSIVE, PROMOTE
 from canary.rollout import judging
 from canary.rollout.broker.probes import before_observations
@@ -19,7 +17,7 @@ def analysis_request(run: Rollout) -> dict:
     window = run.state.data.get("window")
     if not window:
         raise RolloutError("no probe window has run yet; run the probe-window step first")
-    return judging.analysis_request(run, observations=Path(window["observations"]), from_ms=window["start_ms"],
+    return judging.analysis_request(run, observations=run.local(window["observations"]), from_ms=window["start_ms"],
                                     to_ms=window["end_ms"] + 1, source_run_id=window["probe_run_id"],
                                     out=run.run_dir / f"analysis-{window['attempt']}",
                                     config=judge_settings(run.spec.judge_config), before=before_observations(run))
@@ -33,7 +31,8 @@ def judge_window(run: Rollout) -> dict:
     if window.get("stopped_early"):
         return run.state.data["verdict"]
     request = analysis_request(run)
-    verdict = judging.final_verdict(run, request, Path(window["observations"]), judge_settings(run.spec.judge_config))
+    observations = run.local(window["observations"])
+    verdict = judging.final_verdict(run, request, observations, judge_settings(run.spec.judge_config))
     if verdict["verdict"] == PROMOTE and window.get("disturbed"):
         # A broker that failed in the window hurt both lanes (every acks=all write waits for its replicas) and may
         # have failed because of the canary; lanes that look alike then prove nothing. A person decides.
@@ -41,5 +40,5 @@ def judge_window(run: Rollout) -> dict:
         verdict = verdict | {"verdict": INCONCLUSIVE, "reason": f"the cluster was disturbed during the window "
                                                                  f"({shown}), so it cannot promote; the analysis "
                                                                  f"said PROMOTE: {verdict['reason']}"}
-    return record_verdict(run, verdict | {"analysis": request["out"]}, probe_run_id=window["probe_run_id"],
-                          probe=window["probe"])
+    return record_verdict(run, verdict | {"analysis": run.relative(request["out"])},
+                          probe_run_id=window["probe_run_id"], probe=window["probe"])

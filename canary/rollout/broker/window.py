@@ -100,7 +100,7 @@ def probe_window(run: Rollout) -> dict:
         loaded = load.stop() if load is not None else None
         summary = probe.stop()
     window = {"attempt": attempt, "probe_run_id": cfg.run_id, "start_ms": start_ms, "end_ms": int(time.time() * 1000),
-              "observations": str(observations), "stopped_early": stopped_early, "interim": interim,
+              "observations": run.relative(observations), "stopped_early": stopped_early, "interim": interim,
               "disturbed": disturbed[:20],
               "probe": {lane: {k: t[k] for k in ("sent", "acked", "lost", "produce_errors")}
                         for lane, t in summary.lanes.items()},

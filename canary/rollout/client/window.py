@@ -71,4 +71,4 @@ def judge_window(run: ClientRollout) -> dict:
                                        to_ms=window["end_ms"], source_run_id=run.spec.service.observations_run_id,
                                        out=run.run_dir / f"analysis-{window['attempt']}", config=config)
     verdict = judging.final_verdict(run, request, observations, config)
-    return record_verdict(run, verdict | {"analysis": request["out"]}, observations=count)
+    return record_verdict(run, verdict | {"analysis": run.relative(request["out"])}, observations=count)

@@ -36,8 +36,8 @@ def write_report(state: RunState, audit: AuditLog) -> Path:
         "</tr>" for e in audit.entries())
     analysis = verdict.get("analysis")
     link = ""
-    if analysis and (Path(analysis) / "report.html").exists():
-        rel = Path(analysis).relative_to(state.run_dir) / "report.html"
+    if analysis and (state.run_dir / analysis / "report.html").exists():
+        rel = (state.run_dir / analysis / "report.html").relative_to(state.run_dir)
         link = f'<p><a href="{_e(str(rel))}">Analysis report: latency distributions, time series, metric table</a></p>'
     body = f"""<!doctype html><html><head><meta charset="utf-8"><title>Rollout {_e(data['run_id'])}</title>
 <style>{_STYLE}</style></head><body>
@@ -53,4 +53,5 @@ def write_report(state: RunState, audit: AuditLog) -> Path:
 </body></html>"""
     path = state.run_dir / "report.html"
     path.write_text(body)
+    state.store.push(state.run_dir)  # to the run storage, where the report pages read it
     return path

@@ -9,9 +9,10 @@ from typing import Any
 
 from canary.rollout.core.audit import AuditLog
 from canary.rollout.core.lock import ClusterLock
-from canary.rollout.core.run import RunState, default_run_dir
+from canary.rollout.core.run import RunState, run_store
 from canary.rollout.deployer import Deployer, Reporting
 from canary.rollout.guard import PartitionView
+from canary.storage import Store
 
 log = logging.getLogger("canary.rollout")
 
@@ -22,12 +23,14 @@ class RolloutRun:
 
     LOG_PREFIX = ""  # before the step's name in progress lines
 
-    def __init__(self, spec: Any, run_dir: str | Path | None = None):
+    def __init__(self, spec: Any, run_dir: str | Path | Store | None = None):
         self.spec = spec
         self.run_id: str = spec.effective_run_id
-        self.run_dir = Path(run_dir) if run_dir else default_run_dir(self.run_id)
-        self.state = RunState.open(self.run_dir, self.run_id, spec.to_dict(), spec.secret_values)
-        self.audit = AuditLog(self.run_dir / "audit.jsonl", self.run_id, spec.secret_values)
+        self.store = run_store(run_dir, self.run_id)
+        self.state = RunState.open(self.store, self.run_id, spec.to_dict(), spec.secret_values)
+        self.run_dir = self.state.run_dir
+        self.store.pull(self.run_dir)  # the files earlier tasks left (on another worker, when the store is shared)
+        self.audit = AuditLog(self.store, self.run_id, spec.secret_values)
         self.lock = ClusterLock(self.bootstrap_servers, spec.client)
         self.step = "-"
 
@@ -38,6 +41,16 @@ class RolloutRun:
     @property
     def secret_values(self) -> list[str]:
         return self.spec.secret_values
+
+    def relative(self, path: str | Path) -> str:
+        """A file of this run as run.json records it: relative to the run, so that a task on another machine finds
+        it in its own work directory (the store brings it there)."""
+        path = Path(path)
+        return path.relative_to(self.run_dir).as_posix() if path.is_relative_to(self.run_dir) else str(path)
+
+    def local(self, recorded: str) -> Path:
+        """The file run.json records, in this task's work directory (an absolute path stays as it is)."""
+        return self.run_dir / recorded
 
     def say(self, text: str, *args: Any) -> None:
         log.info(f"[{self.LOG_PREFIX}%s] " + text, self.step, *args)

@@ -1,12 +1,15 @@
-"""The run directory of one rollout: `run.json` (spec, the pre-rollout snapshot, canary brokers, step records,
-verdict), `audit.jsonl`, the probe observations, the analysis output and the report.
+"""The storage of one rollout: `run.json` (spec, the pre-rollout snapshot, canary brokers, step records, verdict),
+the audit log, the probe observations, the analysis output and the report, in the run storage (canary.storage: a
+directory on this disk, or an object store that every Airflow worker and the API server reach).
 
-`run.json` is rewritten atomically after every change, so a crashed or retried step finds the truth there:
-which snapshot to roll back to, which brokers are the canaries, which steps finished.
+`run.json` is written after every change, conditionally: should another task (a retried try on another worker)
+have written it since it was read, the two are merged — each keeps the steps and fields it changed — and written
+again, so no step's result is ever overwritten by a writer that never saw it.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import time
@@ -15,13 +18,15 @@ from pathlib import Path
 from canary.errors import CanaryError
 from canary.kafka.secrets import scrub_text
 from canary.rollout.core.status import Status
+from canary.storage import Conflict, Store, open_store
 
 SCHEMA = 1
 RUN_FILE = "run.json"
+MERGE_ATTEMPTS = 20
 
 
 class RunStateError(CanaryError):
-    """The run directory does not fit the rollout asked for."""
+    """The run storage does not fit the rollout asked for."""
 
 
 RUNS_ENV = "KAFKA_CANARY_RUNS"
@@ -30,44 +35,57 @@ RUNS_ENV = "KAFKA_CANARY_RUNS"
 DEFAULT_RUNS = "~/.local/state/kafka-canary/rollouts"
 
 
+def runs_url() -> str:
+    """$KAFKA_CANARY_RUNS (a path, file://… or s3://bucket/prefix), else ~/.local/state/kafka-canary/rollouts."""
+    return os.environ.get(RUNS_ENV) or DEFAULT_RUNS
+
+
 def runs_root() -> Path:
-    """$KAFKA_CANARY_RUNS, else ~/.local/state/kafka-canary/rollouts."""
-    return Path(os.environ.get(RUNS_ENV) or DEFAULT_RUNS).expanduser()
+    """The runs' directory when they are on this disk (the embedded default)."""
+    return Path(runs_url()).expanduser()
 
 
-def default_run_dir(run_id: str) -> Path:
-    return runs_root() / run_id
+def run_store(location: str | Path | Store | None, run_id: str) -> Store:
+    """The storage of run `run_id`: `location` (a run directory, a URL or a store) or its place under the runs'."""
+    if isinstance(location, Store):
+        return location
+    return open_store(location) if location else open_store(runs_url()).child(run_id)
 
 
 class RunState:
-    def __init__(self, run_dir: Path, data: dict, secrets: list[str] | tuple[str, ...] = ()):
-        self.run_dir = Path(run_dir)
+    def __init__(self, store: Store, data: dict, version: str | None, secrets: list[str] | tuple[str, ...] = ()):
+        self.store = store
+        self.run_dir = store.workdir()  # where this task writes its files; the store sends them on
         self.data = data
+        self.version = version
+        self._base = copy.deepcopy(data)  # as last read or written: what this task changed is what differs
         self.secrets = tuple(secrets)  # values cut out of run.json, should any text quote one
 
     @classmethod
-    def open(cls, run_dir: Path, run_id: str, spec: dict, secrets: list[str] | tuple[str, ...] = ()) -> RunState:
-        """The run in `run_dir`, created when new. Refuses a directory holding another run or another spec.
+    def open(cls, location: str | Path | Store, run_id: str, spec: dict,
+             secrets: list[str] | tuple[str, ...] = ()) -> RunState:
+        """The run at `location`, created when new. Refuses a place holding another run or another spec.
         `secrets`: values that must never be written (the client's passwords)."""
-        run_dir = Path(run_dir)
-        path = run_dir / RUN_FILE
+        store = run_store(location, run_id)
         spec = json.loads(json.dumps(spec, default=str))  # as stored: tuples become lists
-        if path.exists():
-            data = json.loads(path.read_text())
-            if data.get("schema") != SCHEMA:
-                raise RunStateError(f"{path} has schema {data.get('schema')}; this version reads {SCHEMA}")
+        found = store.read_versioned(RUN_FILE)
+        if found is not None:
+            data = _parse(store, found[0])
             if data["run_id"] != run_id:
-                raise RunStateError(f"{run_dir} holds rollout {data['run_id']}, not {run_id}; use another --run-dir")
+                raise RunStateError(f"{store.url} holds rollout {data['run_id']}, not {run_id}; use another --run-dir")
             if data["spec"] != spec:
-                raise RunStateError(f"{run_dir} holds rollout {run_id} with a different spec; a changed rollout "
+                raise RunStateError(f"{store.url} holds rollout {run_id} with a different spec; a changed rollout "
                                     f"needs a new run_id (or another --run-dir)")
-            return cls(run_dir, data, secrets)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        state = cls(run_dir, {"schema": SCHEMA, "run_id": run_id, "created_ms": int(time.time() * 1000),
-                              "spec": spec, "status": "new", "before": None, "canary_brokers": None,
-                              "steps": {}, "verdict": None}, secrets)
-        state.save()
+            return cls(store, data, found[1], secrets)
+        state = cls(store, {"schema": SCHEMA, "run_id": run_id, "created_ms": int(time.time() * 1000),
+                            "spec": spec, "status": "new", "before": None, "canary_brokers": None,
+                            "steps": {}, "verdict": None}, None, secrets)
+        try:
+            state.save(merge=False)
+        except Conflict:  # another task created it at the same moment: open what it wrote
+            return cls.open(store, run_id, spec, secrets)
         return state
+
 
     @property
     def run_id(self) -> str:
@@ -88,11 +106,25 @@ class RunState:
     def status(self) -> Status:
         return Status(self.data["status"])
 
-    def save(self) -> None:
-        path = self.run_dir / RUN_FILE
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(scrub_text(json.dumps(self.data, indent=2, default=str), self.secrets) + "\n")
-        os.replace(tmp, path)
+    def save(self, merge: bool = True) -> None:
+        for _ in range(MERGE_ATTEMPTS):
+            text = scrub_text(json.dumps(self.data, indent=2, default=str), self.secrets) + "\n"
+            try:
+                self.version = self.store.write_if(RUN_FILE, text.encode(), self.version)
+                self._base = copy.deepcopy(self.data)
+                return
+            except Conflict:
+                if not merge:
+                    raise
+                found = self.store.read_versioned(RUN_FILE)
+                if found is None:
+                    raise RunStateError(f"{self.store.url}/{RUN_FILE} vanished while rollout {self.run_id} "
+                                        f"ran") from None
+                theirs = _parse(self.store, found[0])
+                self.data, self.version = _merge(self._base, self.data, theirs), found[1]
+                self._base = theirs
+        raise RunStateError(f"{self.store.url}/{RUN_FILE} kept changing under rollout {self.run_id}: "
+                            f"{MERGE_ATTEMPTS} writes in a row lost; is another rollout writing to the same run?")
 
     def update(self, **fields) -> None:
         self.data.update(fields)
@@ -115,3 +147,31 @@ class RunState:
 
     def step_done(self, name: str) -> bool:
         return self.data["steps"].get(name, {}).get("status") == "done"
+
+
+def _parse(store: Store, raw: bytes) -> dict:
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise RunStateError(f"{store.url}/{RUN_FILE} is not JSON ({exc}); it was damaged outside kafka-canary") from exc
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        schema = data.get("schema") if isinstance(data, dict) else None
+        newer = isinstance(schema, int) and schema > SCHEMA
+        raise RunStateError(f"{store.url}/{RUN_FILE} has schema {schema}; this kafka-canary reads {SCHEMA}" + (
+            ": it was written by a newer kafka-canary, upgrade this one (every worker runs the same version)"
+            if newer else ""))
+    return data
+
+
+def _merge(base: dict, mine: dict, theirs: dict) -> dict:
+    """`theirs` with what this task changed since `base` laid over it: whole fields, and each step's record on its
+    own (two tasks finishing different steps both keep theirs; a retried step keeps the latest try's record)."""
+    merged = copy.deepcopy(theirs)
+    for key, value in mine.items():
+        if key == "steps":
+            for name, record in value.items():
+                if record != base.get("steps", {}).get(name):
+                    merged.setdefault("steps", {})[name] = copy.deepcopy(record)
+        elif value != base.get(key):
+            merged[key] = copy.deepcopy(value)
+    return merged

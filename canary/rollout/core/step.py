@@ -46,9 +46,12 @@ class Step:
             if rollout.secret_values:  # the result lands in XCom and on the CLI's output: never a password
                 result = json.loads(scrub_text(json.dumps(result, default=str), rollout.secret_values))
         except BaseException as exc:
+            rollout.store.push(rollout.run_dir)
             rollout.state.step_failed(self.name, describe(exc))
             rollout.audit.record(self.name, "step failed", attempt=attempt, error=describe(exc))
             raise
+        # The step's files first, then its record: a task that sees the step done finds what it wrote.
+        rollout.store.push(rollout.run_dir)
         rollout.state.step_finished(self.name, result)
         rollout.audit.record(self.name, "step finished", attempt=attempt, result=result)
         return result

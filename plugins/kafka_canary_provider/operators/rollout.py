@@ -200,7 +200,7 @@ class RolloutReportOperator(RolloutStepOperator):
         result = {"outcome": outcome, "status": status, "verdict": verdict.get("verdict"),
                   "reason": verdict.get("reason"), "run_dir": str(rollout.run_dir),
                   "report": str(rollout.run_dir / "report.html"),
-                  "analysis_report": f"{analysis}/report.html" if analysis else None,
+                  "analysis_report": str(rollout.local(analysis) / "report.html") if analysis else None,
                   "url": report_url(rollout.run_id)}
         self.log.info("rollout %s: %s (%s), verdict %s: %s; report %s", rollout.run_id, outcome, status,
                       result["verdict"], result["reason"], result["report"])

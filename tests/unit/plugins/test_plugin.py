@@ -1,4 +1,4 @@
-"""The plugin serves only report files of run directories, only to authenticated users; the report link and
+"""The plugin serves only report files of runs in the run storage, only to authenticated users; the report link and
 the run id mapping; the warm-up trigger's serialize() mirrors its constructor."""
 
 from __future__ import annotations
@@ -27,18 +27,18 @@ def runs(tmp_path, monkeypatch):
     return tmp_path / "runs"
 
 
-def test_resolve_serves_report_files(runs):
-    assert plugin.resolve(runs, "r1", "report.html") == (runs / "r1" / "report.html").resolve()
-    assert plugin.resolve(runs, "r1", "analysis-1/latency.png").name == "latency.png"
+def test_page_key_names_report_files(runs):
+    assert plugin.page_key("r1", "report.html") == "r1/report.html"
+    assert plugin.page_key("r1", "analysis-1/latency.png") == "r1/analysis-1/latency.png"
 
 
 @pytest.mark.parametrize(("run_id", "page"), [
     ("r1", "run.json"), ("r1", "observations-window-1.jsonl"), ("r1", "../../secret.html"),
-    ("..", "secret.html"), ("r1", "missing.html"), ("r2", "report.html"),
+    ("..", "secret.html"), ("r1", "/etc/x.html"), ("r1", ".x.html"), ("r1", "a//b.html"),
 ])
-def test_resolve_refuses_everything_else(runs, run_id, page):
+def test_page_key_refuses_everything_else(runs, run_id, page):
     with pytest.raises(HTTPException) as raised:
-        plugin.resolve(runs, run_id, page)
+        plugin.page_key(run_id, page)
     assert raised.value.status_code == 404
 
 
@@ -58,7 +58,10 @@ def test_reports_served_to_an_authenticated_user(runs):
     client = TestClient(app)
     assert client.get("/runs/r1/report.html").text == "<p>ROLLBACK</p>"
     assert "r1" in client.get("/").text
-    assert client.get("/runs/r1/run.json").status_code == 404
+    assert client.get("/runs/r1/analysis-1/latency.png").content == b"\x89PNG"
+    for missing in ("/runs/r1/run.json", "/runs/r1/missing.html", "/runs/r2/report.html",
+                    "/runs/r1/observations-window-1.jsonl"):
+        assert client.get(missing).status_code == 404, missing
 
 
 def test_plugin_registers_app_view_and_link():
