@@ -94,14 +94,11 @@ class ObjectStore(Store):
         found = self._call(self.fs.glob, f"{self.root}/*/run.json", detail=True)
         return [(path.rsplit("/", 2)[-2], _mtime(info)) for path, info in found.items()]
 
-    def check(self) -> None:
-        probe = f"{self.root}/.kafka-canary-write-check-{uuid.uuid4().hex}"
-        self._call(self.fs.pipe_file, probe, b"ok")
-        self._call(self.fs.rm_file, probe)
-
     def workdir(self) -> Path:
         base = Path(os.environ.get(WORKDIR_ENV) or Path.home() / ".cache" / "kafka-canary" / "work")
-        return base / hashlib.sha256(self.url.encode()).hexdigest()[:16]
+        path = base / hashlib.sha256(self.url.encode()).hexdigest()[:16]
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     def pull(self, workdir: Path) -> None:
         self.fs.invalidate_cache(self.root)
@@ -177,7 +174,7 @@ def _filesystem(scheme: str, options: dict[str, Any]) -> Any:
 
 def _managed(relative: str) -> bool:
     """Objects written through write_if/append, never copied as files."""
-    return relative == "run.json" or relative.startswith("audit.jsonl") or "/.kafka-canary-write-check" in relative
+    return relative == "run.json" or relative.startswith("audit.jsonl")
 
 
 def _stamp(path: Path) -> tuple[int, int]:

@@ -63,10 +63,6 @@ class Store(ABC):
         """The names of the children holding a run (a `run.json`), with its last change (epoch seconds)."""
 
     @abstractmethod
-    def check(self) -> None:
-        """Raises StoreError saying what to fix unless the store is reachable, exists and takes writes."""
-
-    @abstractmethod
     def workdir(self) -> Path:
         """The local directory where a task writes files for this store (observations, analysis, report)."""
 
@@ -159,14 +155,6 @@ class LocalStore(Store):
 
     def runs(self) -> list[tuple[str, float]]:
         return [(p.parent.name, p.stat().st_mtime) for p in self.root.glob("*/run.json")]
-
-    def check(self) -> None:
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create the run storage directory {self.root}: {exc.strerror}") from exc
-        if not os.access(self.root, os.W_OK):
-            raise StoreError(f"the run storage directory {self.root} is not writable by this user")
 
     def workdir(self) -> Path:
         return self.root
