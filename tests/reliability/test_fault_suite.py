@@ -29,6 +29,7 @@ from canary.kafka.wait import wait_until
 from canary.rollout.broker import BROKER
 from canary.rollout.core import RolloutKind, Step, run_all
 from canary.rollout.core.audit import AuditLog
+from canary.rollout.core.rollout import RolloutRun
 from canary.rollout.core.run import RunState
 from canary.rollout.spec import load_spec
 
@@ -177,6 +178,9 @@ class Offline:
         self.secret_values: list[str] = []
         self.step = "-"
         self.calls: list[str] = []
+
+    relative = RolloutRun.relative
+    local = RolloutRun.local
 
     def say(self, text: str, *args) -> None:
         pass
