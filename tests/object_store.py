@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from canary.process import free_port
+from canary.process import free_port, wait_listening
 
 VERSION = "v1.8.0"
 MODULE = "github.com/versity/versitygw/cmd/versitygw"
@@ -78,15 +76,8 @@ def s3_server(directory: Path) -> Iterator[S3Server]:
                                  str(directory / "access.log"), "posix", str(root)],
                                 env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None, (directory / "versitygw.log").read_text()
-                assert time.monotonic() < deadline, "versitygw did not listen within 60 s"
-                time.sleep(0.2)
+        assert wait_listening(port, 60, alive=lambda: proc.poll() is None), \
+            f"versitygw did not listen within 60 s: {(directory / 'versitygw.log').read_text()[-2000:]}"
         yield server
     finally:
         proc.terminate()
