@@ -2,7 +2,8 @@
 change. The load (canary.probe.load) runs in short steps of doubling rate; the last step the cluster kept up with
 (nearly every record acknowledged at the step's rate, produce p99 within a bound, nothing failed) is what it
 sustains, and the window carries half of it: a real share of a broker's capacity, with headroom left. The steps stop
-at the first that falls behind, so the cluster is pushed to its limit for a few seconds at most, before any change.
+at the first that falls behind twice in a row (one hiccup, a GC pause or a segment roll, must not halve the load), so
+the cluster is pushed to its limit for a few seconds at most, before any change.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ SHARE = 0.5               # of the sustained rate, for the window
 KEPT_UP = 0.9             # acknowledged share of the step's records that counts as keeping up
 MAX_P99_MS = 100.0        # a step with a slower produce p99 did not keep up
 WARM_UP_S = 2.0           # the load's topic, metadata and connections being made: not judged
+TRIES = 2                 # measures of a rate before it counts as one the cluster cannot keep up with
 
 
 @dataclass(frozen=True)
@@ -77,9 +79,11 @@ def size_load(config: LoadConfig, step_s: float = STEP_S, start: float = START_R
     rate = start
     try:
         while rate <= cap:
-            step = judge_step(rate, measure(rate, step_s))
-            steps.append(step)
-            if not step.kept_up:
+            tries = [judge_step(rate, measure(rate, step_s))]
+            while not tries[-1].kept_up and len(tries) < TRIES:
+                tries.append(judge_step(rate, measure(rate, step_s)))
+            steps += tries
+            if not tries[-1].kept_up:
                 break
             sustained = rate
             rate *= 2

@@ -3,6 +3,7 @@ Prometheus server (Debian's, started on loopback) scraping those agents, read th
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import subprocess
 import sys
@@ -136,7 +137,8 @@ def test_load_auto_is_sized_on_the_real_cluster(cluster):
     window gets half of the last step the cluster kept up with."""
     sized = size_load(LoadConfig(cluster.bootstrap_servers, 1.0, 1000, run_id="sizing-test"), step_s=1.5,
                       cap=2000)
-    assert [s.rate for s in sized.steps][:2] == [250, 500]
+    rates = [s.rate for s in sized.steps]
+    assert rates[0] == 250 and all(b in (a, 2 * a) for a, b in itertools.pairwise(rates)), sized.steps
     kept = [s for s in sized.steps if s.kept_up]
     assert kept and all(s.acked_per_s >= 0.9 * s.rate and s.p99_ms is not None for s in kept), sized.steps
     assert sized.sustained == kept[-1].rate and sized.rate == sized.sustained / 2

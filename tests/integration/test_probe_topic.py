@@ -5,10 +5,12 @@ from __future__ import annotations
 import time
 
 import pytest
+from confluent_kafka import KafkaException
 from waiting import wait_until
 
 from canary.errors import ClusterError
 from canary.kafka.admin import TopicAdmin
+from canary.kafka.health import metadata_and_brokers
 from canary.probe.config import ProbeConfig
 from canary.probe.runner import Probe
 from canary.probe.topic import TopicSpec, reconcile
@@ -100,6 +102,8 @@ def test_while_a_rollout_holds_the_lock_a_dead_broker_keeps_its_replicas(cluster
     lock = ClusterLock(cluster.bootstrap_servers)
     assert lock.acquire("rollout-1", brokers=3)
     cluster.stop_node(3, kill=True)
+    # A killed broker stays in the metadata until its session times out; only then is it away.
+    wait_until(lambda: 3 not in _registered(admin), 60, "broker 3 fenced")
     admin.calls.clear()
     during = _reconciled(admin, spec)
     assert _observed(admin, spec).rollout_running
@@ -114,6 +118,16 @@ def test_while_a_rollout_holds_the_lock_a_dead_broker_keeps_its_replicas(cluster
 def _observed(admin: TopicAdmin, spec: TopicSpec):
     """The topic as the cluster describes it."""
     return _retried(lambda: admin.observe(spec.name))
+
+
+def _registered(admin: TopicAdmin) -> set[int]:
+    """The brokers in the cluster's metadata, whether or not a rollout holds the lock."""
+    def nodes():
+        try:
+            return {node.id for node in metadata_and_brokers(admin.admin, 10)[1]}
+        except KafkaException as exc:
+            raise ClusterError(str(exc)) from exc
+    return _retried(nodes)
 
 
 def _reconciled(admin: TopicAdmin, spec: TopicSpec):
