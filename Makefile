@@ -76,7 +76,7 @@ lint: $(STAMP)
 # Rebuild requirements.lock from the loose ranges in pyproject.toml (needs PyPI).
 lock:
 	rm -rf /tmp/kafka-canary-lock && $(PYTHON) -m venv /tmp/kafka-canary-lock
-	/tmp/kafka-canary-lock/bin/pip install -q -e '.[airflow,spark,dev]' 'pandas<3' pyspark-client
+	/tmp/kafka-canary-lock/bin/pip install -q -e '.[airflow,distributed,spark,dev]' 'pandas<3' pyspark-client
 	/tmp/kafka-canary-lock/bin/pip freeze --exclude-editable | grep -v '^-e' > requirements.lock.new
 	@echo "review requirements.lock.new (pyspark and pyspark-client on one release, pandas 2.x), then move it over requirements.lock"
 

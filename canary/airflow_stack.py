@@ -39,7 +39,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def stack_env(home: Path, runs: Path, cluster_dir: Path, port: int) -> dict[str, str]:
+def stack_env(home: Path, runs: Path | str, cluster_dir: Path, port: int) -> dict[str, str]:
     """airflow_env plus what a multi-process Airflow needs: one JWT secret shared by the API server and the task
     runners, the execution API at our port, DAGs unpaused at creation, a small worker pool for a 2-core machine,
     the simple auth manager with one admin whose password lives in a file of the Airflow home, and the connection
@@ -74,6 +74,34 @@ def stack_env(home: Path, runs: Path, cluster_dir: Path, port: int) -> dict[str,
     return env
 
 
+def stack_password(home: Path) -> str:
+    return json.loads((home / "passwords.json").read_text())[USERNAME]
+
+
+def prepare(home: Path, env: dict[str, str], password: str | None = None) -> dict[str, str]:
+    """What every Airflow deployment of the project needs before its components start, with `env` (stack_env):
+    the admin's password file, the database migrated, the cluster pool (one slot: one rollout task per cluster at a
+    time) and the connections. Returns `env`."""
+    home.mkdir(parents=True, exist_ok=True)
+    passwords = home / "passwords.json"
+    if password or not passwords.exists():
+        passwords.write_text(json.dumps({USERNAME: password or secrets.token_urlsafe(12)}))
+        passwords.chmod(0o600)
+    # The connections go into the database too (as a person would add them in the UI), where the REST API,
+    # and so the release hook's cluster check, sees them; the environment's copies still win for tasks.
+    commands = [["db", "migrate"], ["pools", "set", POOL, "1", "one rollout task per cluster at a time"]]
+    for name in ("KAFKA_CANARY_DEFAULT", "SPARK_DEFAULT"):
+        commands += [["connections", "delete", name.lower()],
+                     ["connections", "add", name.lower(), "--conn-json", env[f"AIRFLOW_CONN_{name}"]]]
+    for cmd in commands:
+        done = subprocess.run([airflow_command(), *cmd], env=env, capture_output=True, text=True, timeout=600)
+        if done.returncode != 0 and cmd[1] != "delete":  # nothing to delete the first time
+            (home / "setup.log").write_text(done.stdout + done.stderr)
+            raise StackError(f"`airflow {' '.join(cmd[:2])}` failed (exit {done.returncode}); see "
+                             f"{home / 'setup.log'}")
+    return env
+
+
 @dataclass
 class AirflowStack:
     home: Path
@@ -88,34 +116,17 @@ class AirflowStack:
         return f"http://127.0.0.1:{self.port}"
 
     @classmethod
-    def start(cls, home: Path, runs: Path, cluster_dir: Path, port: int | None = None,
+    def start(cls, home: Path, runs: Path | str, cluster_dir: Path, port: int | None = None,
               password: str | None = None) -> AirflowStack:
         """Migrates the database, creates the cluster pool (one slot: one rollout task per cluster at a time),
         starts `airflow standalone` in its own process group; returns at once (see `wait_ready`)."""
-        home.mkdir(parents=True, exist_ok=True)
         port = port or free_port()
-        env = stack_env(home, runs, cluster_dir, port)
-        passwords = home / "passwords.json"
-        if password or not passwords.exists():
-            passwords.write_text(json.dumps({USERNAME: password or secrets.token_urlsafe(12)}))
-            passwords.chmod(0o600)
-        # The connections go into the database too (as a person would add them in the UI), where the REST API,
-        # and so the release hook's cluster check, sees them; the environment's copies still win for tasks.
-        commands = [["db", "migrate"], ["pools", "set", POOL, "1", "one rollout task per cluster at a time"]]
-        for name in ("KAFKA_CANARY_DEFAULT", "SPARK_DEFAULT"):
-            commands += [["connections", "delete", name.lower()],
-                         ["connections", "add", name.lower(), "--conn-json", env[f"AIRFLOW_CONN_{name}"]]]
-        for cmd in commands:
-            done = subprocess.run([airflow_command(), *cmd], env=env, capture_output=True, text=True, timeout=600)
-            if done.returncode != 0 and cmd[1] != "delete":  # nothing to delete the first time
-                (home / "setup.log").write_text(done.stdout + done.stderr)
-                raise StackError(f"`airflow {' '.join(cmd[:2])}` failed (exit {done.returncode}); see "
-                                 f"{home / 'setup.log'}")
+        env = prepare(home, stack_env(home, runs, cluster_dir, port), password)
         log_path = home / "standalone.log"
         with open(log_path, "ab") as log:
             process = subprocess.Popen([airflow_command(), "standalone"], env=env, stdout=log,
                                        stderr=subprocess.STDOUT, start_new_session=True)
-        return cls(home, port, json.loads(passwords.read_text())[USERNAME], process, log_path)
+        return cls(home, port, stack_password(home), process, log_path)
 
     def health(self) -> dict[str, str]:
         """Component -> status as the API server reports it (empty while it is not answering)."""

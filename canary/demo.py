@@ -94,7 +94,7 @@ def provider_installed() -> None:
                           f"pip install 'kafka-canary[airflow]' (in a checkout: make setup)")
 
 
-def airflow_env(home: Path, runs: Path, cluster_dir: Path, project: str | Path | None = None) -> dict[str, str]:
+def airflow_env(home: Path, runs: Path | str, cluster_dir: Path, project: str | Path | None = None) -> dict[str, str]:
     """The environment of every `airflow` command: a private AIRFLOW_HOME on SQLite, the DAGs of the project
     checkout (project_dir(project)), the cluster's connection (JSON in AIRFLOW_CONN_*) and where rollouts keep their
     run directories. The tasks import canary and the provider from this interpreter's environment; Airflow finds

@@ -25,7 +25,7 @@ from kafka_canary_provider.operators.rollout import (
     VerifyOperator,
 )
 from kafka_canary_provider.operators.warm_up import LearnerWarmUpOperator
-from kafka_canary_provider.runs import rollout_run_id
+from kafka_canary_provider.runs import rollout_run_id, run_file
 
 from canary.forms import BROKER_FORM
 
@@ -38,8 +38,9 @@ CONN = "{{ params.cluster_conn_id }}"
 
 
 def _request(key: str) -> str:
-    """A template for one field of the analysis_request task's XCom (the Spark job's arguments)."""
-    return f"{{{{ ti.xcom_pull(task_ids='analysis_request')['{key}'] }}}}"
+    """A template for one field of the analysis_request task's XCom (the Spark job's arguments); a file of the run
+    becomes its path on the worker that renders it (run_file)."""
+    return f"{{{{ run_file(rollout_run_id(run_id), ti.xcom_pull(task_ids='analysis_request')['{key}']) }}}}"
 
 
 def _kafka_connector_jars() -> str:
@@ -73,7 +74,8 @@ The same steps run without Airflow: `kafka-canary rollout run --spec rollout.yam
     # Every step converges from the real cluster, so a retry is safe: it reads the cluster again and does only what is
     # still missing (a leader that moved while a broker was slow, a task runner the API server answered too late).
     default_args={"retries": 2, "retry_delay": timedelta(seconds=10)},
-    user_defined_macros={"kafka_connector_jars": _kafka_connector_jars, "rollout_run_id": rollout_run_id},
+    user_defined_macros={"kafka_connector_jars": _kafka_connector_jars, "rollout_run_id": rollout_run_id,
+                         "run_file": run_file},
     params=params_from_form(BROKER_FORM),
 )
 def kafka_broker_canary():
@@ -99,6 +101,7 @@ def kafka_broker_canary():
             "--before", _request("before"),
         ],
         verdict_file=_request("out") + "/verdict.json",
+        run_id="{{ rollout_run_id(run_id) }}",
         jars="{{ kafka_connector_jars() }}",
         conf={"spark.ui.enabled": "false", "spark.pyspark.python": sys.executable,
               "spark.sql.shuffle.partitions": "8"},

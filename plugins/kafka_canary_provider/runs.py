@@ -30,7 +30,15 @@ def run_dir(run_id: str) -> Store:
     return run_store(None, run_id)
 
 
-__all__ = ["client_spec_from_params", "rollout_run_id", "run_dir", "runs_url", "spec_from_params"]
+def run_file(run_id: str, recorded: str) -> str:
+    """A file of the run as run.json and XCom record it (relative to the run), on this worker: in its work
+    directory for the run, where the run storage brings the run's files. "" and absolute paths or URLs stay."""
+    if not recorded or recorded.startswith("/") or "://" in recorded:
+        return recorded
+    return str(run_dir(run_id).workdir() / recorded)
+
+
+__all__ = ["client_spec_from_params", "rollout_run_id", "run_dir", "run_file", "runs_url", "spec_from_params"]
 
 
 def spec_from_params(params: dict, cluster: dict, run_id: str) -> dict:

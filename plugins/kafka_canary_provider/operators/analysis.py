@@ -24,17 +24,25 @@ class CanaryAnalysisSubmitOperator(SparkSubmitOperator):
     """SparkSubmitOperator for the canary analysis job.
 
     :param verdict_file: where the job writes its verdict (templated; `<--out>/verdict.json`).
+    :param run_id: the rollout's run id (templated): the run's files are brought from the run storage to this
+        worker before the job, and what the job wrote is sent back after it, for the judge on any worker.
     Every other argument is SparkSubmitOperator's (application, application_args, jars, env_vars, conn_id …).
     """
 
-    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "verdict_file")
+    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "verdict_file", "run_id")
     operator_extra_links = (RolloutReportLink(),)
 
-    def __init__(self, *, verdict_file: str, **kwargs: Any) -> None:
+    def __init__(self, *, verdict_file: str, run_id: str = "", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.verdict_file = verdict_file
+        self.run_id = run_id
 
     def execute(self, context: Context) -> dict | None:
+        from kafka_canary_provider.runs import run_dir
+
+        store = run_dir(self.run_id) if self.run_id else None
+        if store is not None:
+            store.pull()
         verdict_file = Path(self.verdict_file)
         verdict_file.unlink(missing_ok=True)  # a retried analysis must not read an older try's verdict
         try:
@@ -43,6 +51,9 @@ class CanaryAnalysisSubmitOperator(SparkSubmitOperator):
             if not verdict_file.exists():
                 raise
             self.log.info("the job exited non-zero with its verdict written; a verdict is not a task failure")
+        finally:
+            if store is not None:
+                store.push()  # the verdict, or the job's log for whoever looks into a failure
         verdict = json.loads(verdict_file.read_text())
         self.log.info("analysis verdict %s: %s", verdict["verdict"], verdict["reason"])
         return {"verdict": verdict["verdict"], "reason": verdict["reason"], "verdict_file": str(verdict_file)}

@@ -118,7 +118,10 @@ class AnalysisRequestOperator(RolloutStepOperator):
             raise AirflowSkipException(f"the window stopped early: {window['stopped_early'].get('reason')}")
         if rollout.spec.engine == "inline":
             raise AirflowSkipException("engine: inline; the judge task analyses the window in-process")
-        return analysis_request(rollout)
+        # Files relative to the run: the Spark task may run on another worker, which finds them in its own work
+        # directory for the run (the DAG's run_file macro).
+        return {key: rollout.relative(value) if isinstance(value, str) and value.startswith("/") else value
+                for key, value in analysis_request(rollout).items()}
 
 
 class JudgeOperator(RolloutStepOperator):

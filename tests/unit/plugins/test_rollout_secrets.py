@@ -11,6 +11,7 @@ import pytest
 from airflow.sdk._shared.secrets_masker import _secrets_masker
 from airflow.sdk.log import mask_logs
 from kafka_canary_provider.operators.rollout import AnalysisRequestOperator, PreflightOperator
+from kafka_canary_provider.runs import run_file
 
 from canary.cluster.state import ClusterState, NodeState
 from canary.kafka.secrets import MASK
@@ -96,6 +97,8 @@ def test_the_spark_arguments_of_a_secured_run_hold_no_credentials(secured_connec
                                  "observations": str(observations), "stopped_early": None, "interim": []})
 
     request = operator.execute({"run_id": RUN_ID, "params": params})
-    assert request["observations"] == str(observations)
+    # relative to the run: the Spark task finds them in its own worker's copy of the run (the run_file macro)
+    assert request["observations"] == observations.name and request["out"] == "analysis-1"
+    assert run_file(rollout.run_id, request["observations"]) == str(observations)
     assert SECRET not in json.dumps(request)
     assert SECRET.encode() not in (run_dir / "analysis-1" / "judge.yaml").read_bytes()
