@@ -81,8 +81,8 @@ def postgres() -> Iterator[Postgres]:
                     directory / "postgres.log", server.port, "PostgreSQL", **as_user)
     try:
         env = {**os.environ, "PGPASSWORD": server.password}
-        created = subprocess.run([str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(server.port), "-U", server.user,
-                                  server.database], env=env, capture_output=True, text=True)
+        created = subprocess.run([str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(server.port),
+                                  "-U", server.user, server.database], env=env, capture_output=True, text=True)
         assert created.returncode == 0, f"createdb failed: {created.stderr}"
         yield server
     finally:
