@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-compose faults unit lint lock clean
+.PHONY: setup demo test test-compose test-distributed faults unit lint lock clean
 
 $(STAMP): requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || \
@@ -48,7 +48,7 @@ demo: setup
 
 # The fault suite (pytest -m slow: real rollouts under faults, ~10 min) runs with `make faults`.
 test: setup lint $(CHROMEDRIVER) $(PROMTOOL) $(if $(filter 1,$(KAFKA_CANARY_SKIP_DOCKER)),,$(DOCKERD))
-	$(BIN)/pytest -m "not slow and not compose"
+	$(BIN)/pytest -m "not slow and not compose and not distributed"
 
 # docker-compose.yaml up for real on images built here (tests/compose_stack), the broker rollout DAG triggered through its
 # REST API; Debian's docker-compose (v1) unless the engine's CLI has Compose v2. CI runs it after `make test`.
@@ -60,6 +60,17 @@ $(COMPOSE):
 
 test-compose: setup $(DOCKERD) $(COMPOSE)
 	$(BIN)/pytest -s -m compose tests/compose_stack
+
+# Airflow beyond one machine (tests/distributed): Debian's PostgreSQL and redis-server on loopback, two Celery workers
+# sharing no disk, run storage on a real S3 server, Spark standalone. CI runs it after `make test`.
+REDIS := /usr/bin/redis-server
+$(REDIS):
+	@command -v apt-get >/dev/null || { echo "error: install redis-server and PostgreSQL"; exit 1; }
+	$(SUDO) apt-get install -y -q --no-install-recommends redis-server postgresql || \
+	  { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q --no-install-recommends redis-server postgresql; }
+
+test-distributed: setup $(REDIS) $(CHROMEDRIVER)
+	$(BIN)/pytest -m distributed tests/distributed
 
 faults: setup
 	$(BIN)/pytest -m slow tests/reliability

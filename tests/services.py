@@ -111,6 +111,7 @@ def spark_standalone(directory: Path, cores: int = 2, memory: str = "2g") -> Ite
     import pyspark
 
     spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
+    directory.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
            "SPARK_LOG_DIR": str(directory), "SPARK_WORKER_DIR": str(directory / "work")}
     port = free_port()

@@ -30,10 +30,11 @@ def run_dir(run_id: str) -> Store:
     return run_store(None, run_id)
 
 
-def run_file(run_id: str, recorded: str) -> str:
+def run_file(run_id: str, recorded: object) -> object:
     """A file of the run as run.json and XCom record it (relative to the run), on this worker: in its work
-    directory for the run, where the run storage brings the run's files. "" and absolute paths or URLs stay."""
-    if not recorded or recorded.startswith("/") or "://" in recorded:
+    directory for the run, where the run storage brings the run's files. "", absolute paths, URLs and anything
+    not a string (the window's bounds) stay as they are."""
+    if not isinstance(recorded, str) or not recorded or recorded.startswith("/") or "://" in recorded:
         return recorded
     return str(run_dir(run_id).workdir() / recorded)
 

@@ -12,15 +12,14 @@ on SQLite) driving the broker rollout DAG on a real cluster, seen the way its us
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 import requests
+from live_airflow import api, check_report_in_browser, release
 
 from canary.airflow_stack import AirflowStack
 from canary.demo import FAST_JUDGE
@@ -33,19 +32,6 @@ CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 UNDECIDABLE = FAST_JUDGE | {"warmup_s": 100000}
 
 
-def _release(stack: AirflowStack, *args: str, password: str | None = None, timeout: float = 900):
-    env = dict(os.environ, AIRFLOW_URL=stack.url, AIRFLOW_USERNAME=stack.username,
-               AIRFLOW_PASSWORD=password or stack.password)
-    env.pop("AIRFLOW_API_TOKEN", None)
-    return subprocess.run([KAFKA_CANARY, "release", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def _api(stack: AirflowStack, method: str, path: str, headers: dict | None = None, **kwargs) -> requests.Response:
-    return requests.request(method, stack.url + path, timeout=30,
-                            headers={"Authorization": f"Bearer {stack.token()}", **(headers or {})}, **kwargs)
-
-
 def _answer(stack: AirflowStack, run_id: str, option: str) -> None:
     """Answers the rollout's question as a person in the UI would: should Airflow lose the answer to its race (the
     task then fails and its retry asks again), the person sees the question again and answers it again."""
@@ -53,9 +39,9 @@ def _answer(stack: AirflowStack, run_id: str, option: str) -> None:
     answered = set()
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        ti = _api(stack, "GET", task).json()
+        ti = api(stack, "GET", task).json()
         if ti["state"] == "awaiting_input" and ti["try_number"] not in answered:
-            answer = _api(stack, "PATCH", f"{task}/-1/hitlDetails", json={"chosen_options": [option]})
+            answer = api(stack, "PATCH", f"{task}/-1/hitlDetails", json={"chosen_options": [option]})
             assert answer.status_code == 200, answer.text
             answered.add(ti["try_number"])
         elif ti["state"] in ("success", "failed", "skipped"):
@@ -82,24 +68,11 @@ def _diagnosis(stack: AirflowStack, run_id: str, runs: Path) -> str:
             for name, step in data.get("steps", {}).items()]
     for task_id in ("ask_a_person", "promote"):
         for attempt in (1, 2, 3):
-            log = _api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{attempt}",
+            log = api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{attempt}",
                        params={"full_content": "true"}, headers={"Accept": "text/plain"})
             if log.status_code == 200:
                 lines += [f"--- {task_id} try {attempt}", log.text[-3000:]]
     return "\n".join(lines)
-
-
-def _browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    assert Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists(), \
-        "Chromium and ChromeDriver are missing: `make test` installs them (apt-get install chromium chromium-driver)"
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(arg)
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
 
 
 def test_release_hook_person_in_the_loop_and_report_page_on_a_live_airflow(cluster_factory, tmp_path):
@@ -111,28 +84,28 @@ def test_release_hook_person_in_the_loop_and_report_page_on_a_live_airflow(clust
 
         # Bad input through the real API: nothing is triggered, the cluster is untouched.
         change = ("--config", "num.io.threads=6")
-        wrong = _release(stack, "--cluster", "kafka_canary_default", *change, "--wait", password="wrong")
+        wrong = release(stack, "--cluster", "kafka_canary_default", *change, "--wait", password="wrong")
         assert wrong.returncode == 2 and "refused the login of user 'admin'" in wrong.stderr, wrong.stderr
         assert "wrong" not in wrong.stdout + wrong.stderr
-        unknown = _release(stack, "--cluster", "no_such_cluster", *change, "--wait")
+        unknown = release(stack, "--cluster", "no_such_cluster", *change, "--wait")
         assert unknown.returncode == 2 and "no connection 'no_such_cluster'" in unknown.stderr, unknown.stderr
         # A param the DAG's form refuses: refused by the release command before Airflow is asked.
-        refused = _release(stack, "--cluster", "kafka_canary_default", *change, "--param", "canary_count=0")
+        refused = release(stack, "--cluster", "kafka_canary_default", *change, "--param", "canary_count=0")
         assert refused.returncode == 2 and "canary_count: Input should be greater than or equal to 1" in \
             refused.stderr, refused.stderr
-        assert _api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns").json()["total_entries"] == 0
+        assert api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns").json()["total_entries"] == 0
         assert _cluster_state(cluster) == before
 
         # A real rollout that cannot decide: the DAG asks a person, release says so and exits 3.
         run_id = "release_live_1"
         params = {"judge_config": UNDECIDABLE, "on_inconclusive": "ask", "probe_rate": 20,
                   "preflight_probe": "3s", "interim_interval": "10s"}
-        asked = _release(stack, "--cluster", "kafka_canary_default", "--config", "num.io.threads=6",
+        asked = release(stack, "--cluster", "kafka_canary_default", "--config", "num.io.threads=6",
                          "--window", "30s", "--engine", "spark", "--run-id", run_id, "--wait", "--poll", "2",
                          *[a for k, v in params.items() for a in ("--param", f"{k}={json.dumps(v)}")])
         assert asked.returncode == 3, asked.stdout[-3000:] + asked.stderr[-3000:]
         assert "a person must decide" in asked.stdout and "spark_analysis: success" in asked.stdout, asked.stdout
-        judged = _api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/judge/xcomEntries/"
+        judged = api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/judge/xcomEntries/"
                                     "return_value", params={"deserialize": "true"}).json()["value"]
         judged = json.loads(judged) if isinstance(judged, str) else judged
         assert judged["verdict"] == "INCONCLUSIVE", judged
@@ -142,9 +115,9 @@ def test_release_hook_person_in_the_loop_and_report_page_on_a_live_airflow(clust
         # bookkeeping in Airflow 3.3 (the DAG retries the question if it loses).
         time.sleep(5)
         _answer(stack, run_id, "Promote")
-        followed = _release(stack, "--follow", run_id, "--poll", "2")
+        followed = release(stack, "--follow", run_id, "--poll", "2")
         assert followed.returncode == 0, followed.stdout[-2000:] + _diagnosis(stack, run_id, tmp_path / "rollouts")
-        chosen = _api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/ask_a_person/xcomEntries/"
+        chosen = api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/ask_a_person/xcomEntries/"
                                     "skipmixin_key", params={"deserialize": "true"}).json()["value"]
         assert "promote" in str(chosen) and "rollback" not in str(chosen)  # the person's branch, as Airflow kept it
         assert "PROMOTE" in followed.stdout and "  promote: success" in followed.stdout
@@ -155,40 +128,10 @@ def test_release_hook_person_in_the_loop_and_report_page_on_a_live_airflow(clust
         # The report: private without Airflow's login, shown in a browser with it.
         report = f"/kafka-canary/runs/{run_id}/report.html"
         assert requests.get(stack.url + report, timeout=30).status_code in (401, 403)
-        plugins = _api(stack, "GET", "/api/v2/plugins").json()["plugins"]
+        plugins = api(stack, "GET", "/api/v2/plugins").json()["plugins"]
         views = [v for p in plugins if p["name"] == "kafka_canary" for v in p["external_views"]]
         assert views and views[0]["href"] == "/kafka-canary/"
-        _check_report_in_browser(stack, run_id)
+        check_report_in_browser(stack, run_id, "INCONCLUSIVE", "promoted")
     finally:
         stack.stop()
         shutil.rmtree(tmp_path / "airflow" / "logs", ignore_errors=True)
-
-
-def _check_report_in_browser(stack: AirflowStack, run_id: str) -> None:
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    browser = _browser()
-    try:
-        # Airflow's own login page sets the session cookie the plugin's pages accept.
-        browser.get(f"{stack.url}/auth/login/")
-        wait = WebDriverWait(browser, 60)
-        wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys(stack.username)
-        browser.find_element(By.NAME, "password").send_keys(stack.password)
-        browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-        wait.until(lambda b: any(c["name"] == "_token" for c in b.get_cookies()))
-        # From the plugin's list of rollouts (the UI's "Canary rollouts" entry) to the run's report.
-        browser.get(f"{stack.url}/kafka-canary/")
-        wait.until(ec.element_to_be_clickable((By.LINK_TEXT, run_id))).click()
-        wait.until(ec.title_contains("Rollout"))
-        text = browser.find_element(By.TAG_NAME, "body").text
-        assert "INCONCLUSIVE" in text and "promoted" in text, text[:2000]
-        started = time.monotonic()
-        while "verified" not in text and time.monotonic() - started < 30:  # the report task may still be writing
-            time.sleep(2)
-            browser.refresh()
-            text = browser.find_element(By.TAG_NAME, "body").text
-        assert "verified" in text, text[:2000]
-    finally:
-        browser.quit()

@@ -100,5 +100,6 @@ def test_the_spark_arguments_of_a_secured_run_hold_no_credentials(secured_connec
     # relative to the run: the Spark task finds them in its own worker's copy of the run (the run_file macro)
     assert request["observations"] == observations.name and request["out"] == "analysis-1"
     assert run_file(rollout.run_id, request["observations"]) == str(observations)
+    assert run_file(rollout.run_id, request["from_ms"]) == 1 and run_file(rollout.run_id, "") == ""
     assert SECRET not in json.dumps(request)
     assert SECRET.encode() not in (run_dir / "analysis-1" / "judge.yaml").read_bytes()
