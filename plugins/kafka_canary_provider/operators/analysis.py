@@ -42,7 +42,7 @@ class CanaryAnalysisSubmitOperator(SparkSubmitOperator):
 
         store = run_dir(self.run_id) if self.run_id else None
         if store is not None:
-            store.pull()
+            store.pull(store.workdir())
         verdict_file = Path(self.verdict_file)
         verdict_file.unlink(missing_ok=True)  # a retried analysis must not read an older try's verdict
         try:
@@ -53,7 +53,7 @@ class CanaryAnalysisSubmitOperator(SparkSubmitOperator):
             self.log.info("the job exited non-zero with its verdict written; a verdict is not a task failure")
         finally:
             if store is not None:
-                store.push()  # the verdict, or the job's log for whoever looks into a failure
+                store.push(store.workdir())  # the verdict, or the job's log for whoever looks into a failure
         verdict = json.loads(verdict_file.read_text())
         self.log.info("analysis verdict %s: %s", verdict["verdict"], verdict["reason"])
         return {"verdict": verdict["verdict"], "reason": verdict["reason"], "verdict_file": str(verdict_file)}
