@@ -35,11 +35,13 @@ QUEUES = {task: "queue_a" if i % 2 == 0 else "queue_b" for i, task in enumerate(
     "route_verdict": "queue_a", "verdict_promote": "queue_b", "verdict_rollback": "queue_b",
     "ask_a_person": "queue_a", "rollback": "queue_a"}
 WORKER = {"queue_a": "worker-a", "queue_b": "worker-b"}
-PARAMS = {"judge_config": FAST_JUDGE, "probe_rate": 20, "preflight_probe": "3s", "interim_interval": "10s"}
+# The demo's window (canary.demo.demo_params): enough probe traffic for the judge in a minute.
+PARAMS = {"judge_config": FAST_JUDGE, "probe_rate": 50, "preflight_probe": "3s", "calibration_probe": "12s",
+          "interim_interval": "20s"}
 
 
 def _rollout(airflow: CeleryAirflow, run_id: str, threads: int, wait: bool = True):
-    args = ["--cluster", "kafka_canary_default", "--config", f"num.io.threads={threads}", "--window", "30s",
+    args = ["--cluster", "kafka_canary_default", "--config", f"num.io.threads={threads}", "--window", "60s",
             "--engine", "spark", "--run-id", run_id, "--poll", "3",
             *[a for k, v in PARAMS.items() for a in ("--param", f"{k}={json.dumps(v)}")]]
     return release(airflow.stack, *args, *(["--wait"] if wait else []), timeout=1500)
@@ -109,7 +111,7 @@ def test_a_rollout_on_celery_workers_sharing_no_disk_promotes_and_survives_a_kil
             while _task_instances(airflow, "distributed_2").get("probe_window", {}).get("state") != "running":
                 assert time.monotonic() < deadline, "the probe window never started"
                 time.sleep(3)
-            time.sleep(10)  # well inside the 30 s window
+            time.sleep(15)  # well inside the 60 s window
             airflow.kill_worker("worker-a")
             airflow.add_queue("worker-b", "queue_a")
             followed = release(airflow.stack, "--follow", "distributed_2", "--poll", "3", timeout=1500)
