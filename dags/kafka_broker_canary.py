@@ -38,8 +38,12 @@ CONN = "{{ params.cluster_conn_id }}"
 
 
 def _request(key: str) -> str:
-    """A template for one field of the analysis_request task's XCom (the Spark job's arguments); a file of the run
-    becomes its path on the worker that renders it (run_file)."""
+    """A template for one field of the analysis_request task's XCom (the Spark job's arguments)."""
+    return f"{{{{ ti.xcom_pull(task_ids='analysis_request')['{key}'] }}}}"
+
+
+def _request_file(key: str) -> str:
+    """A file of the run in that XCom, as its path on the worker that renders the template (run_file)."""
     return f"{{{{ run_file(rollout_run_id(run_id), ti.xcom_pull(task_ids='analysis_request')['{key}']) }}}}"
 
 
@@ -92,15 +96,15 @@ def kafka_broker_canary():
         application=ANALYSIS_JOB,
         name="kafka-canary-analysis",
         application_args=[
-            "--observations", _request("observations"),
+            "--observations", _request_file("observations"),
             "--from", _request("from_ms"),
             "--to", _request("to_ms"),
             "--run-id", _request("run_id"),
-            "--config", _request("config"),
-            "--out", _request("out"),
-            "--before", _request("before"),
+            "--config", _request_file("config"),
+            "--out", _request_file("out"),
+            "--before", _request_file("before"),
         ],
-        verdict_file=_request("out") + "/verdict.json",
+        verdict_file=_request_file("out") + "/verdict.json",
         run_id="{{ rollout_run_id(run_id) }}",
         jars="{{ kafka_connector_jars() }}",
         conf={"spark.ui.enabled": "false", "spark.pyspark.python": sys.executable,

@@ -57,6 +57,10 @@ def test_spark_task_and_person(dagbag):
     assert spark.application.endswith("spark_jobs/canary_analysis.py")
     assert spark.jars == "{{ kafka_connector_jars() }}"  # resolved when the task runs, not at import
     assert "--observations" in spark.application_args and "--out" in spark.application_args
+    # Files of the run become paths on the Spark task's worker; the window's bounds and the probe's run id do not.
+    args = dict(zip(spark.application_args[::2], spark.application_args[1::2], strict=True))
+    assert {flag for flag, value in args.items() if "run_file(" in value} == {"--observations", "--config", "--out",
+                                                                            "--before"}
     assert str(REPO) in spark.env_vars["PYTHONPATH"]
     person = dag.task_dict["ask_a_person"]
     assert person.defaults == ["Roll back"] and person.response_timeout.total_seconds() > 0
