@@ -120,6 +120,7 @@ class AirflowStack:
               password: str | None = None) -> AirflowStack:
         """Migrates the database, creates the cluster pool (one slot: one rollout task per cluster at a time),
         starts `airflow standalone` in its own process group; returns at once (see `wait_ready`)."""
+        home.mkdir(parents=True, exist_ok=True)  # stack_env keeps the JWT secret there
         port = port or free_port()
         env = prepare(home, stack_env(home, runs, cluster_dir, port), password)
         log_path = home / "standalone.log"
