@@ -25,8 +25,6 @@ from canary.containers import images
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).parent / "images"
 KAFKA_VERSION = "3.9.2"
-# Airflow's metadata database drivers, as the official image has them (sync and async engines).
-POSTGRES_DRIVERS = ("psycopg2-binary==2.9.10", "asyncpg==0.32.0")
 # What deploy/Dockerfile copies from the repository.
 STACK_SOURCES = ("deploy/Dockerfile", "requirements.lock", "pyproject.toml", "README.md", "canary", "spark_jobs",
                  "plugins", "dags")
@@ -91,12 +89,13 @@ def _copy(sources: dict[str, Path]) -> Callable[[Path], None]:
 
 
 def wheelhouse(target: Path) -> Path:
-    """Wheels of every locked package (sdists built here), the Postgres drivers and the build backend."""
+    """Wheels of every locked package (sdists built here; the Postgres drivers are locked, from the distributed extra)
+    and the build backend."""
     done = target / ".complete"
     if not done.exists():
         target.mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check", "--no-deps",
-                        "-r", str(REPO / "requirements.lock"), *POSTGRES_DRIVERS, "setuptools>=68", "wheel",
+                        "-r", str(REPO / "requirements.lock"), "setuptools>=68", "wheel",
                         "-w", str(target)], check=True, timeout=1800)
         done.touch()
     return target
@@ -118,10 +117,10 @@ def build(client: docker.DockerClient, cache: Path) -> StackImages:
                    {"BASE": images.ensure_jre(client)})
 
     def airflow_context(context: Path) -> None:  # the wheelhouse only when the image is built
-        wheels = wheelhouse(cache / f"wheelhouse-{_digest(lock, *POSTGRES_DRIVERS)}")
+        wheels = wheelhouse(cache / f"wheelhouse-{_digest(lock)}")
         _copy({".": HERE / "airflow", "wheels": wheels})(context)
 
-    airflow_tag = f"kafka-canary/airflow:{airflow_version}-{_digest(HERE / 'airflow', lock, *POSTGRES_DRIVERS)}"
+    airflow_tag = f"kafka-canary/airflow:{airflow_version}-{_digest(HERE / 'airflow', lock)}"
     airflow = _build(client, airflow_tag, airflow_context, {"BASE": base, "AIRFLOW_VERSION": airflow_version})
     # deploy/Dockerfile as users build it, on the Airflow stand-in, from a context of what it copies (docker-py reads
     # no Dockerfile.dockerignore); the sources are mounted over the copy anyway
