@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Annotated, Any, ClassVar, get_args, get_origin
 
 from annotated_types import GroupedMetadata
@@ -159,6 +160,8 @@ def _client_settings(value: object) -> dict[str, str]:
 
 # librdkafka settings (security) for every client the product starts; booleans become 'true'/'false'.
 ClientSettings = Annotated[dict[str, str], BeforeValidator(_client_settings)]
+# Where files go: a directory (a Path is taken as its text) or a storage URL, s3://bucket/prefix (canary.storage).
+Location = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, PurePath) else v)]
 
 
 class SpecModel(BaseModel):

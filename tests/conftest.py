@@ -102,3 +102,20 @@ def docker_client() -> Iterator:
     with docker_engine() as client:
         images.ensure(client, BASELINE_VERSION)
         yield client
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory) -> Iterator:
+    """A real S3-compatible server on 127.0.0.1 (versitygw, tests/object_store.py) for the session."""
+    from object_store import s3_server
+
+    with s3_server(tmp_path_factory.mktemp("s3")) as server:
+        yield server
+
+
+@pytest.fixture
+def s3_env(s3, monkeypatch):
+    """The S3 server, its credentials and endpoint in this process's AWS settings (as a worker has them)."""
+    for name, value in s3.env().items():
+        monkeypatch.setenv(name, value)
+    return s3

@@ -4,6 +4,7 @@ than risking one task overwriting another's step."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import time
@@ -76,6 +77,17 @@ class ObjectStore(Store):
     def append(self, key: str, line: bytes) -> None:
         name = f"{time.time_ns():020d}-{uuid.uuid4().hex}"
         self._call(self.fs.pipe_file, f"{self._path(key)}{LOG_SUFFIX}/{name}", line.rstrip(b"\n") + b"\n")
+
+    def where(self, key: str) -> str:
+        return f"{self.url}/{valid_key(key)}"
+
+    def delete(self, key: str) -> None:
+        path = self._path(key)
+        self.fs.invalidate_cache(path)
+        with contextlib.suppress(FileNotFoundError):  # already gone: nothing to do
+            self._call(self.fs.rm, path, recursive=True)
+        for relative in [name for name in self._sent if name == key or name.startswith(f"{key}/")]:
+            del self._sent[relative]
 
     def lines(self, key: str) -> list[bytes]:
         folder = f"{self._path(key)}{LOG_SUFFIX}"

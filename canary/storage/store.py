@@ -6,6 +6,7 @@ import fcntl
 import hashlib
 import os
 import re
+import shutil
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
@@ -53,6 +54,14 @@ class Store(ABC):
     @abstractmethod
     def append(self, key: str, line: bytes) -> None:
         """Adds one line to the log `key`; concurrent appenders on any machine never lose one."""
+
+    @abstractmethod
+    def where(self, key: str) -> str:
+        """Where `key` is, as a person looks for it: a path on this disk, or the object's URL."""
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Removes `key`, or everything under it (a folder); nothing when it is not there."""
 
     @abstractmethod
     def lines(self, key: str) -> list[bytes]:
@@ -148,6 +157,16 @@ class LocalStore(Store):
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def where(self, key: str) -> str:
+        return str(self._path(key))
+
+    def delete(self, key: str) -> None:
+        path = self._path(key)
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
     def lines(self, key: str) -> list[bytes]:
         data = self.read(key)

@@ -1,5 +1,6 @@
 """Alerts: a cluster found DEGRADED, or a sweep that could not run. Each is logged, appended to
-`<history root>/alerts.jsonl` and, when a webhook is configured, POSTed to it."""
+`<history root>/alerts.jsonl` (on an object store, one object per alert under `alerts.jsonl.d/`: sweeps on
+several machines never lose one) and, when a webhook is configured, POSTed to it."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from canary.storage import Store, open_store
 from canary.sweep.config import history_root
 
 log = logging.getLogger("canary.sweep")
 
 WEBHOOK_ENV = "KAFKA_CANARY_ALERT_WEBHOOK"
+ALERTS = "alerts.jsonl"
 
 
 @dataclass(frozen=True)
@@ -33,18 +36,16 @@ class Alert:
         return asdict(self)
 
 
-def send_alert(alert: Alert, root: Path | None = None, webhook_url: str | None = None,
+def send_alert(alert: Alert, root: str | Path | Store | None = None, webhook_url: str | None = None,
                timeout: float = 10.0) -> dict:
     """Logs one alert line, appends the alert to `<root>/alerts.jsonl` and, when `webhook_url` is given, POSTs
     it there as JSON. The webhook URL (it often carries a token) is never logged; a webhook failure is logged
     and reported, not raised: the alert is in the log and the file either way."""
     log.warning("ALERT kafka-canary %s: cluster %s: %s%s", alert.status, alert.cluster, alert.reason,
                 f" (report {alert.report})" if alert.report else "")
-    root = Path(root or history_root())
-    root.mkdir(parents=True, exist_ok=True)
-    path = root / "alerts.jsonl"
-    with open(path, "a") as alerts_file:
-        alerts_file.write(json.dumps(alert.to_dict(), default=str) + "\n")
+    store = root if isinstance(root, Store) else open_store(root or history_root())
+    store.append(ALERTS, json.dumps(alert.to_dict(), default=str).encode())
+    path = store.where(ALERTS)
     webhook = _post(webhook_url, alert, timeout) if webhook_url else "not configured"
     if webhook_url and webhook != "sent":
         log.warning("the alert webhook did not take the alert (%s); it is in %s", webhook, path)

@@ -33,7 +33,8 @@ def register(sub) -> None:
     parser.add_argument("--reference", type=int, default=6, help="healthy sweeps pooled as the reference (default 6)")
     parser.add_argument("--judge-config", metavar="judge.yaml",
                         help="judge thresholds merged over the sweep's defaults")
-    parser.add_argument("--history", type=Path, help=f"history root (default ${HISTORY_ENV} or {DEFAULT_HISTORY})")
+    parser.add_argument("--history", help=f"history root: a directory or s3://bucket/prefix (default ${HISTORY_ENV} or "
+                        f"{DEFAULT_HISTORY})")
     parser.add_argument("--out", type=Path, help="result.json, report.html, trend (default: under the history)")
     parser.add_argument("--keep-observations", action="store_true", help="keep observations.jsonl in --out")
     parser.add_argument("--alert", action="store_true", help=f"when DEGRADED: append to <history>/alerts.jsonl and "
@@ -55,7 +56,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     result = run_sweep(config)
     if args.alert and result["verdict"] == DEGRADED:
         sent = send_alert(Alert(config.cluster, DEGRADED, result["reason"], result["sweep_id"], result["report"]),
-                          Path(config.history or history_root()), os.environ.get(WEBHOOK_ENV))
+                          config.history or history_root(), os.environ.get(WEBHOOK_ENV))
         result["alert"] = sent
     if args.json:
         print(json.dumps(result, indent=2))

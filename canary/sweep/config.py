@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, Field
 
 from canary.errors import CanaryError
-from canary.fields import BuiltSpec, ClientSettings, Duration, TopicName, required
+from canary.fields import BuiltSpec, ClientSettings, Duration, Location, TopicName, required
 from canary.judge import JudgeConfig
 from canary.judge.config import ConfigError, config_from_dict, merged, read_config_file
+from canary.storage import Store, open_store
 
 HEALTHY, DEGRADED = "HEALTHY", "DEGRADED"
 HISTORY_ENV = "KAFKA_CANARY_HISTORY"
@@ -38,9 +40,9 @@ class SweepError(CanaryError):
         super().__init__(problems if isinstance(problems, str) else "; ".join(problems))
 
 
-def history_root() -> Path:
-    """$KAFKA_CANARY_HISTORY, else ~/.local/state/kafka-canary/history."""
-    return Path(os.environ.get(HISTORY_ENV) or DEFAULT_HISTORY).expanduser()
+def history_root() -> str:
+    """$KAFKA_CANARY_HISTORY (a path, file://… or s3://bucket/prefix), else ~/.local/state/kafka-canary/history."""
+    return os.environ.get(HISTORY_ENV) or DEFAULT_HISTORY
 
 
 def cluster_key(name: str) -> str:
@@ -96,7 +98,8 @@ class SweepConfig(BuiltSpec):
     trend_sweeps: Annotated[int, Field(strict=True, ge=1)] = 48              # sweeps shown in the trend
     # history files kept per cluster (about 12 weeks hourly)
     keep_history: Annotated[int, Field(strict=True, ge=1)] = 2000
-    history: Path | None = None                                             # default: history_root()
+    # a path or an object store's URL (s3://bucket/prefix), as the run storage; default: history_root()
+    history: Location | None = None
     out: Path | None = None
     keep_observations: bool = False  # keep <out>/observations.jsonl (it is also on the cluster)
 
@@ -104,9 +107,9 @@ class SweepConfig(BuiltSpec):
     def cluster(self) -> str:
         return cluster_key(self.cluster_name or self.bootstrap_servers)
 
-    @property
-    def history_dir(self) -> Path:
-        return Path(self.history or history_root()).expanduser() / self.cluster
+    def history_store(self, options: Mapping[str, Any] | None = None) -> Store:
+        """The cluster's history, `<history root>/<cluster>` (`options`: the object store's settings)."""
+        return open_store(self.history or history_root(), options).child(self.cluster)
 
     def judge_config(self) -> JudgeConfig:
         return sweep_judge_config(self.judge)

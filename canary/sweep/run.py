@@ -16,6 +16,7 @@ from pathlib import Path
 
 from canary.errors import CanaryError
 from canary.judge import Aggregates, JudgeConfig, judge
+from canary.storage import Store
 from canary.sweep.compare import (
     comparison_aggregates,
     comparison_config,
@@ -58,6 +59,7 @@ class SweepResult:
     out: str
     result_file: str
     report: str
+    history: str  # the cluster's history store (a directory, or an object store's URL)
     history_file: str
     trend_file: str
     trend_png: str
@@ -70,7 +72,7 @@ class SweepResult:
         """The small form (Airflow XCom, the CLI's --json)."""
         return {key: getattr(self, key) for key in (
             "cluster", "sweep_id", "verdict", "reason", "first_sweep", "during_rollout", "seconds", "report",
-            "result_file", "history_file", "trend_file")} | {"reference_sweeps": len(self.reference),
+            "result_file", "history", "history_file", "trend_file")} | {"reference_sweeps": len(self.reference),
                                                              "summary": self.summary}
 
 
@@ -186,12 +188,17 @@ def _write_comparison(out: Path, judged: _Judged) -> None:
     write_judge_report(out / "comparison", judged.comparison, judged.comparison_agg)
 
 
-def run_sweep(config: SweepConfig) -> dict:
-    """One sweep of one cluster (the package's docstring). Returns SweepResult.brief(); result.json holds the
-    rest. Raises ClusterUnreachable when no broker answers, SweepError / judge ConfigError for bad settings."""
+def run_sweep(config: SweepConfig, history: Store | None = None) -> dict:
+    """One sweep of one cluster (the package's docstring). `history`: the cluster's history store (default
+    config.history_store()); on an object store its files are brought into this machine's work directory first
+    and what the sweep wrote is sent back at the end, so sweeps on different machines share one history.
+    Returns SweepResult.brief(); result.json holds the rest. Raises ClusterUnreachable when no broker answers,
+    SweepError / judge ConfigError for bad settings, StoreError when the history's store cannot be used."""
     started = time.monotonic()
     judge_config = config.judge_config()  # a bad judge config fails before any traffic
-    store = HistoryStore(config.history_dir)
+    remote = history or config.history_store()
+    store = HistoryStore(remote.workdir())
+    remote.pull(store.directory)  # before any traffic: an unusable store fails the sweep first
     sweep_id = new_sweep_id()
     out = Path(config.out) if config.out else store.reports / sweep_id
     out.mkdir(parents=True, exist_ok=True)
@@ -211,6 +218,9 @@ def run_sweep(config: SweepConfig) -> dict:
                        reference=reference, summary=summary)
     history_file = store.append(record)
     pruned = store.prune(config.keep_history)
+    for old in pruned:  # gone from the store as from this disk, or the next pull brings them back
+        remote.delete(f"{old}.parquet")
+        remote.delete(f"reports/{old}")
     trend_file, png = _write_trend(config, store, out)
     _write_comparison(out, judged)
     if not config.keep_observations:
@@ -224,10 +234,12 @@ def run_sweep(config: SweepConfig) -> dict:
         finished_ms=record.meta["finished_ms"], duration_s=config.duration, rate=config.rate,
         seconds=round(time.monotonic() - started, 1), summary=summary, excluded=dict(sorted(probed.excluded.items())),
         probe=probed.probe, out=str(out), result_file=str(out / "result.json"), report=str(out / "report.html"),
-        history_file=str(history_file), trend_file=str(trend_file), trend_png=str(out / "trend.png"), pruned=pruned)
+        history=remote.url, history_file=str(history_file), trend_file=str(trend_file),
+        trend_png=str(out / "trend.png"), pruned=pruned)
     write_report(out, result.to_dict(), png, judged.comparison, judged.guards)
     (out / "result.json").write_text(json.dumps(
         result.to_dict() | {"guards": judged.guards, "comparison": judged.comparison}, indent=2, default=float))
+    remote.push(store.directory)
     log.info("sweep %s of %s: %s — %s (%.1fs)", sweep_id, config.cluster, judged.verdict, judged.reason,
              result.seconds)
     return result.brief()

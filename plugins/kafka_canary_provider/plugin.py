@@ -12,10 +12,10 @@ from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import HTMLResponse, Response
 
-from canary.storage import Store, StoreError, open_store
+from canary.storage import Store, StoreError
 from canary.storage.store import valid_key
 from kafka_canary_provider.links import URL_PREFIX, RolloutReportLink
-from kafka_canary_provider.runs import runs_url
+from kafka_canary_provider.runs import runs_store
 
 # Only what the reports are made of is served; run.json and the observations stay private.
 SERVED = {".html": "text/html", ".png": "image/png", ".svg": "image/svg+xml", ".json": "application/json"}
@@ -66,12 +66,12 @@ def create_app() -> FastAPI:
 
     @app.get("/", response_class=HTMLResponse)
     def index() -> str:
-        return _index(open_store(runs_url()))
+        return _index(runs_store())
 
     @app.get("/runs/{run_id}/{page:path}")
     def report(run_id: str, page: str) -> Response:
         key = page_key(run_id, page)
-        data = open_store(runs_url()).read(key)
+        data = runs_store().read(key)
         if data is None:
             raise HTTPException(status_code=404, detail="no such report")
         return Response(content=data, media_type=SERVED[Path(key).suffix])

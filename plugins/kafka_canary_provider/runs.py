@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 
 from canary.forms import BROKER_FORM, CLIENT_FORM
-from canary.rollout.core.run import run_store, runs_url
-from canary.storage import Store
+from canary.rollout.core.run import runs_url
+from canary.storage import Store, open_store
+from kafka_canary_provider.hooks.run_storage import run_storage_options
 
 _NOT_ALLOWED = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -25,9 +26,15 @@ def rollout_run_id(airflow_run_id: str) -> str:
     return cleaned[:100]
 
 
+def runs_store() -> Store:
+    """$KAFKA_CANARY_RUNS (a directory, or an object store every worker and the API server reach), with the
+    credentials of the connection $KAFKA_CANARY_RUNS_CONN_ID names when set."""
+    return open_store(runs_url(), run_storage_options())
+
+
 def run_dir(run_id: str) -> Store:
-    """The run's storage under $KAFKA_CANARY_RUNS (a directory, or an object store every worker reaches)."""
-    return run_store(None, run_id)
+    """The run's storage under $KAFKA_CANARY_RUNS."""
+    return runs_store().child(run_id)
 
 
 def run_file(run_id: str, recorded: object) -> object:
@@ -39,7 +46,8 @@ def run_file(run_id: str, recorded: object) -> object:
     return str(run_dir(run_id).workdir() / recorded)
 
 
-__all__ = ["client_spec_from_params", "rollout_run_id", "run_dir", "run_file", "runs_url", "spec_from_params"]
+__all__ = ["client_spec_from_params", "rollout_run_id", "run_dir", "run_file", "runs_store", "runs_url",
+           "spec_from_params"]
 
 
 def spec_from_params(params: dict, cluster: dict, run_id: str) -> dict:

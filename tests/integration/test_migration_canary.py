@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from canary.cli import main
 from canary.rollout.core.lock import LOCK_TOPIC
 from canary.rollout.migration import MigrationRefused, MigrationSpec, describe_group, preflight, run_migration
+from canary.storage import open_store
 
 pytestmark = pytest.mark.integration
 
@@ -83,10 +84,12 @@ def test_migration_canary_on_4_1_promotes_every_instance_to_the_consumer_protoco
     assert LOCK_TOPIC not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=15).topics
 
 
-def test_migration_canary_rolled_back_returns_every_instance_to_classic_with_nothing_lost(cluster_factory, tmp_path):
+def test_migration_canary_rolled_back_returns_every_instance_to_classic_with_nothing_lost(cluster_factory, s3_env):
     # A person decided (action: rollback): the canary instance leaves `consumer` for `classic` while traffic goes on.
+    # The run's files go to a real S3 server, as a run on a machine with no lasting disk does.
     bootstrap = _kip848_cluster(cluster_factory, "payments")
-    spec = MigrationSpec(bootstrap_servers=bootstrap, topic="payments", group="ledger", out_dir=tmp_path / "run",
+    out = f"s3://{s3_env.make_bucket('migration-runs')}/ledger"
+    spec = MigrationSpec(bootstrap_servers=bootstrap, topic="payments", group="ledger", out_dir=out,
                          rate=30, window_s=25, disturb_at_s=8, action="rollback")
 
     result = run_migration(spec)
@@ -105,8 +108,11 @@ def test_migration_canary_rolled_back_returns_every_instance_to_classic_with_not
     # the last consumer-protocol member left: the coordinator converted the group back (migration policy)
     assert verified["group"]["type"] == "CLASSIC"
     assert records["produced"] > 0 and records["unconsumed"] == 0
-    assert json.loads((tmp_path / "run" / "result.json").read_text())["action"]["name"] == "rollback"
-    assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "verified rolled_back"
+    stored = open_store(out)
+    assert json.loads(stored.read("result.json") or b"{}")["action"]["name"] == "rollback"
+    assert json.loads(stored.read("run.json") or b"{}")["status"] == "verified rolled_back"
+    assert json.loads(stored.read("verdict.json") or b"{}")["verdict"] == result["judge"]["verdict"]
+    assert "lock released" in [json.loads(line)["action"] for line in stored.lines("audit.jsonl")]
 
 
 def test_migration_canary_on_3_9_is_refused_and_changes_nothing(cluster_factory, tmp_path, capsys):

@@ -10,33 +10,19 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from object_store import S3Server, s3_server
+from object_store import S3Server
 
 from canary.demo import FAST_JUDGE, GOOD_CONFIG
 from canary.kafka.admin import ROLLOUT_LOCK_TOPIC
 from canary.kafka.clients import admin_client
 from canary.rollout.core.audit import AuditLog
 from canary.rollout.core.run import RunState, RunStateError
-from canary.storage import open_store
+from canary.storage import StoreError, open_store
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory) -> Iterator[S3Server]:
-    with s3_server(tmp_path_factory.mktemp("s3")) as server:
-        yield server
-
-
-@pytest.fixture
-def s3_env(s3, monkeypatch) -> S3Server:
-    for name, value in s3.env().items():
-        monkeypatch.setenv(name, value)
-    return s3
 
 
 @pytest.fixture(params=["file", "s3"])
@@ -83,6 +69,68 @@ def test_a_run_written_by_a_newer_version_is_refused(runs_url):
     open_store(runs_url).child("r1").write("run.json", json.dumps({"schema": 2, "run_id": "r1"}).encode())
     with pytest.raises(RunStateError, match="schema 2; this kafka-canary reads 1: it was written by a newer"):
         RunState.open(open_store(runs_url).child("r1"), "r1", {})
+
+
+def test_deleting_a_file_and_a_folder_leaves_the_rest(runs_url):
+    store = open_store(runs_url).child("history")
+    for key in ("s1.parquet", "s2.parquet", "reports/s1/report.html", "reports/s1/comparison/verdict.json",
+                "reports/s2/report.html"):
+        store.write(key, b"x")
+    store.delete("s1.parquet")
+    store.delete("reports/s1")
+    store.delete("reports/never-written")  # already gone: nothing to do
+    fresh = Path(str(store.workdir()) + "-elsewhere")  # a machine that never had them
+    store.pull(fresh)
+    if fresh.exists():  # an object store: what a pull brings
+        assert sorted(p.relative_to(fresh).as_posix() for p in fresh.rglob("*") if p.is_file()) == [
+            "reports/s2/report.html", "s2.parquet"]
+    assert store.read("s1.parquet") is None and store.read("reports/s1/report.html") is None
+    assert store.read("s2.parquet") == b"x" and store.read("reports/s2/report.html") == b"x"
+
+
+def test_alerts_from_two_sweeps_at_once_are_both_kept(runs_url):
+    from canary.sweep import DEGRADED, Alert, send_alert
+
+    code = ("import sys; from canary.sweep import Alert, send_alert\n"
+            "send_alert(Alert('c' + sys.argv[2], 'DEGRADED', 'slow'), sys.argv[1])\n")
+    senders = [subprocess.Popen([sys.executable, "-c", code, runs_url, str(i)]) for i in range(3)]
+    assert [s.wait(300) for s in senders] == [0, 0, 0]
+    sent = send_alert(Alert("c3", DEGRADED, "slow"), runs_url)
+    assert sent["alerts_file"].endswith("alerts.jsonl") and sent["webhook"] == "not configured"
+    alerts = [json.loads(line) for line in open_store(runs_url).lines("alerts.jsonl")]
+    assert sorted(a["cluster"] for a in alerts) == ["c0", "c1", "c2", "c3"]
+
+
+def test_the_provider_reaches_the_store_with_an_airflow_connections_credentials(s3, tmp_path, monkeypatch, caplog):
+    """No AWS setting in the process: the connection $KAFKA_CANARY_RUNS_CONN_ID names holds the key, the secret
+    and the endpoint. A wrong secret is refused with what to fix, and never shows in the log."""
+    from kafka_canary_provider.runs import run_dir
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("KAFKA_CANARY_RUNS", f"s3://{s3.make_bucket('conn-runs')}/runs")
+    monkeypatch.setenv("KAFKA_CANARY_RUNS_CONN_ID", "canary_runs")
+
+    def connection(secret: str) -> None:
+        monkeypatch.setenv("AIRFLOW_CONN_CANARY_RUNS", json.dumps({
+            "conn_type": "aws", "login": s3.access_key, "password": secret,
+            "extra": {"endpoint_url": s3.endpoint, "region_name": "us-east-1"}}))
+
+    connection(s3.secret_key)
+    run = RunState.open(run_dir("r1"), "r1", {"change": {}})
+    run.step_started("preflight")
+    assert json.loads(open_store(run_dir("r1").url, s3_options(s3)).read("run.json"))["steps"]["preflight"]
+
+    connection("a-wrong-secret-4d1f")
+    with caplog.at_level("DEBUG"), pytest.raises(StoreError, match="refused the credentials"):
+        RunState.open(run_dir("r2"), "r2", {"change": {}})
+    assert "a-wrong-secret-4d1f" not in caplog.text
+
+    monkeypatch.setenv("AIRFLOW_CONN_CANARY_RUNS", json.dumps({"conn_type": "aws", "login": s3.access_key}))
+    with pytest.raises(ValueError, match="set both the login .* and the password"):
+        run_dir("r3")
 
 
 def _cli(*args: str, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:

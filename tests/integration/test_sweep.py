@@ -1,6 +1,7 @@
 """The health sweep on real brokers: two sweeps of the shared cluster in a row. The first is judged by the SLO guards
 alone, the second is compared with the first; both are kept in the history (the Spark job's row schema), each with
-its result, report and trend."""
+its result, report and trend. The history is on a real S3 server and each sweep runs from its own work directory,
+as sweeps on two Airflow workers do: the second finds the first's history only through the store."""
 
 from __future__ import annotations
 
@@ -25,10 +26,13 @@ SATURATED_MACHINE = {"metrics": {
     "produce_error_rate": {"abs_floor": 0.05}, "availability": {"abs_floor": 0.05, "slo": 0.25}}}
 
 
-def test_two_sweeps_in_a_row_keep_history_and_compare(shared_cluster, tmp_path):
+def test_two_sweeps_in_a_row_keep_history_and_compare(shared_cluster, s3_env, tmp_path, monkeypatch):
+    history = f"s3://{s3_env.make_bucket('sweep-history')}/history"
     config = SweepConfig(bootstrap_servers=shared_cluster.bootstrap_servers, cluster_name="shared", duration=15,
-                         rate=50, judge=SATURATED_MACHINE, history=tmp_path / "history")
+                         rate=50, judge=SATURATED_MACHINE, history=history)
+    monkeypatch.setenv("KAFKA_CANARY_WORKDIR", str(tmp_path / "worker-1"))
     first = run_sweep(config)
+    monkeypatch.setenv("KAFKA_CANARY_WORKDIR", str(tmp_path / "worker-2"))
     second = run_sweep(config)
     print(f"\nsweep wall time: first {first['seconds']}s, second {second['seconds']}s (15 s of probe traffic each)")
 
@@ -39,7 +43,11 @@ def test_two_sweeps_in_a_row_keep_history_and_compare(shared_cluster, tmp_path):
     assert not second["first_sweep"] and second["reference_sweeps"] == 1
     assert second["reason"].startswith("no regression against the last healthy sweep")
 
-    store = HistoryStore(tmp_path / "history" / "shared")
+    assert second["history"] == f"{history}/shared"
+    monkeypatch.setenv("KAFKA_CANARY_WORKDIR", str(tmp_path / "reader"))  # what a third machine finds in the store
+    remote = config.history_store()
+    remote.pull(remote.workdir())
+    store = HistoryStore(remote.workdir())
     entries = store.entries()
     assert [e.sweep_id for e in entries] == [first["sweep_id"], second["sweep_id"]]
     assert [e.verdict for e in entries] == [HEALTHY, HEALTHY]
@@ -59,7 +67,8 @@ def test_two_sweeps_in_a_row_keep_history_and_compare(shared_cluster, tmp_path):
     assert decided["e2e_latency_p99"] == decided["availability"] == decided["throughput"] == "PASS"
     assert result["comparison"]["lanes"]["canary"]["partitions"] == 3
     assert result["comparison"]["lanes"]["baseline"]["partitions"] == 3  # the first sweep's, renumbered
-    out = Path(second["report"]).parent
+    out = store.reports / second["sweep_id"]
+    assert (out / "result.json").read_bytes() == Path(second["result_file"]).read_bytes()
     for name in ("report.html", "trend.json", "trend.png", "comparison/report.html"):
         assert (out / name).exists(), name
     assert [p["sweep_id"] for p in json.loads((out / "trend.json").read_text())["sweeps"]] == [

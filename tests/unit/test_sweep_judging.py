@@ -484,7 +484,7 @@ def test_cli_exit_codes_and_alert(tmp_path, monkeypatch, capsys, verdict, code):
     argv = ["sweep", "--bootstrap-servers", "b:9092", "--cluster-name", "c1", "--duration", "45s", "--rate", "7",
             "--history", str(tmp_path), "--alert", "--json"]
     assert cli.main(argv) == code
-    assert (seen[0].duration, seen[0].rate, seen[0].cluster, seen[0].history) == (45.0, 7.0, "c1", tmp_path)
+    assert (seen[0].duration, seen[0].rate, seen[0].cluster, seen[0].history) == (45.0, 7.0, "c1", str(tmp_path))
     printed = json.loads(capsys.readouterr().out)
     assert printed["verdict"] == verdict
     assert (tmp_path / "alerts.jsonl").exists() == (verdict == DEGRADED)

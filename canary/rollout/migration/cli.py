@@ -24,7 +24,8 @@ def register(sub) -> None:
     parser.add_argument("--bootstrap-servers", required=True)
     parser.add_argument("--topic", required=True, help="the service's topic (must exist)")
     parser.add_argument("--group", required=True, help="the service's group id (must have no other member)")
-    parser.add_argument("--out", type=Path, required=True, help="output directory: result.json, verdict.json, events")
+    parser.add_argument("--out", required=True, help="output directory, or run storage URL (s3://bucket/prefix/run): "
+                        "result.json, verdict.json, events")
     parser.add_argument("--baseline", type=int, default=3, help="baseline instances on classic (default 3)")
     parser.add_argument("--canary", type=int, default=1, help="canary instances on consumer (default 1)")
     parser.add_argument("--rate", type=float, default=40.0, help="records/s of steady traffic (default 40)")

@@ -20,8 +20,8 @@ from canary.rollout.migration.spec import MigrationSpec, load_migration_spec
 
 
 def _open(spec: MigrationSpec, run_dir: str | Path | None = None) -> MigrationRun:
-    """The run of `spec`; its run directory is the spec's out_dir (or `run_dir`, which then becomes it)."""
-    return MigrationRun(spec if run_dir is None else spec.model_copy(update={"out_dir": Path(run_dir)}))
+    """The run of `spec`; its run storage is the spec's out_dir (or `run_dir`, which then becomes it)."""
+    return MigrationRun(spec if run_dir is None else spec.model_copy(update={"out_dir": str(run_dir)}))
 
 
 MIGRATION = RolloutKind(

@@ -16,6 +16,7 @@ from canary.rollout.core import RolloutError, RolloutRun
 from canary.rollout.core.run import RUN_FILE
 from canary.rollout.migration.session import MigrationSession
 from canary.rollout.migration.spec import MigrationError, MigrationSpec
+from canary.storage import Store, open_store
 
 RESULT_FILE = "result.json"
 
@@ -28,14 +29,14 @@ class MigrationRun(RolloutRun):
     spec: MigrationSpec
 
     def __init__(self, spec: MigrationSpec):
-        out_dir = Path(spec.out_dir)
-        _refuse_another_run(out_dir, spec.effective_run_id)
-        super().__init__(spec, out_dir)
+        store = open_store(spec.out_dir)
+        _refuse_another_run(store, spec.effective_run_id)
+        super().__init__(spec, store)
         self.session: MigrationSession | None = None
         self.holds_lock = False
         self.result: dict = {}
         if self.state.status.verified:
-            written = out_dir / RESULT_FILE
+            written = self.run_dir / RESULT_FILE
             self.result = json.loads(written.read_text()) if written.exists() else {}
         elif self.state.data["steps"]:
             self._start_over()
@@ -78,11 +79,11 @@ class MigrationRun(RolloutRun):
         self.state.update(status="new", before=None, steps={}, verdict=None, window=None)
 
 
-def _refuse_another_run(out_dir: Path, run_id: str) -> None:
+def _refuse_another_run(store: Store, run_id: str) -> None:
     """One run per output directory: another spec's run there is refused (its files would be overwritten)."""
-    path = out_dir / RUN_FILE
-    if path.exists():
-        held = json.loads(path.read_text()).get("run_id")
+    found = store.read(RUN_FILE)
+    if found is not None:
+        held = json.loads(found).get("run_id")
         if held != run_id:
-            raise MigrationError(f"{out_dir} holds the migration run {held} of another spec; use another --out "
+            raise MigrationError(f"{store.url} holds the migration run {held} of another spec; use another --out "
                                  f"directory (this spec's run is {run_id})")

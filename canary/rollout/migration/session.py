@@ -19,10 +19,11 @@ from canary.rollout.migration.verdict import window_verdict
 
 class MigrationSession:
     """The fleet of instances, the traffic, the observation sink (out_dir/observations.jsonl, emptied first) and the
-    window's span on the recorder's clock. `close` is safe to call more than once."""
+    window's span on the recorder's clock. `out_dir`: the run's work directory (the run storage sends its files
+    on). `close` is safe to call more than once."""
 
-    def __init__(self, spec: MigrationSpec, run_id: str):
-        self.spec, self.run_id, self.out_dir = spec, run_id, Path(spec.out_dir)
+    def __init__(self, spec: MigrationSpec, run_id: str, out_dir: Path):
+        self.spec, self.run_id, self.out_dir = spec, run_id, out_dir
         self.observations = self.out_dir / "observations.jsonl"
         self.observations.unlink(missing_ok=True)
         self.sink = ObservationSink(None, None, path=self.observations)
@@ -73,7 +74,7 @@ class MigrationSession:
         if self.span is None:
             raise MigrationError("the window's verdict needs the window first")
         events = list(self.fleet.recorder.events)
-        judged = window_verdict(self.spec, events, self.span, self.disturbances, self.observations)
+        judged = window_verdict(self.spec, events, self.span, self.disturbances, self.observations, self.out_dir)
         (self.out_dir / "events.jsonl").write_text("".join(json.dumps(event.to_dict()) + "\n" for event in events))
         return judged
 

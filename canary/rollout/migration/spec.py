@@ -12,7 +12,7 @@ from pydantic import Field, model_validator
 
 from canary.clients.view import connection_settings
 from canary.errors import CanaryError
-from canary.fields import BuiltSpec, ClientSettings, Duration, Name, RunId, TopicName, required
+from canary.fields import BuiltSpec, ClientSettings, Duration, Location, Name, RunId, TopicName, required
 from canary.lanes import canary_client_id
 from canary.rollout.spec import SpecError, SpecIdentity, SpecSection, validated, with_environment
 
@@ -53,7 +53,8 @@ class MigrationSpec(SpecSection, BuiltSpec, SpecIdentity):
     bootstrap_servers: Annotated[str, required("the service's cluster, host:port[,host:port…]")]
     topic: TopicName
     group: Name
-    out_dir: Path = Path(".")
+    # a directory, or the run storage's URL (s3://bucket/prefix/run): where run.json, the audit log and the files go
+    out_dir: Location = "."
     baseline: int = Field(3, strict=True, ge=1)
     canary: int = Field(1, strict=True, ge=1)
     rate: float = Field(40.0, strict=True, gt=0, le=10_000)
@@ -87,7 +88,7 @@ class MigrationSpec(SpecSection, BuiltSpec, SpecIdentity):
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as run.json and result.json keep it: JSON-able, every secret-named client setting masked."""
-        return {**super().to_dict(), "out_dir": str(self.out_dir)}
+        return {**super().to_dict(), "out_dir": self.out_dir}
 
 
 def load_migration_spec(source: str | Path | Mapping, environ: Mapping[str, str] | None = None) -> MigrationSpec:

@@ -42,7 +42,7 @@ def join_step(run: MigrationRun) -> dict:
     consumer (the classic group takes its first KIP-848 member), each until the group settled. Idempotent within
     the process: an instance already on its protocol is left alone."""
     if run.session is None:
-        run.session = MigrationSession(run.spec, run.run_id)
+        run.session = MigrationSession(run.spec, run.run_id, run.run_dir)
     joined = run.session.join()
     run.result.update(joined)
     group = joined["group_at_start"]

@@ -38,11 +38,10 @@ def metric_summary(verdict: dict) -> dict:
 
 
 def window_verdict(spec: MigrationSpec, events: list[RebalanceEvent], span: tuple[float, float], disturbances: int,
-                   observations: Path) -> dict:
+                   observations: Path, out_dir: Path) -> dict:
     """The verdict on one window: the rebalance `events` inside `span` (start, end on the recorder's clock) with
     `disturbances` completed disturbances, and the judge on the window's `observations` file (its verdict.json
-    written to the spec's out_dir). Returns verdict, reason, disruption and the judge's part."""
-    out_dir = Path(spec.out_dir)
+    written to `out_dir`). Returns verdict, reason, disruption and the judge's part."""
     slots: dict[str, int] = dict(Counter(client_lane(name) for name in spec.names))
     disruption = compare(account(events, span[0], span[1], slots), disturbances)
     judged = judge_observations(observations, out_dir, judge_config(spec.judge_config))

@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, AssetAlias, BaseOperator
 
+from canary.storage import Store, open_store
 from kafka_canary_provider.hooks.kafka_canary import KafkaCanaryHook
+from kafka_canary_provider.hooks.run_storage import run_storage_options
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -41,7 +43,8 @@ class HealthSweepOperator(BaseOperator):
     :param probe_rate: probe messages per second per partition; templated.
     :param reference_sweeps: healthy sweeps pooled as the reference; templated.
     :param judge_config: judge config mapping merged over canary.sweep.SWEEP_JUDGE; templated.
-    :param history: history root; default $KAFKA_CANARY_HISTORY or ~/.local/state/kafka-canary/history.
+    :param history: history root, a directory or s3://bucket/prefix (credentials: the run storage's connection,
+        $KAFKA_CANARY_RUNS_CONN_ID); default $KAFKA_CANARY_HISTORY or ~/.local/state/kafka-canary/history.
     Returns (XCom) canary.sweep's small result: cluster, verdict, reason, sweep id, report, history file, summary.
     """
 
@@ -72,7 +75,7 @@ class HealthSweepOperator(BaseOperator):
                              judge=dict(self.judge_config or {}), history=self.history or None)
         self.log.info("sweeping %s (%s) for %ss at %s msg/s per partition", self.kafka_canary_conn_id, bootstrap,
                       config.duration, config.rate)
-        result = run_sweep(config)
+        result = run_sweep(config, config.history_store(run_storage_options()))
         self.log.info("cluster %s: %s, %s; report %s", self.kafka_canary_conn_id, result["verdict"], result["reason"],
                       result["report"])
         result["conn_id"] = self.kafka_canary_conn_id
@@ -103,9 +106,17 @@ def _where(context: Context) -> dict:
     return {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id, "map_index": ti.map_index}
 
 
+def _alerts_store(task: object) -> Store:
+    """The history root the task keeps its history in (where its alerts go), with the storage connection's
+    credentials."""
+    from canary.sweep import history_root
+
+    return open_store(getattr(task, "history", None) or history_root(), run_storage_options())
+
+
 def alert_if_degraded(context: Context) -> None:
     """on_success_callback of the sweep task: alerts when the sweep's verdict (its XCom) is DEGRADED."""
-    from canary.sweep import DEGRADED, Alert, history_root, send_alert
+    from canary.sweep import DEGRADED, Alert, send_alert
 
     ti = context["ti"]
     result = ti.xcom_pull(task_ids=ti.task_id, map_indexes=ti.map_index) or {}
@@ -114,17 +125,17 @@ def alert_if_degraded(context: Context) -> None:
     task = context["task"]
     send_alert(Alert(cluster=result.get("conn_id") or result.get("cluster"), status=DEGRADED, reason=result["reason"],
                      sweep_id=result.get("sweep_id"), report=result.get("report"), details=_where(context)),
-               getattr(task, "history", None) or history_root(), webhook_url())
+               _alerts_store(task), webhook_url())
 
 
 def alert_on_failure(context: Context) -> None:
     """on_failure_callback: a task of the sweep failed (the cluster could not be probed, a bad connection or
     Variable); the alert names the cluster when the task had one."""
-    from canary.sweep import Alert, history_root, send_alert
+    from canary.sweep import Alert, send_alert
 
     task = context["task"]
     error = context.get("exception")
     send_alert(Alert(cluster=getattr(task, "kafka_canary_conn_id", None), status="SWEEP_FAILED",
                      reason=f"{type(error).__name__}: {error}" if error else "the task failed",
                      details=_where(context)),
-               getattr(task, "history", None) or history_root(), webhook_url())
+               _alerts_store(task), webhook_url())

@@ -40,8 +40,9 @@ def _result(verdict: str, **extra) -> dict:
 def test_execute_sweeps_the_connections_cluster_and_publishes_its_health(connection, monkeypatch, tmp_path):
     seen = []
 
-    def fake_run_sweep(config):
+    def fake_run_sweep(config, history):
         seen.append(config)
+        assert history.where("x") == str(tmp_path / "prod_eu" / "x")  # the cluster's history under the root given
         return _result(sweep.HEALTHY)
 
     monkeypatch.setattr(sweep, "run_sweep", fake_run_sweep)

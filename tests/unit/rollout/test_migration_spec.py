@@ -63,7 +63,7 @@ def test_the_cli_flags_build_the_spec(tmp_path):
                                       "--disturb-at", "10", "--client-config", str(client), "--action", "rollback"])
     spec = spec_from_args(args)
     assert (spec.canary, spec.window_s, spec.disturb_at_s, spec.action) == (2, 30.0, 10.0, "rollback")
-    assert spec.client == {"security.protocol": "SSL"} and spec.out_dir == tmp_path / "run"
+    assert spec.client == {"security.protocol": "SSL"} and spec.out_dir == str(tmp_path / "run")
     assert args.func.__name__ == "cmd_migrate_protocol"
 
 
