@@ -62,7 +62,7 @@ test-compose: setup $(DOCKERD) $(COMPOSE)
 	$(BIN)/pytest -s -m compose tests/compose_stack
 
 # Airflow beyond one machine (tests/distributed): Debian's PostgreSQL and redis-server on loopback, two Celery workers
-# sharing no disk, run storage on a real S3 server, Spark standalone (docs/production.md says where it stands).
+# sharing no disk, run storage on a real S3 server, Spark standalone (docs/production.md); about 7 minutes.
 REDIS := /usr/bin/redis-server
 $(REDIS):
 	@command -v apt-get >/dev/null || { echo "error: install redis-server and PostgreSQL"; exit 1; }
@@ -70,7 +70,7 @@ $(REDIS):
 	  { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q --no-install-recommends redis-server postgresql; }
 
 test-distributed: setup $(REDIS) $(CHROMEDRIVER)
-	$(BIN)/pytest -m distributed tests/distributed
+	$(BIN)/pytest -s -m distributed tests/distributed
 
 faults: setup
 	$(BIN)/pytest -m slow tests/reliability

@@ -123,10 +123,12 @@ class CeleryAirflow:
     def add_queue(self, worker: str, queue: str) -> None:
         """What an operator does when a worker machine is lost: another worker takes over its queue."""
         celery = str(Path(sys.executable).parent / "celery")
+        name = self._celery_name(worker)
         done = subprocess.run([celery, "--app", "airflow.providers.celery.executors.celery_executor.app", "control",
-                               "add_consumer", queue, "--destination", self._celery_name(worker)],
+                               "add_consumer", queue, "--destination", name],
                               env=self.env, capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0 and "consuming from" in done.stdout + done.stderr, done.stdout + done.stderr
+        said = done.stdout + done.stderr  # "-> worker-b@host: OK\n    add consumer queue_a"
+        assert done.returncode == 0 and f"{name}: OK" in said and "consum" in said, said
 
     def _celery_name(self, worker: str) -> str:
         import socket

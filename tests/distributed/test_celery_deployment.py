@@ -9,7 +9,7 @@ through the REST API by the release hook, as a release pipeline does:
   on the other worker once that one takes over its queue, and the rollout still converges, nothing lost;
 - the report page is served from the object store, in headless Chromium behind Airflow's login.
 
-`make test-distributed` runs it; `make test` leaves it out. Not yet passing: see docs/production.md.
+`make test-distributed` runs it (CI does, after `make test`, which leaves it out: it takes about 7 minutes).
 """
 
 from __future__ import annotations
@@ -64,29 +64,34 @@ def _threads(cluster) -> set[str | None]:
 
 
 def _run_state(s3, bucket: str, run_id: str) -> dict:
+    """run.json as the store holds it (read here with the server's keys)."""
     store = open_store(f"s3://{bucket}/runs", {"endpoint_url": s3.endpoint, "key": s3.access_key,
                                                "secret": s3.secret_key}).child(run_id)
     return json.loads(store.read("run.json"))
 
 
 def test_a_rollout_on_celery_workers_sharing_no_disk_promotes_and_survives_a_killed_worker(cluster_factory,
-                                                                                          tmp_path, monkeypatch):
+                                                                                          tmp_path):
     cluster = cluster_factory(brokers=3)
     with s3_server(tmp_path / "s3") as s3, postgres() as database, redis(tmp_path) as broker, \
             spark_standalone(tmp_path / "spark") as spark:
         bucket = s3.make_bucket("canary-runs")
-        for key, value in s3.env().items():
-            monkeypatch.setenv(key, value)  # the test reads the store as the workers do
+        # The workers and the API server reach the store with an Airflow connection's credentials, no AWS setting.
+        storage = {"KAFKA_CANARY_RUNS_CONN_ID": "canary_runs", "AIRFLOW_CONN_CANARY_RUNS": json.dumps({
+            "conn_type": "aws", "login": s3.access_key, "password": s3.secret_key,
+            "extra": {"endpoint_url": s3.endpoint, "region_name": "us-east-1"}})}
         airflow = CeleryAirflow.start(tmp_path / "deployment", f"s3://{bucket}/runs", cluster.directory,
                                       database_url=database.sqlalchemy_url(), broker_url=broker, spark_master=spark,
-                                      queues=QUEUES, extra_env=s3.env())
+                                      queues=QUEUES, extra_env=storage)
         try:
             airflow.start_worker("worker-a", ["queue_a"])
             airflow.start_worker("worker-b", ["queue_b"])
             airflow.stack.wait_ready(timeout=600)
 
             # 1. A good change, every step on the other worker than the step before.
+            started = time.monotonic()
             promoted = _rollout(airflow, "distributed_1", threads=6)
+            print(f"\ndistributed rollout, trigger to verified: {time.monotonic() - started:.1f} s")
             assert promoted.returncode == 0, promoted.stdout[-3000:] + promoted.stderr[-3000:]
             assert "PROMOTE" in promoted.stdout
             assert _threads(cluster) == {"6"}
@@ -96,13 +101,12 @@ def test_a_rollout_on_celery_workers_sharing_no_disk_promotes_and_survives_a_kil
             for task in CHAIN:
                 assert tis[task]["queue"] == QUEUES[task] and tis[task]["hostname"] == WORKER[QUEUES[task]], tis[task]
             assert all(tis[a]["hostname"] != tis[b]["hostname"] for a, b in zip(CHAIN, CHAIN[1:], strict=False))
-            for name, worker in airflow.workers.items():
+            for name, worker in airflow.workers.items():  # "Executing workload in Celery: … log_path='…'"
                 log = worker.log.read_text()
-                mine = [t for t in CHAIN if WORKER[QUEUES[t]] == name]
-                assert all(f"task_id='{t}'" in log or f"'{t}'" in log for t in mine), (name, log[-3000:])
-                assert not any(f"task_id='{t}'" in log for t in CHAIN if t not in mine), name
+                executed = {t for t in CHAIN if f"run_id=distributed_1/task_id={t}/attempt=" in log}
+                assert executed == {t for t in CHAIN if WORKER[QUEUES[t]] == name}, (name, log[-3000:])
             state = _run_state(s3, bucket, "distributed_1")
-            assert state["verdict"]["verdict"] == "PROMOTE" and state["steps"]["verify"]["status"] == "success"
+            assert state["verdict"]["verdict"] == "PROMOTE" and state["steps"]["verify"]["status"] == "done"
 
             # 2. Worker a dies while it runs the probe window; worker b takes over its queue, the task is retried.
             follow = _rollout(airflow, "distributed_2", threads=8, wait=False)
@@ -121,7 +125,7 @@ def test_a_rollout_on_celery_workers_sharing_no_disk_promotes_and_survives_a_kil
             assert [t["hostname"] for t in tries][:1] == ["worker-a"] and tries[-1]["hostname"] == "worker-b", tries
             assert tries[-1]["state"] == "success" and len(tries) >= 2
             state = _run_state(s3, bucket, "distributed_2")
-            assert state["verdict"]["verdict"] == "PROMOTE" and state["steps"]["verify"]["status"] == "success"
+            assert state["verdict"]["verdict"] == "PROMOTE" and state["steps"]["verify"]["status"] == "done"
             assert state["steps"]["probe-window"]["attempts"] >= 2
 
             # 3. The report, from the object store, through the API server's plugin, in a browser.
