@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from canary.errors import ClusterError
 from canary.kafka.admin import TopicAdmin
 from canary.kafka.clients import QUIET_LOGGER, admin_client, position
+from canary.kafka.wait import WaitTimeout, wait_until
 
 
 @dataclass(frozen=True)
@@ -53,10 +54,21 @@ def round_trip(bootstrap_servers: str, topic: str, timeout: float = 30.0, client
     """Sends one acks=all message to each partition of `topic` and reads each back. `client`: librdkafka settings
     (security)."""
     client = dict(client or {})
-    # All topics: a metadata request naming the topic would auto-create it on brokers that allow that.
-    metadata = admin_client(bootstrap_servers, client).list_topics(timeout=timeout)
-    if topic not in metadata.topics or metadata.topics[topic].error is not None:
-        raise ClusterError(f"topic {topic} is not available on {bootstrap_servers}")
+    admin = admin_client(bootstrap_servers, client)
+    found: list = []
+
+    def missing() -> str | None:
+        # All topics: a metadata request naming the topic would auto-create it on brokers that allow that.
+        metadata = admin.list_topics(timeout=timeout)
+        found[:] = [metadata]
+        ok = topic in metadata.topics and metadata.topics[topic].error is None
+        return None if ok else f"topic {topic} not in the metadata"
+
+    try:  # a topic just created reaches every broker's metadata cache a moment later
+        wait_until(f"topic {topic}", timeout, missing, poll=0.5)
+    except WaitTimeout:
+        raise ClusterError(f"topic {topic} is not available on {bootstrap_servers}") from None
+    metadata = found[0]
     partitions = sorted(metadata.topics[topic].partitions.values(), key=lambda p: p.id)
     run_id = uuid.uuid4().hex
     producer = Producer({"bootstrap.servers": bootstrap_servers, "acks": "all", "enable.idempotence": True,
