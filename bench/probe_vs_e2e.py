@@ -90,8 +90,9 @@ def measure(cluster: LocalCluster, args: argparse.Namespace, tmp: Path) -> None:
     dist = distribution.ensure(distribution.BASELINE_VERSION)
     topics = one_partition_topics(cluster.bootstrap_servers)
     path = tmp / "probe.jsonl"
+    # The rollout's settings: the default intervals, observations to a file (the topic would add its own traffic)
     probe = Probe(ProbeConfig(cluster.bootstrap_servers, rate=args.rate, observations_file=str(path),
-                              observations_topic="", metadata_interval=1, reconcile_interval=3))
+                              observations_topic=""))
     probe.start()
     me = psutil.Process()
     try:

@@ -101,14 +101,18 @@ class Tracker:
         return ProbeMessage(self.id.producer_id, self.id.epoch, self.id.run_id, partition, seq, int(now_ms),
                             leader, lane)
 
-    def acked(self, partition: int, seq: int, offset: int, now_ms: float) -> None:
+    def acked(self, partition: int, seq: int, offset: int, now_ms: float, client_latency_ms: float | None = None
+              ) -> None:
+        """`client_latency_ms`: the client's own time from the send to the broker's response, when it has one; it
+        leaves out how long this process took to serve the report (a busy machine's scheduling, not the broker)."""
         with self._lock:
             stream = self._streams.get(partition)
             sent = stream.pending.get(seq) if stream else None
             if stream is None or sent is None or sent.ack_ms is not None:
                 return
-            sent.ack_ms, sent.offset = now_ms, offset
-            latency = now_ms - sent.send_ms
+            latency = now_ms - sent.send_ms if client_latency_ms is None else min(client_latency_ms,
+                                                                                   now_ms - sent.send_ms)
+            sent.ack_ms, sent.offset = sent.send_ms + latency, offset
             self.ledger.count(now_ms, sent.lane, partition, "acked")
             self.ledger.latency(now_ms, sent.lane, partition, "produce", latency)
             if sent.receive_ms is not None:  # the consumer was quicker than the delivery report

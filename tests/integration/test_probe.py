@@ -103,6 +103,10 @@ def test_healthy_run_two_probes_share_a_topic_and_crafted_records_are_counted(sh
     assert {o.run_id for o in observed} == {"run-a"} and {o.producer_id for o in observed} == {"probe-a"}
     assert all(o.lane == "baseline" and o.ack_ts is not None and o.receive_ts is not None for o in observed)
     assert summary_a.observations["written"] == len(observed) and summary_a.observations["failed"] == 0
+    # each partition at its own phase of the round (10/s on 3 partitions: a send every 33 ms), not in bursts
+    sends = sorted(o.send_ts for o in observed if o.outcome == "delivered")
+    gaps = sorted(b - a for a, b in zip(sends, sends[1:]))
+    assert 20 < gaps[len(gaps) // 2] < 50, gaps[len(gaps) // 2]
 
     # the same observations are on the cluster, readable by run id
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe-test-reader", "logger": QUIET_LOGGER,

@@ -148,3 +148,26 @@ def test_observations_keep_the_microsecond_and_read_back():
             assert exc.reason == "malformed" and "send_ts" in str(exc)
         else:
             raise AssertionError(f"send_ts {bad!r} was taken")
+
+
+def test_the_clients_own_ack_latency_leaves_out_serving_the_report_but_never_exceeds_the_wall_clock():
+    tracker, obs = _tracker()
+    late, early = _send(tracker, now=1000.0), _send(tracker, now=1000.0)
+    # the report of `late` was served 9 ms after the client had the response (2.5 ms after the send)
+    tracker.acked(0, late.seq, 10, now_ms=1011.5, client_latency_ms=2.5)
+    tracker.acked(0, early.seq, 11, now_ms=1003.0, client_latency_ms=7.0)  # a clock step: the wall clock caps it
+    tracker.record(0, 10, late.encode(), now_ms=1004.0)
+    tracker.record(0, 11, early.encode(), now_ms=1004.0)
+    assert [o.produce_latency_ms for o in obs] == [2.5, 3.0]
+    assert tracker.ledger.by_lane()["baseline"].produce.max == 3.0
+
+
+def test_counts_without_latency_leave_the_histograms_out():
+    tracker, _ = _tracker()
+    m = _send(tracker, now=1000.0)
+    tracker.acked(0, m.seq, 0, now_ms=1004.0)
+    tracker.record(0, 0, m.encode(), now_ms=1005.0)
+    full = tracker.ledger.by_lane(window_from_ms=0)["baseline"]
+    counts = tracker.ledger.by_lane(window_from_ms=0, latency=False)["baseline"]
+    assert counts.counts == full.counts and counts.counts["delivered"] == 1
+    assert full.produce.n == 1 and counts.produce.n == 0 and counts.availability == 1.0
