@@ -160,6 +160,10 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # The time a broker spends appending a produce request to its log: flushing every message or recompressing
     # every batch triples it (1 -> 3 ms under load) while the request's total time hides it behind replication.
     _b("produce_local_time_p50_ms", "increase", 1.0, 1.5),
+    # How often the broker forces its log to disk. By default Kafka leaves that to the OS (no flush in a window);
+    # a flush per message or per millisecond costs a fleet half its produce throughput (bench/capacity_truth.py)
+    # while it costs the canary at a moderate load only a third more CPU, within the CPU floor.
+    _b("log_flushes_per_s", "increase", 1.0, 5.0),
     _b("fetch_consumer_local_time_p99_ms", "increase", 1.0, 10.0),
     _b("cpu_seconds_per_s", "increase", 1.0, 0.25),
     # The window's load measures its produce latency through each broker's partition (with `load` in the spec)...

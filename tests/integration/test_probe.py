@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import urllib.request
@@ -105,7 +106,7 @@ def test_healthy_run_two_probes_share_a_topic_and_crafted_records_are_counted(sh
     assert summary_a.observations["written"] == len(observed) and summary_a.observations["failed"] == 0
     # each partition at its own phase of the round (10/s on 3 partitions: a send every 33 ms), not in bursts
     sends = sorted(o.send_ts for o in observed if o.outcome == "delivered")
-    gaps = sorted(b - a for a, b in zip(sends, sends[1:]))
+    gaps = sorted(b - a for a, b in itertools.pairwise(sends))
     assert 20 < gaps[len(gaps) // 2] < 50, gaps[len(gaps) // 2]
 
     # the same observations are on the cluster, readable by run id
