@@ -40,7 +40,6 @@ CASES: dict[str, tuple[dict[str, str], bool]] = {
     "broker-recompresses-gzip-9": ({"compression.type": "gzip", "compression.gzip.level": "9"}, True),
     "fetch-responses-of-1-kib": ({"fetch.max.bytes": "1024"}, True),
     "segments-of-1-mib": ({"log.segment.bytes": "1048576"}, True),
-    "request-bytes-queue-of-16-kib": ({"queued.max.request.bytes": "16384"}, True),
     "flush-every-10-messages": ({"log.flush.interval.messages": "10"}, True),
     "cleaner-backoff": ({"log.cleaner.backoff.ms": "15001"}, False),
     "more-io-threads": ({"num.io.threads": "10"}, False),
@@ -58,11 +57,13 @@ def run_case(root: Path, name: str, attempt: int, window: str, rate: float) -> d
                "canary": {"brokers": [canary]}, "probe": {"window": window, "interim_interval": "15s"},
                "judge": {"engine": "inline"}, "broker_metrics": {"interval": "2s"},
                "load": {"rate": rate, "record_size": 1000}, "run_id": f"{name}-{attempt}"}
-        rollout = Rollout(load_spec(raw), root / "runs" / f"{name}-{attempt}")
+        run_dir = root / "runs" / f"{name}-{attempt}"
+        rollout = Rollout(load_spec(raw), run_dir)
         result = run_all(BROKER, rollout)
         window_state = rollout.state.data.get("window") or {}
         verdict_at = next((e["ts_ms"] for e in rollout.audit.entries() if e["action"] == "verdict"), None)
-        analysis = Path(rollout.state.data.get("verdict", {}).get("analysis") or "") / "verdict.json"
+        # the analysis directory is kept relative to the run's directory
+        analysis = run_dir / (rollout.state.data.get("verdict", {}).get("analysis") or "-") / "verdict.json"
         metrics = json.loads(analysis.read_text())["metrics"] if analysis.is_file() else []
         failed = [m["name"] for m in metrics if m["decision"] == "FAIL"]
         load = window_state.get("load") or {}

@@ -32,12 +32,14 @@ RETENTION_MS = 6 * 3600 * 1000
 @dataclass(frozen=True)
 class TopicSpec:
     name: str
-    segment_bytes: int = SEGMENT_BYTES
+    segment_bytes: int | None = SEGMENT_BYTES   # None: the brokers' log.segment.bytes
     retention_bytes: int = RETENTION_BYTES
     retention_ms: int = RETENTION_MS
+    segment_ms: int | None = None                # None: the brokers' log.roll.ms
 
     def configs(self, rf: int) -> dict[str, str]:
-        return {"min.insync.replicas": str(max(1, rf - 1)), "segment.bytes": str(self.segment_bytes),
+        sizes = {"segment.bytes": self.segment_bytes, "segment.ms": self.segment_ms}
+        return {"min.insync.replicas": str(max(1, rf - 1)), **{k: str(v) for k, v in sizes.items() if v is not None},
                 "retention.bytes": str(self.retention_bytes), "retention.ms": str(self.retention_ms)}
 
 

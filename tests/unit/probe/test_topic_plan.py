@@ -1,4 +1,5 @@
 from canary.kafka.admin import PartitionState, TopicState
+from canary.probe.load import LOAD_TOPIC_SPEC
 from canary.probe.topic import TopicSpec, plan, rack_interleaved
 
 SPEC = TopicSpec("canary")
@@ -148,3 +149,9 @@ def test_a_broker_heading_an_orphan_too_keeps_its_own_partition_and_the_returnin
     # broker 2 back: broker 3 keeps partition 2, broker 2 takes its partition 1 back
     back = plan(SPEC, _state_from(after, brokers), previous_owners=again.owners)
     assert back.owners == {1: 0, 2: 1, 3: 2} and back.reassign[1][0] == 2
+
+
+def test_the_load_topic_meets_the_brokers_segment_size_and_closes_segments_by_time():
+    load, probe = LOAD_TOPIC_SPEC.configs(3), TopicSpec("__kafka_canary").configs(3)
+    assert "segment.bytes" not in load and load["segment.ms"] == "10000" and load["retention.bytes"] == str(64 << 20)
+    assert probe["segment.bytes"] == str(4 << 20) and "segment.ms" not in probe
