@@ -63,9 +63,11 @@ class ObservationSink:
             try:
                 self._producer.produce(self.topic, value=raw.encode(), key=obs.run_id.encode(),
                                        on_delivery=self._failed)
-                self.produced += 1
+                with self._lock:  # emitted from the producing and the consuming thread alike
+                    self.produced += 1
             except BufferError:
-                self.dropped += 1
+                with self._lock:
+                    self.dropped += 1
 
     def _failed(self, err, _msg) -> None:
         if err is not None:
