@@ -443,7 +443,7 @@ class Probe:
         for (lane, partition), tally in tallies.items():
             if tally.availability is not None:
                 self.metrics.availability.labels(str(partition), lane).set(tally.availability)
-        for lane, tally in lanes_of(tallies).items():
+        for lane, tally in lanes_of(tallies, latency=False).items():
             if tally.availability is not None:
                 self.metrics.lane_availability.labels(lane).set(tally.availability)
         self.metrics.ready.set(1 if self.ready() else 0)

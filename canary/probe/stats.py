@@ -116,7 +116,7 @@ class Ledger:
     def by_lane_partition(self, window_from_ms: float | None = None, latency: bool = True
                           ) -> dict[tuple[str, int], Tally]:
         """(lane, partition) -> tally, for the whole run, or for the seconds from `window_from_ms` on.
-        `latency=False` merges the counts only: a minute of per-second histograms is ~50 ms of pure Python under
+        `latency=False` merges the counts only: a minute of per-second histograms is ~6 ms of pure Python under
         the lock the probe's send and delivery paths take, which the probe's own latency would show."""
         result: dict[tuple[str, int], Tally] = {}
         with self._lock:
@@ -128,7 +128,7 @@ class Ledger:
         return result
 
     def by_lane(self, window_from_ms: float | None = None, latency: bool = True) -> dict[str, Tally]:
-        return lanes_of(self.by_lane_partition(window_from_ms, latency))
+        return lanes_of(self.by_lane_partition(window_from_ms, latency), latency)
 
     def by_partition(self, window_from_ms: float | None = None) -> dict[int, Tally]:
         result: dict[int, Tally] = {}
@@ -137,9 +137,9 @@ class Ledger:
         return result
 
 
-def lanes_of(tallies: dict[tuple[str, int], Tally]) -> dict[str, Tally]:
-    """(lane, partition) tallies summed per lane."""
+def lanes_of(tallies: dict[tuple[str, int], Tally], latency: bool = True) -> dict[str, Tally]:
+    """(lane, partition) tallies summed per lane (`latency=False`: the counts only)."""
     result: dict[str, Tally] = {}
     for (lane, _), tally in tallies.items():
-        result.setdefault(lane, Tally()).merge(tally)
+        result.setdefault(lane, Tally()).merge(tally, latency)
     return result
