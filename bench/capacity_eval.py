@@ -86,13 +86,15 @@ def main() -> None:
     p.add_argument("--window", default="90s")
     p.add_argument("--rate", type=float, default=3000)
     p.add_argument("--cases", default=",".join(CASES))
+    p.add_argument("--keep", type=Path, help="keep the runs' directories (observations, verdicts) here")
     args = p.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="capacity-eval-") as tmp:
+        root = args.keep or Path(tmp)
         for name in args.cases.split(","):
             for attempt in range(args.runs):
                 started = time.monotonic()
-                row = run_case(Path(tmp), name, attempt, args.window, args.rate)
+                row = run_case(root, name, attempt, args.window, args.rate)
                 row["total_s"] = round(time.monotonic() - started)
                 rows.append(row)
                 print(json.dumps(row), flush=True)

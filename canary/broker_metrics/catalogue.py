@@ -6,7 +6,7 @@ differently overrides the queries)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 Direction = Literal["increase", "decrease"]   # which change is a regression
@@ -15,11 +15,14 @@ Direction = Literal["increase", "decrease"]   # which change is a regression
 @dataclass(frozen=True)
 class BrokerMetric:
     """`series` filtered by `labels` (several matching series are summed); kind `gauge`: the value as read; `rate`:
-    the counter's increase per second between two samples, times `scale` (idle nanoseconds per second -> ratio)."""
+    the counter's increase per second between two samples, times `scale` (idle nanoseconds per second -> ratio);
+    `mean`: a histogram's mean over the interval between two samples, from its lifetime `_mean` series (`series`)
+    and its `_count` (Kafka's request histograms keep whole milliseconds and their percentiles decay over minutes;
+    the interval's mean of many requests resolves a fraction of a millisecond and follows the interval)."""
 
     name: str
     series: str
-    kind: Literal["gauge", "rate"]
+    kind: Literal["gauge", "rate", "mean"]
     unit: str
     direction: Direction
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -29,9 +32,18 @@ class BrokerMetric:
         """The query giving this metric per broker: `brokers` is the regex of the broker label's values."""
         matchers = ",".join([*(f'{k}="{v}"' for k, v in sorted(self.labels.items())), f'{broker_label}=~"{brokers}"'])
         selector = f"{self.series}{{{matchers}}}"
+        by = f"sum by ({broker_label})"
+        if self.kind == "mean":  # (sum now - sum a window ago) / (count now - count then), sum = mean * count
+            count = f"{self.counts().series}{{{matchers}}}"
+            return (f"({by} ({selector} * {count}) - {by} ({selector} offset {window} * {count} offset {window})) / "
+                    f"({by} ({count}) - {by} ({count} offset {window}) > 0)")
         inner = f"rate({selector}[{window}])" if self.kind == "rate" else selector
-        query = f"sum by ({broker_label}) ({inner})"
+        query = f"{by} ({inner})"
         return query if self.scale == 1.0 else f"{query} * {self.scale:g}"
+
+    def counts(self) -> BrokerMetric:
+        """A `mean` metric's count series, with the same labels."""
+        return replace(self, series=self.series.removesuffix("_mean") + "_count", kind="rate")
 
 
 def _request_times() -> list[BrokerMetric]:
@@ -59,6 +71,8 @@ CATALOGUE: tuple[BrokerMetric, ...] = (
     BrokerMetric("network_processor_idle_ratio", "kafka_network_socketserver_value", "gauge", "ratio", "decrease",
                  {"name": "NetworkProcessorAvgIdlePercent"}),
     *_request_times(),
+    BrokerMetric("produce_local_time_mean_ms", "kafka_network_requestmetrics_mean", "mean", "ms", "increase",
+                 {"name": "LocalTimeMs", "request": "Produce"}),
     _topic_rate("produce_requests_per_s", "TotalProduceRequestsPerSec", "1/s", "decrease"),
     _topic_rate("fetch_requests_per_s", "TotalFetchRequestsPerSec", "1/s", "decrease"),
     _topic_rate("failed_produce_requests_per_s", "FailedProduceRequestsPerSec", "1/s", "increase"),
@@ -91,13 +105,16 @@ class LoadMetric:
     """A per-broker value the window's load measures itself (canary.probe.load), not read from the broker, per
     reading interval through the partition that broker leads: `source` produce, its records' acknowledgement
     latency; consume, the time from a record's creation to its consumer receiving it (a broker that serves fetches
-    slowly, with small socket buffers or a slow fetch path, leaves its partition's consumer ever further behind)."""
+    slowly, with small socket buffers or a slow fetch path, leaves its partition's consumer ever further behind);
+    catch_up, how fast a consumer that is behind reads the partition's latest records back (what Kafka's
+    ConsumerPerformance measures: a broker that caps its fetch responses keeps up with a consumer at the head of the
+    log and leaves one behind it reading slowly)."""
 
     name: str
     unit: str
     direction: Direction
-    quantile: float
-    source: Literal["produce", "consume"] = "produce"
+    quantile: float | None       # of the interval's latencies; None for catch_up
+    source: Literal["produce", "consume", "catch_up"] = "produce"
 
 
 LOAD_METRICS: tuple[LoadMetric, ...] = (
@@ -105,6 +122,7 @@ LOAD_METRICS: tuple[LoadMetric, ...] = (
     LoadMetric("load_produce_latency_p99_ms", "ms", "increase", 0.99),
     LoadMetric("load_consume_latency_p50_ms", "ms", "increase", 0.50, "consume"),
     LoadMetric("load_consume_latency_p99_ms", "ms", "increase", 0.99, "consume"),
+    LoadMetric("load_catch_up_bytes_per_s", "bytes/s", "decrease", None, "catch_up"),
 )
 # Every per-broker metric the judge can compare, with its unit.
 UNITS: Mapping[str, str] = {**{m.name: m.unit for m in CATALOGUE}, **{m.name: m.unit for m in LOAD_METRICS}}

@@ -61,6 +61,16 @@ def parse_exposition(text: str) -> Series:
     return series
 
 
+def _interval_mean(metric: BrokerMetric, series: Series, old_series: Series) -> float | None:
+    """The mean of what the histogram recorded between two scrapes: the change of its sum over that of its count
+    (none when it recorded nothing, or its count went down: the broker restarted)."""
+    mean, count = _value(series, metric), _value(series, metric.counts())
+    old_mean, old_count = _value(old_series, metric), _value(old_series, metric.counts())
+    if mean is None or count is None or old_mean is None or old_count is None or count <= old_count:
+        return None
+    return (mean * count - old_mean * old_count) / (count - old_count)
+
+
 class ExporterSource:
     """The JMX exporter agents of brokers we started: `endpoints` maps a broker id to its http://host:port."""
 
@@ -92,7 +102,8 @@ class ExporterSource:
             except BrokerMetricsError as exc:
                 problems.append(str(exc))
                 continue
-            missing = sorted({m.series for m in self.metrics if _value(series, m) is None})
+            needed = [*self.metrics, *(m.counts() for m in self.metrics if m.kind == "mean")]
+            missing = sorted({m.series for m in needed if _value(series, m) is None})
             if missing:
                 problems.append(f"broker {broker}: its metrics lack {', '.join(missing)}")
         if problems:
@@ -124,6 +135,8 @@ class ExporterSource:
         if before is None:
             return None
         then, old_series = before
+        if metric.kind == "mean":
+            return _interval_mean(metric, series, old_series)
         old = _value(old_series, metric)
         if old is None or value < old or now <= then:  # a counter that went down: the broker restarted
             return None

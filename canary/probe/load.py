@@ -2,8 +2,10 @@
 only when the brokers work. The load pushes records of a real size with real batching and acks=all through a topic
 laid out like the probe's (each broker the preferred leader of one partition), the same rate into every partition,
 so canary and baseline brokers carry the same load and their own metrics compare fairly; a consumer fetches it all
-back. It stops at once when its own produce errors pass a share (the cluster is struggling: the window's guards
-then decide) and whenever the window stops it."""
+back as it arrives, and at every reading a second consumer that is behind reads each partition's latest records back
+as fast as it can (a broker's fetch path shows under a consumer catching up, not one at the head of the log). It
+stops at once when its own produce errors pass a share (the cluster is struggling: the window's guards then decide)
+and whenever the window stops it."""
 
 from __future__ import annotations
 
@@ -42,6 +44,10 @@ MIN_REPORTED = 50
 # compression and the brokers' own work see data like real records (a value repeated record after record compresses
 # to nothing: a broker recompressing with gzip did no work on it), more of them than a compression window holds.
 PAYLOADS = 64
+# At each reading the catch-up consumer reads this many seconds' worth of each partition's latest records back (within
+# the bounds): enough records to span many fetch responses, few enough that reading them costs the client little.
+CATCH_UP_S = 0.5
+CATCH_UP_RECORDS = (200, 20_000)
 
 
 def payloads(record_size: int, count: int = PAYLOADS) -> list[bytes]:
@@ -71,6 +77,8 @@ class _Lane:
     failed: int = 0
     consumed: int = 0
     consumed_bytes: int = 0
+    caught_up_bytes: int = 0        # read back by the catch-up consumer
+    caught_up_s: float = 0.0        # ... in this many seconds (per partition, summed)
     latencies_ms: list[float] = field(default_factory=list)
 
 
@@ -95,6 +103,7 @@ class Load:
         self._started = 0.0
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
+        self._behind: Consumer | None = None   # the catch-up consumer
         self._rate = config.rate
         self._epoch = 0  # bumped by set_rate: the produce loop paces anew from then
 
@@ -117,8 +126,14 @@ class Load:
                                    "enable.auto.commit": False, "client.id": "kafka-canary-load",
                                    "fetch.max.bytes": 50 * 1024 * 1024})
         self._consumer.assign([TopicPartition(LOAD_TOPIC, p, OFFSET_END) for p in self.partition_lane])
+        loops = [self._produce_loop, self._consume_loop]
+        if self.emit:
+            self._behind = Consumer({**base, "group.id": f"kafka-canary-load-behind-{int(time.time() * 1000)}",
+                                     "enable.auto.commit": False, "client.id": "kafka-canary-load-behind",
+                                     "fetch.max.bytes": 50 * 1024 * 1024})
+            loops += [self._report_loop, self._catch_up_loop]
         self._started = time.monotonic()
-        for target in (self._produce_loop, self._consume_loop, *([self._report_loop] if self.emit else [])):
+        for target in loops:
             thread = threading.Thread(target=target, name=f"load-{target.__name__}", daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -130,8 +145,9 @@ class Load:
             thread.join(timeout=30)
         if self._producer is not None:
             self._producer.flush(10)
-        if self._consumer is not None:
-            self._consumer.close()
+        for consumer in (self._consumer, self._behind):
+            if consumer is not None:
+                consumer.close()
         return self.summary()
 
     def set_rate(self, rate: float) -> None:
@@ -139,7 +155,8 @@ class Load:
         canary.probe.load_sizing does, is measured step by step)."""
         with self._lock:
             for lane in self.lanes.values():
-                lane.sent = lane.acked = lane.failed = lane.consumed = lane.consumed_bytes = 0
+                lane.sent = lane.acked = lane.failed = lane.consumed = lane.consumed_bytes = lane.caught_up_bytes = 0
+                lane.caught_up_s = 0.0
                 lane.latencies_ms.clear()
             self._rate, self._epoch, self._started = rate, self._epoch + 1, time.monotonic()
 
@@ -155,6 +172,7 @@ class Load:
                 "partitions": partitions, "sent": t.sent, "acked": t.acked, "failed": t.failed,
                 "acked_per_s": round(t.acked / seconds, 1) if seconds else 0.0,
                 "consumed_mb_per_s": round(t.consumed_bytes / seconds / 1e6, 3) if seconds else 0.0,
+                "catch_up_mb_per_s": round(t.caught_up_bytes / t.caught_up_s / 1e6, 3) if t.caught_up_s else None,
                 "produce_latency_ms": None if latencies is None else {
                     q: round(float(np.percentile(latencies, p)), 2) for q, p in (("p50", 50), ("p99", 99))}}
         return out
@@ -182,6 +200,8 @@ class Load:
             with self._lock:
                 taken, self._interval_latencies = self._interval_latencies, self._fresh_intervals()
             for metric in LOAD_METRICS:
+                if metric.quantile is None:
+                    continue  # catch-up readings come from their own loop
                 for partition, latencies in sorted(taken[metric.source].items()):
                     if len(latencies) < MIN_REPORTED:
                         continue
@@ -189,6 +209,64 @@ class Load:
                     lane: Lane = "canary" if self.partition_lane[partition] == "canary" else "baseline"
                     value = float(np.quantile(latencies, metric.quantile))
                     self.emit(BrokerReading(self.config.run_id, "load", leader, lane, metric.name, value, at))
+
+    def _catch_up_loop(self) -> None:
+        """Every interval, each partition's catch-up rate (bytes/s) as a reading of its leader."""
+        assert self.emit is not None
+        metric = next(m for m in LOAD_METRICS if m.source == "catch_up")
+        while not self._stop.wait(self.config.interval):
+            at = float(int(time.time() * 1000))
+            for partition, (read, seconds) in sorted(self._catch_up_once().items()):
+                lane_name = self.partition_lane[partition]
+                with self._lock:
+                    self.lanes[lane_name].caught_up_bytes += read
+                    self.lanes[lane_name].caught_up_s += seconds
+                lane: Lane = "canary" if lane_name == "canary" else "baseline"
+                self.emit(BrokerReading(self.config.run_id, "load", self.partition_leader[partition], lane,
+                                        metric.name, read / seconds, at))
+
+    def _catch_up_once(self) -> dict[int, tuple[int, float]]:
+        """Reads every partition's latest records from behind, all partitions at once; per partition the bytes read
+        after its first record and the seconds from that record to its last (a partition's first fetch waits on
+        the consumer's own start, the same for every broker, so it is left out). Gives up on the records not read
+        within half an interval: a broker that slow has shown what it does."""
+        assert self._behind is not None
+        want = int(min(max(self._rate * CATCH_UP_S, CATCH_UP_RECORDS[0]), CATCH_UP_RECORDS[1]))
+        ends: dict[int, int] = {}
+        starts = []
+        for partition in self.partition_leader:
+            try:
+                low, high = self._behind.get_watermark_offsets(TopicPartition(LOAD_TOPIC, partition), timeout=2,
+                                                               cached=False)
+            except KafkaException:
+                continue
+            if high - max(low, high - want) >= MIN_REPORTED:
+                ends[partition] = high
+                starts.append(TopicPartition(LOAD_TOPIC, partition, max(low, high - want)))
+        if not ends:
+            return {}
+        first: dict[int, float] = {}
+        last: dict[int, float] = {}
+        read = dict.fromkeys(ends, 0)
+        self._behind.assign(starts)
+        deadline = time.monotonic() + self.config.interval / 2
+        try:
+            while len(last) < len(ends) and time.monotonic() < deadline and not self._stop.is_set():
+                for msg in self._behind.consume(10_000, timeout=0.1):
+                    got, offset = msg.partition(), msg.offset()
+                    if msg.error() is not None or got not in ends or got in last or offset is None:
+                        continue
+                    now = time.monotonic()
+                    if got in first:
+                        read[got] += len(msg.value() or b"")
+                    else:
+                        first[got] = now
+                    if offset >= ends[got] - 1:
+                        last[got] = now
+        finally:
+            self._behind.unassign()
+        now = time.monotonic()
+        return {p: (read[p], max(last.get(p, now) - first[p], 1e-6)) for p in first if read[p]}
 
     def _produce_loop(self) -> None:
         """Paced in 10 ms ticks: every partition gets its due records each tick, so the lanes' load stays equal."""

@@ -50,3 +50,26 @@ def test_the_promql_of_a_metric_names_the_brokers_and_scales():
         'broker=~"1|2"}[30s])) * 1e-09')
     gauge = BrokerMetric("x", "s", "gauge", "ms", "increase", {"a": "b"})
     assert gauge.promql("pod", "k-0", "1m") == 'sum by (pod) (s{a="b",pod=~"k-0"})'
+
+
+LOCAL = """kafka_network_requestmetrics_mean{name="LocalTimeMs",request="Produce"} %s
+kafka_network_requestmetrics_count{name="LocalTimeMs",request="Produce"} %s
+"""
+
+
+def test_a_mean_is_the_histograms_mean_over_the_interval_not_its_lifetime():
+    """100 requests at 1 ms, then 50 more averaging 2.5 ms: the lifetime mean reads 1.5, the interval's is 2.5."""
+    local = BY_NAME["produce_local_time_mean_ms"]
+    first, second = parse_exposition(LOCAL % (1.0, 100)), parse_exposition(LOCAL % (1.5, 150))
+    assert ExporterSource._reading(local, first, None, 10.0) is None
+    assert ExporterSource._reading(local, second, (10.0, first), 12.0) == 2.5
+    assert ExporterSource._reading(local, first, (10.0, first), 12.0) is None     # no request in between
+    assert ExporterSource._reading(local, first, (10.0, second), 12.0) is None    # restarted: the count went down
+
+
+def test_the_promql_of_a_mean_divides_the_sums_change_by_the_counts():
+    query = BY_NAME["produce_local_time_mean_ms"].promql("broker", "1", "30s")
+    m = 'kafka_network_requestmetrics_mean{name="LocalTimeMs",request="Produce",broker=~"1"}'
+    c = 'kafka_network_requestmetrics_count{name="LocalTimeMs",request="Produce",broker=~"1"}'
+    assert query == (f"(sum by (broker) ({m} * {c}) - sum by (broker) ({m} offset 30s * {c} offset 30s)) / "
+                     f"(sum by (broker) ({c}) - sum by (broker) ({c} offset 30s) > 0)")

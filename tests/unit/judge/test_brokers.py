@@ -122,3 +122,16 @@ def test_the_cells_hold_each_brokers_readings_and_messages_are_unchanged():
     assert agg.outcomes("canary", 0) == {"delivered": 1}
     assert {b for at in agg.broker_readings("produce_total_time_p99_ms", 0, BUCKET).values() for b in at} == {1, 2}
     assert (("baseline", broker_cell("produce_total_time_p99_ms", 2))) in agg.cells
+
+
+def test_a_canary_broker_that_serves_a_consumer_behind_at_a_fraction_of_the_speed_rolls_back():
+    """Catch-up reads regress downwards: 20 MB/s against 80 and 85 MB/s is a quarter of the speed (floor: half, beyond
+    the baseline brokers' spread): FAIL. 70 MB/s against the same is within it: PASS."""
+    name = "broker_load_catch_up_bytes_per_s"
+    slow = metric(verdict_of(readings({1: 20e6, 2: 80e6, 3: 85e6}, metric="load_catch_up_bytes_per_s", noise=0.05)),
+                  name)
+    assert slow["decision"] == "FAIL", slow["reason"]
+    assert "below the baseline" in slow["reason"]
+    alike = metric(verdict_of(readings({1: 70e6, 2: 80e6, 3: 85e6}, metric="load_catch_up_bytes_per_s", noise=0.05)),
+                   name)
+    assert alike["decision"] == "PASS", alike["reason"]
