@@ -9,8 +9,9 @@ For each load (records/s of 1 kB into each broker's partition of the load topic;
 on one fresh cluster for slices x (before + window) seconds with the brokers' metrics read every 5 s. Each slice is
 cut into a `before` part (what a rollout's preflight probe measures) and a window; each broker in turn is labelled
 canary (its partitions' messages and its readings; the others baseline) and the window judged by the default judge
+as a rollout judges it: at its interim looks (every `--interim` seconds, where a critical regression rolls back) and
 at its final look, without and with the calibration by the before part (canary/judge/README.md). Printed: per load,
-the analyses, the false rollbacks and the metrics that decided them; the goal is at most 1 %.
+the analyses, the false rollbacks (at any look) and the metrics that decided them; the goal is at most 1 %.
 """
 
 from __future__ import annotations
@@ -69,9 +70,10 @@ def time_of(r: Record) -> float:
 
 
 def analyse(records: list[Record], brokers: list[int], slices: int, before_s: float, window_s: float,
-            settle_s: float) -> list[dict]:
-    """One analysis per slice and canary broker: the window's verdict without and with the calibration. The first
-    `settle_s` are left out: a cluster just started (JIT, first segments) is not the steady fleet a rollout meets."""
+            settle_s: float, interim_s: float = 30.0) -> list[dict]:
+    """One analysis per slice and canary broker: the window's verdict without and with the calibration, the first
+    look that rolled back deciding. The first `settle_s` are left out: a cluster just started (JIT, first segments)
+    is not the steady fleet a rollout meets."""
     config = JudgeConfig()
     start = min(time_of(r) for r in records if isinstance(r, Observation)) + settle_s * 1000
     results = []
@@ -80,13 +82,21 @@ def analyse(records: list[Record], brokers: list[int], slices: int, before_s: fl
         t1, t2 = t0 + before_s * 1000, t0 + (before_s + window_s) * 1000
         before = [r for r in records if t0 <= time_of(r) < t1]
         window = [r for r in records if t1 <= time_of(r) < t2]
+        looks = [t1 + k * interim_s * 1000 for k in range(1, int(window_s // interim_s) + 1)
+                 if k * interim_s < window_s] + [t2]
         for canary in brokers:
-            agg = Aggregates.from_observations(relabelled(window, canary), int(config.bucket_s * 1000))
+            labelled = relabelled(window, canary)
             row = {"slice": i, "canary": canary}
             for name, calibration in (("plain", None), ("calibrated", Calibration.from_observations(before))):
-                v = judge(agg, config, final=True, before=calibration)
-                failed = [m for m in v["metrics"] if m["decision"] == "FAIL"]
-                row[name] = (v["verdict"], [m["name"] for m in failed], [m["reason"] for m in failed])
+                for at in looks:
+                    agg = Aggregates.from_observations([r for r in labelled if time_of(r) < at],
+                                                       int(config.bucket_s * 1000))
+                    v = judge(agg, config, final=at == t2, before=calibration)
+                    failed = [m for m in v["metrics"] if m["decision"] == "FAIL"]
+                    row[name] = (v["verdict"], [m["name"] for m in failed], [m["reason"] for m in failed],
+                                 round((at - t1) / 1000))
+                    if v["verdict"] == "ROLLBACK":
+                        break
             results.append(row)
     return results
 
@@ -112,6 +122,7 @@ def main() -> int:
     p.add_argument("--before", type=float, default=30.0, help="seconds of each slice's before part")
     p.add_argument("--window", type=float, default=120.0, help="seconds of each slice's window")
     p.add_argument("--settle", type=float, default=60.0, help="seconds after the cluster's start left out")
+    p.add_argument("--interim", type=float, default=30.0, help="seconds between the window's interim looks")
     p.add_argument("--keep", type=Path, help="keep each run's observations here (load-<rate>.jsonl)")
     p.add_argument("--files", help="analyse these kept runs instead of running the probe")
     args = p.parse_args()
@@ -119,10 +130,11 @@ def main() -> int:
         (f"load-{rate:g}", record(rate, args)) for rate in (float(x) for x in args.loads.split(",")))
     for label, records in runs:
         brokers = sorted({r.leader for r in records if isinstance(r, Observation) and r.leader is not None})
-        results = analyse(records, brokers, args.slices, args.before, args.window, args.settle)
+        results = analyse(records, brokers, args.slices, args.before, args.window, args.settle, args.interim)
         for row in results:
-            print(f"  slice {row['slice']} canary {row['canary']}: plain {row['plain'][0]} {row['plain'][1]}; "
-                  f"calibrated {row['calibrated'][0]} {row['calibrated'][1]}")
+            print(f"  slice {row['slice']} canary {row['canary']}: plain {row['plain'][0]} {row['plain'][1]} at "
+                  f"{row['plain'][3]}s; calibrated {row['calibrated'][0]} {row['calibrated'][1]} at "
+                  f"{row['calibrated'][3]}s")
             for reason in row["calibrated"][2]:
                 print(f"    {reason}")
         for name in ("plain", "calibrated"):

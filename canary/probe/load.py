@@ -226,10 +226,14 @@ class Load:
                                         metric.name, read / seconds, at))
 
     def _catch_up_once(self) -> dict[int, tuple[int, float]]:
-        """Reads every partition's latest records from behind, all partitions at once; per partition the bytes read
-        after its first record and the seconds from that record to its last (a partition's first fetch waits on
-        the consumer's own start, the same for every broker, so it is left out). Gives up on the records not read
-        within half an interval: a broker that slow has shown what it does."""
+        """Reads every partition's latest records from behind, all partitions at once; per partition the bytes that
+        reached the client after its first record and the seconds from that record to its last: how fast the broker
+        delivered the backlog once it started. A broker that answers a fetch with most of it delivers it in a burst
+        (bounded by the client, alike for every such broker); one that caps its fetch responses hands it over
+        response by response, interleaved with the others' records, and takes several times as long. (Timed from
+        the consumer's start instead, every partition ends when the client has worked through all of them: the
+        client, not the broker, sets the pace.) Gives up on the records not read within half an interval: a broker
+        that slow has shown what it does."""
         assert self._behind is not None
         want = int(min(max(self._rate * CATCH_UP_S, CATCH_UP_RECORDS[0]), CATCH_UP_RECORDS[1]))
         ends: dict[int, int] = {}
