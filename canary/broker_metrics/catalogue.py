@@ -106,9 +106,9 @@ class LoadMetric:
     reading interval through the partition that broker leads: `source` produce, its records' acknowledgement
     latency; consume, the time from a record's creation to its consumer receiving it (a broker that serves fetches
     slowly, with small socket buffers or a slow fetch path, leaves its partition's consumer ever further behind);
-    catch_up, how fast a consumer that is behind reads the partition's latest records back (what Kafka's
-    ConsumerPerformance measures: a broker that caps its fetch responses keeps up with a consumer at the head of the
-    log and leaves one behind it reading slowly)."""
+    catch_up, how fast the broker delivers the partition's latest records to a consumer that is behind, once it
+    started (a consumer reading a backlog, as Kafka's ConsumerPerformance does: a broker that caps its fetch
+    responses keeps up with a consumer at the head of the log and hands a backlog over response by response)."""
 
     name: str
     unit: str
