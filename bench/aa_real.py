@@ -126,6 +126,8 @@ def main() -> int:
     p.add_argument("--keep", type=Path, help="keep each run's observations here (load-<rate>.jsonl)")
     p.add_argument("--files", help="analyse these kept runs instead of running the probe")
     args = p.parse_args()
+    if not 0 < args.interim <= args.window:
+        p.error(f"--interim must be more than 0 and at most the window ({args.window:g}s)")
     runs = [(Path(f).stem, read_file_counted(f)[0]) for f in args.files.split(",")] if args.files else (
         (f"load-{rate:g}", record(rate, args)) for rate in (float(x) for x in args.loads.split(",")))
     for label, records in runs:
