@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import tempfile
 import time
@@ -66,9 +65,7 @@ def run_case(root: Path, name: str, attempt: int, window: str, rate: float) -> d
         # the analysis directory is kept relative to the run's directory
         analysis = run_dir / (rollout.state.data.get("verdict", {}).get("analysis") or "-") / "verdict.json"
         metrics = json.loads(analysis.read_text())["metrics"] if analysis.is_file() else []
-        # a fail-fast verdict has no final analysis: its reason names the metrics ("regression: NAME: canary ...")
-        failed = [m["name"] for m in metrics if m["decision"] == "FAIL"] or re.findall(
-            r"([a-z0-9_]+): canary", result["reason"] or "")
+        failed = rollout.state.data.get("verdict", {}).get("failed") or []  # a fail-fast verdict's too
         load = window_state.get("load") or {}
         return {"case": name, "harmful": harmful, "canary": canary, "outcome": result["outcome"],
                 "failed": failed or ([result["reason"][:80]] if result["outcome"] != "PROMOTE" else []),

@@ -71,6 +71,11 @@ def judge(agg: Aggregates, config: JudgeConfig | None = None, final: bool = True
     }
 
 
+def failed_metrics(verdict: dict) -> list[str]:
+    """The names of the metrics that failed in `verdict` (what decided its ROLLBACK, if a metric did)."""
+    return [m["name"] for m in verdict.get("metrics", []) if m["decision"] == FAIL]
+
+
 def judge_metric(window: Window, metric: MetricSpec, share: float) -> dict:
     """One metric's result, tested with its `share` of alpha; INSUFFICIENT_DATA instead of a PASS on too
     few samples."""

@@ -42,5 +42,5 @@ def watch_window(run: RolloutRun, seconds: float, interval: float, look: Callabl
 
 def fail_fast_verdict(run: RolloutRun, stopped: dict, **details: object) -> dict:
     """The ROLLBACK verdict of a window that stopped early (window already in run.json)."""
-    return record_verdict(run, {"verdict": ROLLBACK, "engine": "interim",
+    return record_verdict(run, {"verdict": ROLLBACK, "engine": "interim", "failed": stopped.get("failed") or [],
                                 "reason": f"fail fast after {stopped['at_s']}s: {stopped['reason']}"}, **details)

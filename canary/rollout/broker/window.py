@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from canary.analysis.inline import aggregate, calibration
-from canary.judge import judge
+from canary.judge import failed_metrics, judge
 from canary.kafka import health
 from canary.probe.load import Load, LoadConfig
 from canary.probe.runner import Probe
@@ -22,7 +22,8 @@ def interim_look(observations: Path, config, before: Path | None) -> dict:
     canary.judge.calibration)."""
     agg, usable = aggregate(observations, config)
     verdict = judge(agg, config, final=False, before=calibration(before))
-    return {"verdict": verdict["verdict"], "reason": verdict["reason"], "observations": usable}
+    return {"verdict": verdict["verdict"], "reason": verdict["reason"], "failed": failed_metrics(verdict),
+            "observations": usable}
 
 
 def disturbances(run: Rollout, full: bool) -> list[str]:

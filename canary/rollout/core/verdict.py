@@ -31,9 +31,11 @@ def require_promotable(rollout: RolloutRun, approve: bool) -> None:
 
 def record_verdict(rollout: RolloutRun, verdict: dict, **details: object) -> dict:
     """Records the verdict of the last window in run.json (status "judged <VERDICT>") and the audit log; returns
-    it with `details` (what the kind adds: the window, the analysis, …)."""
+    it with `details` (what the kind adds: the window, the analysis, …). `failed`: the metrics that failed (none when
+    something else decided, e.g. a canary instance that exited)."""
     window = rollout.state.data["window"]
     result = {"verdict": verdict["verdict"], "reason": verdict["reason"], "engine": verdict.get("engine"),
+              "failed": list(verdict.get("failed") or []),
               "window_ms": [window["start_ms"], window["end_ms"]], "stopped_early": bool(window["stopped_early"]),
               "interim_looks": len(window["interim"]), "analysis": verdict.get("analysis"), **details}
     rollout.state.update(verdict=result, status=f"judged {result['verdict']}")

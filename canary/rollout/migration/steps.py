@@ -73,7 +73,8 @@ def judge_step(run: MigrationRun) -> dict:
     run.result.update(judged)
     run.write_result()
     run.say("%s (%s)", judged["verdict"], judged["reason"])
-    return record_verdict(run, {"verdict": judged["verdict"], "reason": judged["reason"], "engine": "inline"},
+    return record_verdict(run, {"verdict": judged["verdict"], "reason": judged["reason"], "engine": "inline",
+                                "failed": judged["judge"]["failed"]},
                           disruption=judged["disruption"]["verdict"], judge=judged["judge"]["verdict"])
 
 

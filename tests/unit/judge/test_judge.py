@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from canary.judge import Aggregates, ConfigError, JudgeConfig, judge, load_config
+from canary.judge import Aggregates, ConfigError, JudgeConfig, failed_metrics, judge, load_config
 from canary.judge import histogram as H
 from canary.judge.config import config_from_dict
 from canary.observations import Observation
@@ -60,6 +60,8 @@ def test_latency_regression_in_the_tail_is_a_critical_rollback_even_at_an_interi
     p99 = metric(v, "e2e_latency_p99")
     assert p99["decision"] == "FAIL" and p99["effect"]["relative"] == pytest.approx(1.0, rel=0.05)
     assert metric(v, "e2e_latency_p50")["decision"] == "PASS"
+    assert failed_metrics(v) == ["e2e_latency_p95", "e2e_latency_p99"]  # the tail moved: what decided
+    assert failed_metrics(judge(run(), final=False)) == []
 
 
 def test_error_rate_regression_rolls_back_and_names_the_metric():
