@@ -63,9 +63,10 @@ def run_case(root: Path, name: str, attempt: int, window: str, rate: float) -> d
         window_state = rollout.state.data.get("window") or {}
         verdict_at = next((e["ts_ms"] for e in rollout.audit.entries() if e["action"] == "verdict"), None)
         # the analysis directory is kept relative to the run's directory
-        analysis = run_dir / (rollout.state.data.get("verdict", {}).get("analysis") or "-") / "verdict.json"
+        verdict = rollout.state.data.get("verdict") or {}
+        analysis = run_dir / (verdict.get("analysis") or "-") / "verdict.json"
         metrics = json.loads(analysis.read_text())["metrics"] if analysis.is_file() else []
-        failed = rollout.state.data.get("verdict", {}).get("failed") or []  # a fail-fast verdict's too
+        failed = verdict.get("failed") or []  # a fail-fast verdict's too
         load = window_state.get("load") or {}
         return {"case": name, "harmful": harmful, "canary": canary, "outcome": result["outcome"],
                 "failed": failed or ([result["reason"][:80]] if result["outcome"] != "PROMOTE" else []),

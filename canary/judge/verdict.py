@@ -76,6 +76,11 @@ def failed_metrics(verdict: dict) -> list[str]:
     return [m["name"] for m in verdict.get("metrics", []) if m["decision"] == FAIL]
 
 
+def brief(verdict: dict) -> dict:
+    """What a rollout keeps of a verdict: the verdict, its reason and the metrics that failed."""
+    return {"verdict": verdict["verdict"], "reason": verdict["reason"], "failed": failed_metrics(verdict)}
+
+
 def judge_metric(window: Window, metric: MetricSpec, share: float) -> dict:
     """One metric's result, tested with its `share` of alpha; INSUFFICIENT_DATA instead of a PASS on too
     few samples."""

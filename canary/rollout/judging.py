@@ -8,7 +8,7 @@ from pathlib import Path
 
 from canary import analysis
 from canary.analysis import AnalysisRequest, inline, write_judge_config
-from canary.judge import INCONCLUSIVE, failed_metrics
+from canary.judge import INCONCLUSIVE, brief
 from canary.rollout.core import ClusterRun
 
 SPARK_TIMEOUT_S = 900
@@ -52,11 +52,9 @@ def spark_verdict(request: dict) -> dict:
         # A failed analysis never promotes: a person decides, or the rollout rolls back.
         return {"verdict": INCONCLUSIVE, "reason": f"the Spark analysis failed ({failure}); see "
                                                    f"{out / 'spark.log'}", "engine": "spark"}
-    return {"verdict": verdict["verdict"], "reason": verdict["reason"], "failed": failed_metrics(verdict),
-            "engine": "spark"}
+    return brief(verdict) | {"engine": "spark"}
 
 
 def inline_verdict(observations: Path, out: Path, config, before: str | None = None) -> dict:
     verdict = inline.judge_file(observations, out, config, before=before)
-    return {"verdict": verdict["verdict"], "reason": verdict["reason"], "failed": failed_metrics(verdict),
-            "engine": "inline"}
+    return brief(verdict) | {"engine": "inline"}

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from canary.analysis.inline import aggregate, calibration
-from canary.judge import failed_metrics, judge
+from canary.judge import brief, judge
 from canary.kafka import health
 from canary.probe.load import Load, LoadConfig
 from canary.probe.runner import Probe
@@ -22,8 +22,7 @@ def interim_look(observations: Path, config, before: Path | None) -> dict:
     canary.judge.calibration)."""
     agg, usable = aggregate(observations, config)
     verdict = judge(agg, config, final=False, before=calibration(before))
-    return {"verdict": verdict["verdict"], "reason": verdict["reason"], "failed": failed_metrics(verdict),
-            "observations": usable}
+    return brief(verdict) | {"observations": usable}
 
 
 def disturbances(run: Rollout, full: bool) -> list[str]:

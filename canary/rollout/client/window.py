@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from canary.analysis import inline
-from canary.judge import ROLLBACK, failed_metrics, judge
+from canary.judge import ROLLBACK, brief, judge
 from canary.rollout import judging
 from canary.rollout.client.observations import fetch_observations
 from canary.rollout.client.rollout import ClientRollout, fleet
@@ -23,8 +23,7 @@ def look(run: ClientRollout, start_ms: int, end_ms: int, name: str, final: bool)
                                end_ms, path)
     agg, usable = inline.aggregate(path, config)
     verdict = judge(agg, config, final=final)
-    return {"verdict": verdict["verdict"], "reason": verdict["reason"], "failed": failed_metrics(verdict),
-            "observations": count, "usable": usable}
+    return brief(verdict) | {"observations": count, "usable": usable}
 
 
 def window(run: ClientRollout) -> dict:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from canary.analysis.inline import judge_file
 from canary.clients.rebalance import RebalanceEvent, account, combine, compare
-from canary.judge import failed_metrics
+from canary.judge import brief
 from canary.judge.config import DEFAULT_METRICS, JudgeConfig, config_from_dict, merged, read_config_file
 from canary.lanes import client_lane
 from canary.rollout.migration.spec import MigrationSpec
@@ -48,5 +48,4 @@ def window_verdict(spec: MigrationSpec, events: list[RebalanceEvent], span: tupl
     judged = judge_observations(observations, out_dir, judge_config(spec.judge_config))
     verdict, reason = combine(disruption, judged)
     return {"verdict": verdict, "reason": reason, "disruption": disruption,
-            "judge": {"verdict": judged["verdict"], "reason": judged["reason"], "metrics": metric_summary(judged),
-                      "failed": failed_metrics(judged), "file": str(out_dir / "verdict.json")}}
+            "judge": brief(judged) | {"metrics": metric_summary(judged), "file": str(out_dir / "verdict.json")}}
