@@ -25,6 +25,7 @@ from canary.errors import CanaryError
 from canary.kafka.admin import TopicAdmin
 from canary.kafka.clients import QUIET_LOGGER
 from canary.kafka.health import metadata_and_brokers
+from canary.kafka.wait import wait_until
 from canary.lanes import broker_lane
 from canary.observations import BrokerReading, Lane
 from canary.probe.topic import TopicSpec, reconcile
@@ -111,10 +112,7 @@ class Load:
         """Reconciles the load topic (one partition led by each broker), then produces and consumes."""
         c = self.config
         reconcile(self.admin, LOAD_TOPIC_SPEC, wait=10.0)
-        metadata, nodes = metadata_and_brokers(self.admin.admin, 10)
-        lanes = {n.id: broker_lane(n.rack) for n in nodes}
-        topic = metadata.topics[LOAD_TOPIC]
-        self.partition_leader = {p.id: p.leader for p in topic.partitions.values() if p.leader >= 0}
+        self.partition_leader, lanes = self._leaders()
         self.partition_lane = {p: lanes.get(leader, "baseline") for p, leader in self.partition_leader.items()}
         self._interval_latencies = self._fresh_intervals()
         base = {"bootstrap.servers": c.bootstrap_servers, "logger": QUIET_LOGGER, **c.client}
@@ -137,6 +135,28 @@ class Load:
             thread = threading.Thread(target=target, name=f"load-{target.__name__}", daemon=True)
             thread.start()
             self._threads.append(thread)
+
+    def _leaders(self, timeout: float = 30.0) -> tuple[dict[int, int], dict[int, str]]:
+        """Each load partition's leader, and each broker's lane. A topic just created reaches a broker's metadata a
+        moment after the controller accepts it, and the broker answering may be another than the one the reconcile
+        asked (a load that started on such an answer once failed with the topic missing), so the metadata is read
+        until it shows the topic with a leader for every partition: a partition left out would leave its lane
+        without load. Raises WaitTimeout naming what is missing."""
+        found: list[tuple[dict[int, int], dict[int, str]]] = []
+
+        def missing() -> str | None:
+            metadata, nodes = metadata_and_brokers(self.admin.admin, 10)
+            topic = metadata.topics.get(LOAD_TOPIC)
+            if topic is None or not topic.partitions:
+                return "the cluster's metadata does not show the topic yet"
+            leaders = {p.id: p.leader for p in topic.partitions.values()}
+            if any(leader < 0 for leader in leaders.values()):
+                return f"partitions without a leader: {sorted(p for p, leader in leaders.items() if leader < 0)}"
+            found.append((leaders, {n.id: broker_lane(n.rack) for n in nodes}))
+            return None
+
+        wait_until(f"load topic {LOAD_TOPIC}", timeout, missing)
+        return found[-1]
 
     def stop(self) -> dict:
         """Stops producing and consuming; the summary per lane."""

@@ -71,7 +71,12 @@ def probe_window(run: Rollout) -> dict:
     if rate:
         load = Load(LoadConfig(run.bootstrap_servers, rate, spec.load.record_size, dict(spec.client),
                                interval=spec.broker_metrics.interval, run_id=cfg.run_id), emit=probe.sink.emit)
-        load.start()
+        try:
+            load.start()
+        except BaseException:  # the step fails and is retried: leave no probe running behind it
+            load.stop()
+            probe.stop()
+            raise
         run.audit.record(run.step, "load started", rate_per_partition=rate, record_size=spec.load.record_size)
     disturbed: list[str] = []  # each problem once, when first seen
     seen: set[str] = set()
