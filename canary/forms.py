@@ -217,7 +217,16 @@ BROKER_FORM = Form(BrokerRolloutModel, RolloutOptions, (
               "Raise finalized feature levels after promoting (no binary rollback after)", True),
     _ON_INCONCLUSIVE,
     FormField("lead_topics", ("lead_topics",), "Lead topics",
-              "Topics whose canary partitions get canary leaders, so real traffic runs through the canary", []),
+              'Whose partitions the canary brokers lead (their preferred ones), so the canary carries its share of '
+              'real traffic: "all" (every topic, as a finished roll would), a list such as ["orders"], or "none" '
+              "(the probe's alone)", "all"),
+    FormField("capacity", ("capacity",), "Capacity judgement",
+              "required: a PROMOTE whose window had no representative traffic through a canary carrying its fair "
+              "share is INCONCLUSIVE (a person decides); not_required: the probe may promote alone, and the report "
+              "says capacity was not judged", "required"),
+    FormField("traffic", ("traffic",), "Traffic share",
+              'When the canary\'s share of client traffic counts: {"tolerance": 0.5, "min_bytes_per_s": 100000, '
+              '"wait": "1m"} (docs/broker-rollout.md); {} uses these defaults', {}, schema={"type": "object"}),
     FormField("load_rate", ("load", "rate"), "Load (records/s per partition)",
               "Load through every broker alike during the window, so a change that cuts capacity shows in the "
               "brokers' metrics; 0: none; auto: half of what the cluster sustains, measured in preflight "

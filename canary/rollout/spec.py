@@ -6,7 +6,10 @@
     probe:    {window: 2m, interim_interval: 30s, rate: 10}
     judge:    {config: judge.yaml, engine: spark}       # engine: spark (the Spark job) or inline
     finalize: true
-    lead_topics: [orders]                               # user topics whose canary partitions get canary leaders
+    lead_topics: all                                    # the canary leads its preferred partitions of every topic
+                                                        # (as a finished roll would); [orders]: these; none: the probe's
+    capacity: required                                  # a PROMOTE needs representative traffic judged (not_required)
+    traffic:  {tolerance: 0.5, min_bytes_per_s: 100000, wait: 1m}   # the canary's fair share of client traffic
     fault:    {client_delay_ms: 200}                    # scenarios and tests only: make the canary bad
     broker_metrics: {interval: 5s}                      # or {prometheus: {url: …, brokers: {1: kafka-1}}}
     load:     {rate: 2000, record_size: 1000}           # records/s per partition through every broker in the window
@@ -391,6 +394,25 @@ class LoadSection(SpecSection):
     record_size: int = Field(1000, strict=True, ge=1, le=1_000_000)
 
 
+class TrafficSection(SpecSection):
+    """The canary's share of the cluster's client traffic (canary.rollout.broker.traffic), from the brokers' own
+    metrics: client bytes in and out and produce requests per second, each canary broker against the median baseline
+    broker. Fair: every measure within `tolerance` of the baseline's (0.5: from half to one and a half times).
+    Representative: the baseline brokers take at least `min_bytes_per_s` of client bytes in each (below it the
+    brokers' capacity metrics measure an idle broker); the window's load counts. After its elections the lead step
+    waits up to `wait` for a fair share before the window starts."""
+
+    tolerance: float = Field(0.5, gt=0, lt=1)
+    min_bytes_per_s: float = Field(100_000.0, ge=0, le=1e12)
+    wait: Annotated[float, Duration(0, 3600)] = 60.0
+
+
+# all: every topic, as a finished roll would lead them; a list: the probe's and these; none: the probe's alone.
+LeadTopics = Literal["all", "none"] | list[TopicName]
+# required: a PROMOTE whose window had no representative traffic through a fairly loaded canary is INCONCLUSIVE.
+Capacity = Literal["required", "not_required"]
+
+
 class BrokerRolloutModel(SpecSection):
     """The broker rollout spec file, as written."""
     cluster: ClusterSection = section()
@@ -399,7 +421,9 @@ class BrokerRolloutModel(SpecSection):
     probe: ProbeSection = section()
     judge: JudgeSection = section()
     finalize: bool = Field(True, strict=True)
-    lead_topics: list[TopicName] = Field(default_factory=list)  # their canary partitions get canary leaders
+    lead_topics: LeadTopics = "all"      # whose partitions the canary brokers lead (their preferred ones)
+    capacity: Capacity = "required"
+    traffic: TrafficSection = section()
     fault: FaultSection = section()
     timeouts: TimeoutsSection = section()
     broker_metrics: BrokerMetricsSection = section()
@@ -458,7 +482,9 @@ class RolloutSpec(SpecIdentity):
     judge_config: str | dict | None
     engine: str
     finalize: bool
-    lead_topics: tuple[str, ...]
+    lead_topics: tuple[str, ...] | Literal["all", "none"]
+    capacity: str
+    traffic: TrafficSection
     fault: FaultSection
     warm_up_timeout: float
     guard_timeout: float
@@ -519,6 +545,8 @@ def load_spec(source: str | Path | dict, environ: Mapping[str, str] | None = Non
         interim_interval=spec.probe.interim_interval, probe_rate=spec.probe.rate,
         preflight_probe=spec.probe.preflight, calibration_probe=spec.probe.calibration,
         judge_config=spec.judge.config, engine=spec.judge.engine,
-        finalize=spec.finalize, lead_topics=tuple(spec.lead_topics), fault=spec.fault,
+        finalize=spec.finalize,
+        lead_topics=spec.lead_topics if isinstance(spec.lead_topics, str) else tuple(spec.lead_topics),
+        capacity=spec.capacity, traffic=spec.traffic, fault=spec.fault,
         warm_up_timeout=spec.timeouts.warm_up, guard_timeout=spec.timeouts.guard, broker_metrics=spec.broker_metrics,
         load=spec.load, run_id=spec.run_id)

@@ -60,7 +60,8 @@ def _airflow_ready(s: Stack, timeout: float = 300) -> None:
 def _release(s: Stack, config: dict[str, str]) -> tuple[int, str]:
     """`kafka-canary release` with the demo's short window and fast judge, the analysis in-process (the compose
     Spark cluster's run is issue 18's), on a config change of one canary broker."""
-    params = demo_params(engine="inline") | {"config_overrides": config}
+    # The stack's cluster carries no traffic of its own: the probe alone judges (capacity: not_required).
+    params = demo_params(engine="inline") | {"config_overrides": config, "capacity": "not_required"}
     del params["cluster_conn_id"]  # the connection the compose file defines: --cluster
     environment = s.environment | {"AIRFLOW_USERNAME": "admin", "AIRFLOW_PASSWORD": "admin"}
     started = time.monotonic()

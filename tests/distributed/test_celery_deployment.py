@@ -35,9 +35,10 @@ QUEUES = {task: "queue_a" if i % 2 == 0 else "queue_b" for i, task in enumerate(
     "route_verdict": "queue_a", "verdict_promote": "queue_b", "verdict_rollback": "queue_b",
     "ask_a_person": "queue_a", "rollback": "queue_a"}
 WORKER = {"queue_a": "worker-a", "queue_b": "worker-b"}
-# The demo's window (canary.demo.demo_params): enough probe traffic for the judge in a minute.
+# The demo's window (canary.demo.demo_params): enough probe traffic for the judge in a minute; the cluster carries
+# no traffic of its own, so the probe alone judges (capacity: not_required).
 PARAMS = {"judge_config": FAST_JUDGE, "probe_rate": 50, "preflight_probe": "3s", "calibration_probe": "12s",
-          "interim_interval": "20s"}
+          "interim_interval": "20s", "capacity": "not_required"}
 
 
 def _rollout(airflow: CeleryAirflow, run_id: str, threads: int, wait: bool = True):

@@ -85,7 +85,8 @@ def rollout(fleet: dict, tmp_path: Path, run_id: str, change: dict, command: dic
                       "probe": {"window": "45s", "interim_interval": "10s", "rate": 50, "preflight": "3s",
                                 "calibration": "12s"},
                       "broker_metrics": {"exporters": fleet["exporters"]},
-                      "judge": {"engine": "inline", "config": FAST_JUDGE}, "run_id": run_id} | sections)
+                      "judge": {"engine": "inline", "config": FAST_JUDGE}, "capacity": "not_required",
+                      "run_id": run_id} | sections)
     run = Rollout(spec, tmp_path / run_id)
     return run, run_all(BROKER, run)
 

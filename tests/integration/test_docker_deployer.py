@@ -171,7 +171,8 @@ def test_rollouts_on_the_docker_runtime_roll_back_a_bad_canary_and_promote_an_up
                           "change": change, "canary": {"brokers": [2]},
                           "probe": {"window": window, "interim_interval": "10s", "rate": 50, "preflight": "3s",
                                     "calibration": "12s"},
-                          "judge": {"engine": "inline", "config": FAST_JUDGE}, "run_id": run_id})
+                          "judge": {"engine": "inline", "config": FAST_JUDGE}, "capacity": "not_required",
+                          "run_id": run_id})
         run = Rollout(spec, tmp_path / run_id)
         return run, run_all(BROKER, run)
 

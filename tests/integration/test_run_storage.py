@@ -142,7 +142,7 @@ def _spec(cluster, tmp_path: Path, run_id: str) -> Path:
     spec = {"cluster": {"dir": str(cluster.directory)}, "change": {"config": GOOD_CONFIG}, "canary": {"count": 1},
             "probe": {"window": "40s", "interim_interval": "10s", "rate": 60, "preflight": "3s", "calibration": "3s"},
             "judge": {"engine": "inline", "config": FAST_JUDGE}, "timeouts": {"guard": "60s", "warm_up": "120s"},
-            "run_id": run_id}
+            "capacity": "not_required", "run_id": run_id}
     path = tmp_path / f"{run_id}.json"
     path.write_text(json.dumps(spec))
     return path

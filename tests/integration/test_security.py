@@ -120,7 +120,7 @@ def test_the_whole_broker_rollout_runs_on_the_secured_cluster_and_no_artifact_ho
             "change": {"config": GOOD_CONFIG}, "canary": {"count": 1},
             "probe": {"window": "40s", "interim_interval": "10s", "rate": 60, "preflight": "3s", "calibration": "3s"},
             "judge": {"engine": "inline", "config": FAST_JUDGE}, "timeouts": {"guard": "60s", "warm_up": "120s"},
-            "run_id": "secured"}
+            "capacity": "not_required", "run_id": "secured"}
     # 40 s at 60 msg/s per partition: past the judge's 15 s warm-up, the canary's one partition still gives the
     # 1,000 observations the rate metrics need on a loaded machine (30 s at 50 msg/s gave 801: INCONCLUSIVE).
     spec_file = tmp_path / "rollout.yaml"

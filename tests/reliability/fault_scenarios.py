@@ -77,7 +77,7 @@ def spec_raw(cluster: LocalCluster, run_id: str, io_threads: int, **overrides) -
            "canary": {"count": 1}, "probe": {"window": "30s", "interim_interval": "10s", "rate": 50, "preflight": "3s",
                                              "calibration": "3s"},
            "judge": {"engine": "inline", "config": JUDGE}, "timeouts": {"guard": "90s", "warm_up": "180s"},
-           "run_id": run_id}
+           "capacity": "not_required", "run_id": run_id}
     raw.update(overrides)
     return raw
 
@@ -736,7 +736,7 @@ def airflow_task_kill(cluster: LocalCluster, work: Path) -> Result:
               "config_overrides": {"num.io.threads": "11"}, "canary_count": 1, "window": "30s",
               "interim_interval": "10s", "probe_rate": 50, "preflight_probe": "3s", "judge_config": JUDGE,
               "engine": "inline", "finalize": True, "on_inconclusive": "rollback", "client_delay_ms": 0,
-              "guard_timeout": "90s", "warm_up_timeout": "180s"}
+              "guard_timeout": "90s", "warm_up_timeout": "180s", "capacity": "not_required"}
     airflow_run = "fault-g"
     run_dir = runs / rollout_run_id(airflow_run)
     log = work / "g-airflow.log"

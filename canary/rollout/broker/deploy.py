@@ -6,7 +6,9 @@ from __future__ import annotations
 from canary.rollout.broker.probes import watched
 from canary.rollout.broker.rolling import roll_fleet, wait_in_isr
 from canary.rollout.broker.rollout import PROBE_TOPIC, Rollout
+from canary.rollout.broker.traffic import wait_for_fair_share
 from canary.rollout.core import RolloutError
+from canary.rollout.core.lock import LOCK_TOPIC
 from canary.rollout.leaders import elect_until_led
 
 
@@ -25,13 +27,22 @@ def warm_up(run: Rollout) -> dict:
     return {"waited_s": waited}
 
 
+def lead_selection(run: Rollout, topics: list[str]) -> set[str]:
+    """The topics whose preferred partitions the canary brokers lead: every topic but the lock's with lead_topics
+    `all` (as a finished roll would lead them), else the probe's and the listed ones (`none`: the probe's alone)."""
+    chosen = run.spec.lead_topics
+    if chosen == "all":
+        return {t for t in topics if t != LOCK_TOPIC}
+    return {PROBE_TOPIC, *(() if chosen == "none" else chosen)}
+
+
 def lead(run: Rollout) -> dict:
-    """Preferred leader election so canary brokers lead their preferred partitions of the probe topic and the
-    lead_topics: canary partitions now exist."""
+    """Preferred leader elections so canary brokers lead their preferred partitions of the chosen topics (canary
+    partitions now exist), then a wait for the canary's fair share of the client traffic (traffic.py)."""
     canaries = set(run.canary_ids())
-    topics = {PROBE_TOPIC, *run.spec.lead_topics}
-    parts = [p for p in run.partitions() if p.topic in topics]
-    missing_topics = sorted(topics - {p.topic for p in parts})
+    now = run.partitions()
+    topics = lead_selection(run, sorted({p.topic for p in now}))
+    missing_topics = sorted(topics - {p.topic for p in now})
     if missing_topics:
         raise RolloutError(f"lead_topics {missing_topics} do not exist on the cluster")
     elected, off = elect_until_led(run, lambda now: [p.name for p in now if p.topic in topics and p.replicas
@@ -40,4 +51,8 @@ def lead(run: Rollout) -> dict:
     if not any(name.rpartition("-")[0] == PROBE_TOPIC for name in canary_partitions):
         raise RolloutError(f"no probe partition is led by a canary broker after 60s of preferred leader elections "
                            f"(still not led by their canary broker: {off[:5]})")
-    return {"elected": elected, "not_led": off, "canary_partitions": canary_partitions}
+    share = wait_for_fair_share(run)
+    run.audit.record(run.step, "traffic share", **share)
+    led = sorted({name.rpartition("-")[0] for name in canary_partitions})
+    return {"elected": len(elected), "not_led": off[:20], "canary_partitions": len(canary_partitions),
+            "topics_led": led[:50], "traffic_share": share}

@@ -65,7 +65,8 @@ def preflight(run: Rollout) -> dict:
     levels = features.describe(run.bootstrap_servers, kafka_python_settings(spec.client))
     if spec.change.version:
         check_features(spec.change.version, levels.finalized)
-    if spec.lead_topics:  # found missing only in the lead step, they would fail the rollout after the first change
+    # Found missing only in the lead step, listed lead topics would fail the rollout after the first change.
+    if isinstance(spec.lead_topics, tuple) and spec.lead_topics:
         existing = admin_client(run.bootstrap_servers, spec.client).list_topics(timeout=15).topics
         missing = sorted(set(spec.lead_topics) - set(existing))
         if missing:

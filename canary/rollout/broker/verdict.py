@@ -7,6 +7,7 @@ from canary.judge import INCONCLUSIVE, PROMOTE
 from canary.rollout import judging
 from canary.rollout.broker.probes import before_observations
 from canary.rollout.broker.rollout import Rollout
+from canary.rollout.broker.traffic import capacity_verdict
 from canary.rollout.core import RolloutError
 from canary.rollout.core.verdict import record_verdict
 from canary.rollout.spec import judge_settings
@@ -40,5 +41,7 @@ def judge_window(run: Rollout) -> dict:
         verdict = verdict | {"verdict": INCONCLUSIVE, "reason": f"the cluster was disturbed during the window "
                                                                  f"({shown}), so it cannot promote; the analysis "
                                                                  f"said PROMOTE: {verdict['reason']}"}
+    traffic = window.get("traffic")
+    verdict = capacity_verdict(verdict, traffic, required=run.spec.capacity == "required")
     return record_verdict(run, verdict | {"analysis": run.relative(request["out"])},
-                          probe_run_id=window["probe_run_id"], probe=window["probe"])
+                          probe_run_id=window["probe_run_id"], probe=window["probe"], traffic=traffic)

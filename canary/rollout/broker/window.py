@@ -13,6 +13,7 @@ from canary.probe.runner import Probe
 from canary.rollout.broker.metrics import broker_metrics_source
 from canary.rollout.broker.probes import before_observations, observations_path, probe_config
 from canary.rollout.broker.rollout import Rollout
+from canary.rollout.broker.traffic import window_traffic
 from canary.rollout.spec import judge_settings
 from canary.rollout.window import fail_fast_verdict, watch_window
 
@@ -109,10 +110,13 @@ def probe_window(run: Rollout) -> dict:
               "disturbed": disturbed[:20],
               "probe": {lane: {k: t[k] for k in ("sent", "acked", "lost", "produce_errors")}
                         for lane, t in summary.lanes.items()},
-              "broker_readings": summary.broker_readings, "load": loaded}
+              "broker_readings": summary.broker_readings, "load": loaded,
+              "traffic": window_traffic(run, observations, rate)}
+    run.say("traffic in the window: %s", window["traffic"]["reason"])
     run.state.update(window=window, verdict=None)
     if stopped_early:
-        fail_fast_verdict(run, stopped_early, probe_run_id=cfg.run_id, probe=window["probe"])
+        fail_fast_verdict(run, stopped_early, probe_run_id=cfg.run_id, probe=window["probe"],
+                          traffic=window["traffic"])
     return {k: window[k] for k in ("probe_run_id", "start_ms", "end_ms", "probe", "disturbed", "broker_readings",
-                                  "load")} | {
+                                  "load", "traffic")} | {
         "stopped_early": bool(stopped_early), "interim_looks": len(interim)}

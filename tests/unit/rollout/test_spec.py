@@ -84,8 +84,8 @@ def test_an_unknown_field_is_refused_naming_the_known_ones():
     assert problems({**GOOD, "probe": {"windw": "2m"}}) == [
         "probe.windw: unknown field; known fields are calibration, interim_interval, preflight, rate, window"]
     assert problems({**GOOD, "canary": {"count": 1}, "canaries": 2})[0].startswith(
-        "canaries: unknown field; known fields are broker_metrics, canary, change, cluster, fault, finalize, judge, "
-        "lead_topics")
+        "canaries: unknown field; known fields are broker_metrics, canary, capacity, change, cluster, fault, "
+        "finalize, judge, lead_topics")
 
 
 def test_several_problems_are_reported_together_one_per_line():
@@ -124,7 +124,24 @@ def test_values_are_coerced_as_written_and_booleans_are_not_numbers():
 
 def test_an_empty_section_means_its_defaults():
     spec = load_spec({**GOOD, "probe": None, "judge": None, "lead_topics": None})
-    assert (spec.window, spec.engine, spec.lead_topics) == (120.0, "spark", ())
+    assert (spec.window, spec.engine, spec.lead_topics, spec.capacity) == (120.0, "spark", "all", "required")
+
+
+def test_the_canary_leads_every_topic_and_capacity_is_required_unless_the_spec_narrows_it():
+    spec = load_spec(GOOD)
+    assert (spec.lead_topics, spec.capacity) == ("all", "required")
+    assert (spec.traffic.tolerance, spec.traffic.min_bytes_per_s, spec.traffic.wait) == (0.5, 100_000.0, 60.0)
+    narrowed = load_spec({**GOOD, "lead_topics": ["orders", "payments"], "capacity": "not_required",
+                          "traffic": {"tolerance": 0.25, "min_bytes_per_s": 0, "wait": "2m"}})
+    assert (narrowed.lead_topics, narrowed.capacity) == (("orders", "payments"), "not_required")
+    assert (narrowed.traffic.tolerance, narrowed.traffic.wait) == (0.25, 120.0)
+    assert load_spec({**GOOD, "lead_topics": "none"}).lead_topics == "none"
+    for bad, where in [({"lead_topics": "some"}, "lead_topics"), ({"capacity": "maybe"}, "capacity"),
+                       ({"traffic": {"tolerance": 1.5}}, "traffic.tolerance"),
+                       ({"traffic": {"min_bytes_per_s": -1}}, "traffic.min_bytes_per_s"),
+                       ({"traffic": {"wait": "forever"}}, "traffic.wait"),
+                       ({"traffic": {"share": 1}}, "traffic.share")]:
+        assert any(p.startswith(where) for p in problems({**GOOD, **bad})), bad
 
 
 def test_broker_metrics_come_from_the_deployer_or_a_prometheus_without_credentials_in_the_spec():

@@ -1,0 +1,149 @@
+"""The canary's share of the cluster's client traffic, from the brokers' own metrics.
+
+A restarted broker leads nothing until leadership moves back to it, and a broker that serves fewer clients looks
+healthier for doing less: its request times, idle shares and CPU cannot show a capacity cut. So the gate judges
+capacity only when the canary carried its share, measured the same way for real traffic, load and probe alike:
+client bytes in and out and produce requests per second (Kafka's BrokerTopicMetrics count client traffic only, not
+replication), each canary broker against the median baseline broker.
+
+- **fair**: every measure the baseline brokers serve is within `traffic.tolerance` of theirs;
+- **representative**: the baseline brokers take at least `traffic.min_bytes_per_s` of client bytes in each, so the
+  brokers' capacity metrics measure brokers at work, not idle ones.
+
+The lead step waits for a fair share after its elections (wait_for_fair_share); the window measures the share over
+its own readings (window_traffic), which the verdict records and the capacity rule reads (capacity_verdict)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Collection, Iterable, Mapping
+from pathlib import Path
+
+from canary.broker_metrics import BrokerMetricsError
+from canary.judge import INCONCLUSIVE, PROMOTE
+from canary.observations import BrokerReading, read_file_counted
+from canary.rollout.broker.metrics import broker_metrics_source
+from canary.rollout.broker.rollout import Rollout
+from canary.rollout.spec import TrafficSection
+
+MEASURES: tuple[str, ...] = ("bytes_in_per_s", "bytes_out_per_s", "produce_requests_per_s")
+# Below this a baseline broker serves none of that traffic to speak of (the probe alone sends a few requests a
+# second), and a share of it says nothing.
+_MIN_REQUESTS_PER_S = 5.0
+
+PerBroker = Mapping[int, Mapping[str, float]]
+
+
+def _floor(measure: str, settings: TrafficSection) -> float:
+    return _MIN_REQUESTS_PER_S if measure.endswith("requests_per_s") else max(settings.min_bytes_per_s, 1.0)
+
+
+def _rate(value: float, unit: str) -> str:
+    if unit == "bytes":
+        for scale, name in ((1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s")):
+            if value >= scale:
+                return f"{value / scale:.1f} {name}"
+        return f"{value:.0f} B/s"
+    return f"{value:.1f}/s"
+
+
+def share(per_broker: PerBroker, canaries: Collection[int], settings: TrafficSection) -> dict:
+    """The canary brokers' share of client traffic from each broker's mean of MEASURES. Returns (JSON-able): the
+    canary brokers' values, the median baseline broker's, each canary broker's share per measure served, whether
+    the traffic is representative and the share fair, and a one-sentence reason."""
+    canary = {b: v for b, v in per_broker.items() if b in canaries}
+    baseline = [v for b, v in per_broker.items() if b not in canaries]
+    result: dict = {"canary": {str(b): {m: round(v.get(m, 0.0), 1) for m in MEASURES}
+                               for b, v in sorted(canary.items())},
+                    "baseline": {}, "share": {}, "representative": False, "fair": False}
+    if not canary or not baseline:
+        lacking = "canary" if not canary else "baseline"
+        return result | {"reason": f"no {lacking} broker's traffic could be read from its metrics"}
+    base = {m: statistics.median(v.get(m, 0.0) for v in baseline) for m in MEASURES}
+    result["baseline"] = {m: round(v, 1) for m, v in base.items()}
+    served = [m for m in MEASURES if base[m] >= _floor(m, settings)]
+    result["share"] = {str(b): {m: round(v.get(m, 0.0) / base[m], 3) for m in served}
+                       for b, v in sorted(canary.items())}
+    bytes_in = base["bytes_in_per_s"]
+    if bytes_in < settings.min_bytes_per_s:
+        return result | {"reason": f"the baseline brokers take {_rate(bytes_in, 'bytes')} of client bytes in each, "
+                                   f"below the {_rate(settings.min_bytes_per_s, 'bytes')} representative traffic "
+                                   f"needs (traffic.min_bytes_per_s): the brokers' capacity metrics measured idle "
+                                   f"brokers; add load, or roll while the cluster carries its real traffic"}
+    low, high = 1 - settings.tolerance, 1 + settings.tolerance
+    off = [f"broker {b} {m.removesuffix('_per_s').replace('_', ' ')} {s:.2f}× a baseline broker's"
+           for b, shares in result["share"].items() for m, s in shares.items() if not low <= s <= high]
+    if off:
+        return result | {"representative": True,
+                         "reason": f"the canary does not carry its share of client traffic ({'; '.join(off[:4])}; "
+                                   f"fair is {low:.2f}–{high:.2f}×, traffic.tolerance)"}
+    spread = [s for shares in result["share"].values() for s in shares.values()]
+    return result | {"representative": True, "fair": True,
+                     "reason": f"the canary carries {min(spread):.2f}–{max(spread):.2f}× a baseline broker's client "
+                               f"traffic ({_rate(bytes_in, 'bytes')} in, "
+                               f"{_rate(base['produce_requests_per_s'], 'requests')} produce requests per baseline "
+                               f"broker)"}
+
+
+def means(readings: Iterable[BrokerReading]) -> dict[int, dict[str, float]]:
+    """Each broker's mean of each of MEASURES over `readings`."""
+    values: dict[int, dict[str, list[float]]] = {}
+    for r in readings:
+        if r.metric in MEASURES:
+            values.setdefault(r.broker, {}).setdefault(r.metric, []).append(r.value)
+    return {b: {m: statistics.fmean(v) for m, v in by.items()} for b, by in values.items()}
+
+
+def window_traffic(run: Rollout, observations: Path, load_rate: float) -> dict:
+    """The share over the window's broker readings (the load's traffic included), with what else ran: the load and
+    the probe. Without broker metrics nothing could be measured."""
+    ran = {"load_records_per_s_per_partition": load_rate, "probe_messages_per_s_per_partition": run.spec.probe_rate}
+    if not run.spec.broker_metrics.enabled:
+        return ran | {"representative": False, "fair": False,
+                      "reason": "broker metrics are off (broker_metrics.enabled: false), so the canary's share of "
+                                "traffic could not be measured"}
+    records, _ = read_file_counted(observations)
+    readings = [r for r in records if isinstance(r, BrokerReading)]
+    return ran | share(means(readings), run.canary_ids(), run.spec.traffic)
+
+
+def wait_for_fair_share(run: Rollout) -> dict:
+    """After the lead step's elections: reads the brokers' client traffic every broker_metrics.interval until the
+    canary's share is fair, the cluster turns out to carry no representative traffic (nothing to wait for; the
+    window's load, if any, starts with the window), or traffic.wait passes. Returns the last share measured (or why
+    none was); the window is judged on its own readings whatever this found."""
+    source = broker_metrics_source(run)
+    if source is None:
+        return {"fair": False, "representative": False, "reason": "broker metrics are off"}
+    interval = run.spec.broker_metrics.interval
+    deadline = time.monotonic() + run.spec.traffic.wait
+    measured: dict = {"fair": False, "representative": False, "reason": "no reading yet"}
+    try:
+        source.sample()  # an exporter's rates need a first reading
+        while True:
+            time.sleep(interval)
+            per_broker: dict[int, dict[str, float]] = {}
+            for s in source.sample():
+                if s.metric in MEASURES:
+                    per_broker.setdefault(s.broker, {})[s.metric] = s.value
+            measured = share(per_broker, run.canary_ids(), run.spec.traffic)
+            run.say("traffic share: %s", measured["reason"])
+            if measured["fair"] or not measured["representative"] or time.monotonic() + interval > deadline:
+                return measured
+    except BrokerMetricsError as exc:  # judged from the window's readings all the same
+        return measured | {"reason": f"the brokers' metrics could not be read: {exc}"}
+
+
+def capacity_verdict(verdict: dict, traffic: Mapping | None, required: bool) -> dict:
+    """A PROMOTE whose window had no representative traffic through a canary carrying its fair share is not a plain
+    PROMOTE: with capacity required it is INCONCLUSIVE (a person decides, or the rollout rolls back); otherwise the
+    reason says what was not judged."""
+    if verdict["verdict"] != PROMOTE or (traffic and traffic.get("fair")):
+        return verdict
+    why = (traffic or {}).get("reason") or "the window's traffic was not measured"
+    if not required:
+        return verdict | {"reason": f"{verdict['reason']}; capacity not judged (capacity: not_required): {why}"}
+    return verdict | {"verdict": INCONCLUSIVE,
+                      "reason": f"capacity was not judged: {why}; the probe and the metrics judged said PROMOTE "
+                                f"({verdict['reason']}); a person decides, or set capacity: not_required"}

@@ -1,0 +1,92 @@
+"""The canary's share of client traffic and the capacity rule (canary.rollout.broker.traffic), on made-up
+per-broker readings."""
+
+import pytest
+
+from canary.observations import BrokerReading
+from canary.rollout.broker.traffic import capacity_verdict, means, share
+from canary.rollout.spec import TrafficSection
+
+SETTINGS = TrafficSection()
+BUSY = {"bytes_in_per_s": 400_000.0, "bytes_out_per_s": 800_000.0, "produce_requests_per_s": 300.0}
+
+
+def brokers(canary: dict, baseline_count: int = 3) -> dict:
+    return {**{b: dict(BUSY) for b in range(1, baseline_count + 1)}, baseline_count + 1: canary}
+
+
+def test_a_canary_carrying_a_baseline_brokers_traffic_has_a_fair_representative_share():
+    found = share(brokers({k: v * 0.9 for k, v in BUSY.items()}), [4], SETTINGS)
+    assert (found["fair"], found["representative"]) == (True, True)
+    assert found["share"]["4"] == {"bytes_in_per_s": 0.9, "bytes_out_per_s": 0.9, "produce_requests_per_s": 0.9}
+    assert found["baseline"]["bytes_in_per_s"] == 400_000.0
+    assert "0.90–0.90× a baseline broker's client traffic (400.0 kB/s in" in found["reason"]
+
+
+def test_a_canary_that_leads_nothing_is_not_fair_and_says_which_measure():
+    follower = {"bytes_in_per_s": 2_000.0, "bytes_out_per_s": 0.0, "produce_requests_per_s": 20.0}
+    found = share(brokers(follower), [4], SETTINGS)
+    assert (found["fair"], found["representative"]) == (False, True)
+    assert "broker 4 bytes in 0.01× a baseline broker's" in found["reason"]
+    assert "fair is 0.50–1.50×" in found["reason"]
+
+
+def test_a_canary_with_far_more_than_its_share_is_not_fair_either():
+    found = share(brokers({k: v * 2 for k, v in BUSY.items()}), [4], SETTINGS)
+    assert not found["fair"] and "2.00× a baseline broker's" in found["reason"]
+
+
+def test_an_idle_cluster_is_not_representative_whatever_the_shares():
+    probe_only = {"bytes_in_per_s": 3_000.0, "bytes_out_per_s": 3_000.0, "produce_requests_per_s": 50.0}
+    found = share({1: probe_only, 2: probe_only, 3: probe_only}, [3], SETTINGS)
+    assert (found["fair"], found["representative"]) == (False, False)
+    assert "3.0 kB/s of client bytes in each, below the 100.0 kB/s" in found["reason"]
+    # the measures the baseline does not serve (bytes below the floor) are no share at all
+    assert found["share"]["3"] == {"produce_requests_per_s": 1.0}
+
+
+def test_the_floor_and_tolerance_are_the_specs():
+    half = {k: v * 0.6 for k, v in BUSY.items()}
+    assert not share(brokers(half), [4], TrafficSection(tolerance=0.3))["fair"]
+    assert share(brokers(half), [4], TrafficSection(tolerance=0.5))["fair"]
+    assert not share(brokers(BUSY), [4], TrafficSection(min_bytes_per_s=1e6))["representative"]
+
+
+@pytest.mark.parametrize("per_broker, canaries, lacking", [({1: BUSY, 2: BUSY}, [3], "canary"),
+                                                             ({3: BUSY}, [3], "baseline")])
+def test_a_lane_without_readings_is_named(per_broker, canaries, lacking):
+    found = share(per_broker, canaries, SETTINGS)
+    assert not found["fair"] and found["reason"] == f"no {lacking} broker's traffic could be read from its metrics"
+
+
+def test_means_average_each_brokers_readings_of_the_measures_only():
+    def reading(broker: int, metric: str, value: float) -> BrokerReading:
+        return BrokerReading("r", "probe-1", broker, "baseline", metric, value, 1.0)
+
+    found = means([reading(1, "bytes_in_per_s", 10.0), reading(1, "bytes_in_per_s", 30.0),
+                   reading(2, "bytes_in_per_s", 5.0), reading(1, "cpu_seconds_per_s", 0.5)])
+    assert found == {1: {"bytes_in_per_s": 20.0}, 2: {"bytes_in_per_s": 5.0}}
+
+
+PROMOTED = {"verdict": "PROMOTE", "reason": "no regression in 19 metric(s)"}
+
+
+def test_a_promote_without_a_fair_share_asks_a_person_when_capacity_is_required():
+    traffic = {"fair": False, "representative": False, "reason": "the baseline brokers take 3.0 kB/s …"}
+    judged = capacity_verdict(PROMOTED, traffic, required=True)
+    assert judged["verdict"] == "INCONCLUSIVE"
+    assert judged["reason"].startswith("capacity was not judged: the baseline brokers take 3.0 kB/s …")
+    assert "no regression in 19 metric(s)" in judged["reason"]
+    assert capacity_verdict(PROMOTED, None, required=True)["verdict"] == "INCONCLUSIVE"
+
+
+def test_capacity_not_required_promotes_and_says_what_was_not_judged():
+    judged = capacity_verdict(PROMOTED, {"fair": False, "reason": "broker metrics are off"}, required=False)
+    assert judged["verdict"] == "PROMOTE"
+    assert judged["reason"].endswith("capacity not judged (capacity: not_required): broker metrics are off")
+
+
+def test_a_fair_share_or_another_verdict_is_left_as_it_is():
+    assert capacity_verdict(PROMOTED, {"fair": True, "reason": "…"}, required=True) == PROMOTED
+    rolled_back = {"verdict": "ROLLBACK", "reason": "e2e p99"}
+    assert capacity_verdict(rolled_back, {"fair": False, "reason": "idle"}, required=True) == rolled_back
