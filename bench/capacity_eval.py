@@ -2,11 +2,17 @@
 that cut capacity (which the light probe cannot see) and harmless ones, with the default judge.
 
     .venv/bin/python bench/capacity_eval.py [--runs 2] [--window 90s] [--rate 3000] [--cases NAME,...]
+    .venv/bin/python bench/capacity_eval.py --traffic 2000 [--runs 3] [--window 2m] [--cases NAME,...]
 
 Each run: one canary broker (broker 2, then 3, ...), the change, the window with the load (`--rate` records/s of
 1 kB into each broker's partition) and the brokers' metrics read every 2 s, the default judge (engine inline).
+With `--traffic N` the spec is the default one instead (every topic led, capacity required, load auto: none while
+the real traffic is representative) on a cluster that carries its own traffic for the whole rollout: Kafka's
+ProducerPerformance at N records/s of 1 kB in total (acks=all) into an 8-partition user topic, and
+ConsumerPerformance reading it; `--traffic 0` is the same default spec on an idle cluster.
 Printed per run: the outcome, the metrics that failed (and so decided), the time from the window's start to the
-verdict, and the window's load per lane. A harmful change should roll back, a harmless one promote.
+verdict, the window's load per lane and the canary's share of client traffic in the window. A harmful change should
+roll back, a harmless one promote.
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from canary.cluster import distribution  # noqa: E402
 from canary.cluster.local import LocalCluster  # noqa: E402
+from canary.cluster.traffic import TrafficSpec, UserTraffic  # noqa: E402
 from canary.rollout.broker import BROKER, Rollout  # noqa: E402
 from canary.rollout.core import run_all  # noqa: E402
 from canary.rollout.spec import load_spec  # noqa: E402
@@ -48,15 +56,25 @@ CASES: dict[str, tuple[dict[str, str], bool]] = {
 }
 
 
-def run_case(root: Path, name: str, attempt: int, window: str, rate: float) -> dict:
+def run_case(root: Path, name: str, attempt: int, window: str, rate: float, traffic: int | None = None) -> dict:
+    """One rollout of case `name`: under `rate` records/s of load per partition, or with `traffic` (records/s of
+    real client traffic in total; 0: none) on the default spec."""
     config, harmful = CASES[name]
     canary = 2 + attempt % 2
     cluster = LocalCluster.up(root / f"{name}-{attempt}", brokers=3)
+    user_traffic = None
     try:
         raw = {"cluster": {"dir": str(cluster.directory)}, "change": {"config": config},
                "canary": {"brokers": [canary]}, "probe": {"window": window, "interim_interval": "15s"},
                "judge": {"engine": "inline"}, "broker_metrics": {"interval": "2s"},
                "load": {"rate": rate, "record_size": 1000}, "run_id": f"{name}-{attempt}"}
+        if traffic is not None:
+            del raw["load"]
+            if traffic:
+                user_traffic = UserTraffic(distribution.ensure(cluster.state.brokers[0].version),
+                                           cluster.bootstrap_servers, TrafficSpec("orders", traffic, 1000, 8, 3),
+                                           root / f"{name}-{attempt}-traffic").start()
+                time.sleep(15)  # the tools' JVMs up and their traffic steady before preflight measures it
         run_dir = root / "runs" / f"{name}-{attempt}"
         rollout = Rollout(load_spec(raw), run_dir)
         result = run_all(BROKER, rollout)
@@ -77,9 +95,20 @@ def run_case(root: Path, name: str, attempt: int, window: str, rate: float) -> d
                          for lane, t in (load.get("lanes") or {}).items()},
                 "brokers": {m["name"].removeprefix("broker_"): (m["canary"].get("value"), m["baseline"].get("value"),
                                                                  m["decision"])
-                            for m in metrics if m["kind"] == "broker"}}
+                            for m in metrics if m["kind"] == "broker"},
+                "traffic_share": share_of(window_state.get("traffic") or {}),
+                "user_traffic": user_traffic.stop().line() if user_traffic else None}
     finally:
+        if user_traffic:
+            user_traffic.stop()
         cluster.down()
+
+
+def share_of(traffic: dict) -> str:
+    """The canary's share of client traffic in the window, as one cell: bytes in per canary broker, or why none."""
+    shares = [f"{s['bytes_in_per_s']:.2f}×" for s in (traffic.get("share") or {}).values() if "bytes_in_per_s" in s]
+    fair = "fair" if traffic.get("fair") else "not judged" if not traffic.get("representative") else "unfair"
+    return f"{', '.join(shares) or '-'} ({fair})"
 
 
 def main() -> None:
@@ -87,6 +116,8 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=2)
     p.add_argument("--window", default="90s")
     p.add_argument("--rate", type=float, default=3000)
+    p.add_argument("--traffic", type=int, help="the default spec on a cluster carrying this many records/s of real "
+                                               "client traffic (0: an idle cluster) instead of --rate's load")
     p.add_argument("--cases", default=",".join(CASES))
     p.add_argument("--keep", type=Path, help="keep the runs' directories (observations, verdicts) here")
     args = p.parse_args()
@@ -96,17 +127,17 @@ def main() -> None:
         for name in args.cases.split(","):
             for attempt in range(args.runs):
                 started = time.monotonic()
-                row = run_case(root, name, attempt, args.window, args.rate)
+                row = run_case(root, name, attempt, args.window, args.rate, args.traffic)
                 row["total_s"] = round(time.monotonic() - started)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     print("\n| change | harmful | canary | outcome | failed metrics | verdict after window start (s) | "
-          "load acked/s and p99 ms (canary; baseline) |")
-    print("|---|---|---|---|---|---|---|")
+          "load acked/s and p99 ms (canary; baseline) | canary's share of client bytes in |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         load = "; ".join(f"{v[0]:.0f}/s, {v[1]} ms" for v in r["load"].values())
         print(f"| {r['case']} | {'yes' if r['harmful'] else 'no'} | {r['canary']} | {r['outcome']} | "
-              f"{', '.join(r['failed']) or '-'} | {r['decided_after_s']} | {load} |")
+              f"{', '.join(r['failed']) or '-'} | {r['decided_after_s']} | {load or '-'} | {r['traffic_share']} |")
     right = sum((r["outcome"] == "ROLLBACK") == r["harmful"] for r in rows)
     print(f"\n{right} of {len(rows)} runs decided as expected")
 

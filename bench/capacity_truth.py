@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import tempfile
 from pathlib import Path
@@ -25,9 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from bench.capacity_eval import CASES  # noqa: E402
 from canary.cluster import distribution  # noqa: E402
 from canary.cluster.local import LocalCluster  # noqa: E402
-
-PRODUCED = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
-                      r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th")
+from canary.cluster.traffic import PRODUCED  # noqa: E402
 
 
 def producer_performance(dist, bootstrap: str, topic: str, records: int, throughput: int) -> dict:

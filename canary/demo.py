@@ -1,9 +1,10 @@
 """The README's main job: the broker rollout DAG run end to end on the embedded default.
 
-An Airflow home on SQLite in a fresh directory (`airflow db migrate`), a 4-broker local KRaft cluster, the
-cluster's Airflow connection, then `airflow dags test kafka_broker_canary -c '{…}'`: every task of the DAG
-runs for real (the probe on real brokers, the analysis through SparkSubmitOperator on local Spark). Prints the
-verdict and the report's path and tears the cluster down. `bad=True` gives the canary brokers a config no
+An Airflow home on SQLite in a fresh directory (`airflow db migrate`), a 4-broker local KRaft cluster carrying steady
+user traffic (topic `orders`, from Kafka's own ProducerPerformance and ConsumerPerformance), the cluster's Airflow
+connection, then `airflow dags test kafka_broker_canary -c '{…}'`: every task of the DAG runs for real (the probe on
+real brokers, the analysis through SparkSubmitOperator on local Spark). Prints the verdict and the report's path,
+stops the traffic and tears the cluster down. `bad=True` gives the canary brokers a config no
 probe message fits (message.max.bytes=100): the gate rolls it back.
 
 Airflow is driven through its CLI, never imported: canary/ stays free of Airflow. The DAGs are the project's (dags/):
@@ -26,8 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from canary.cluster import distribution
 from canary.cluster.distribution import BASELINE_VERSION, TARGET_VERSION
 from canary.cluster.local import LocalCluster
+from canary.cluster.traffic import TrafficSpec, UserTraffic
 from canary.errors import CanaryError
 
 DAG_ID = "kafka_broker_canary"
@@ -41,6 +44,16 @@ _LATENCY_FLOOR = {"rel_floor": 0.5, "abs_floor": 40.0}
 FAST_JUDGE = {"warmup_s": 15, "bucket_s": 5, "metrics": {
     m: _LATENCY_FLOOR for m in ("e2e_latency_p50", "e2e_latency_p95", "produce_latency_p99")} | {
     "e2e_latency_p99": _LATENCY_FLOOR | {"slo": None}}}
+# Real user traffic through the rollout (Kafka's own ProducerPerformance and ConsumerPerformance): the rollout leads
+# the canary's share of every user topic, and a change that costs capacity shows in the brokers' own metrics only
+# when they serve clients. 1,000 records/s of 1 kB in total (1 MB/s, acks=all) is steady work for every broker yet
+# leaves most of a 2-core machine to the probe, Spark and Airflow: on 4 brokers it cost them ~0.6 CPU-s/s (0.06 idle)
+# and the two tools ~0.13. Two partitions per broker, so each broker, the canary too, leads some; replication as the
+# probe topic's, min(3, brokers).
+USER_TOPIC = "orders"
+USER_RECORDS_PER_S = 1_000
+USER_RECORD_SIZE = 1_000
+USER_PARTITIONS_PER_BROKER = 2
 BAD_CONFIG = {"message.max.bytes": "100"}
 GOOD_CONFIG = {"num.io.threads": "6"}
 # What is shown of `airflow dags test` while it runs (everything goes to the log file): the rollout's own progress,
@@ -73,6 +86,12 @@ def demo_params(bad: bool = False, engine: str = "spark", window: str = "60s", u
             "interim_interval": "20s", "probe_rate": 50, "preflight_probe": "3s", "calibration_probe": "12s",
             "judge_config": FAST_JUDGE,
             "engine": engine, "finalize": True, "on_inconclusive": "rollback", "client_delay_ms": 0}
+
+
+def user_traffic_spec(brokers: int) -> TrafficSpec:
+    """The demo's user traffic on a cluster of `brokers` brokers."""
+    return TrafficSpec(USER_TOPIC, USER_RECORDS_PER_S, USER_RECORD_SIZE, USER_PARTITIONS_PER_BROKER * brokers,
+                       min(3, brokers))
 
 
 def project_dir(folder: str | Path | None = None) -> Path:
@@ -184,7 +203,14 @@ def run_demo(brokers: int = 4, version: str = BASELINE_VERSION, directory: Path 
     print(f"starting a {brokers}-broker KRaft cluster and `airflow db migrate` (SQLite in {home}) ...", flush=True)
     cluster = LocalCluster.up(cluster_dir, brokers=brokers, version=version, tie_to_parent=not keep)
     rollout_s = 0.0
+    traffic: UserTraffic | None = None
     try:
+        # Started while the metadata database migrates, so the traffic is steady by the rollout's preflight.
+        traffic = UserTraffic(distribution.ensure(version), cluster.bootstrap_servers, user_traffic_spec(brokers),
+                              workdir / "traffic")
+        traffic.start()
+        print(f"user traffic: {traffic.spec.describe()}; Kafka's ProducerPerformance and ConsumerPerformance, "
+              f"logs in {traffic.log_dir}", flush=True)
         output, _ = migrate.communicate(timeout=600)
         (home / "db-migrate.log").write_text(output)
         if migrate.returncode != 0:
@@ -193,6 +219,7 @@ def run_demo(brokers: int = 4, version: str = BASELINE_VERSION, directory: Path 
             return 2
         setup_s = time.monotonic() - started
         print(f"set up in {setup_s:.1f}s; bootstrap servers {cluster.bootstrap_servers}", flush=True)
+        traffic.check()  # a rollout under traffic that already died would show nothing the demo promises
         params = demo_params(bad=bad, engine=engine, upgrade=upgrade)
         print(f"\nairflow dags test {DAG_ID} -c '{json.dumps(params)}'", flush=True)
         log_path = workdir / "dags-test.log"
@@ -208,6 +235,8 @@ def run_demo(brokers: int = 4, version: str = BASELINE_VERSION, directory: Path 
         states = ", ".join(f"{t} {s or 'none'}" + (f" (try {n})" if n > 1 else "") for t, s, n in task_states(home))
         print(f"tasks:   {states}")
         print(f"VERDICT: {verdict.get('verdict', 'none')} ({verdict.get('engine')}) — {verdict.get('reason')}")
+        if verdict.get("traffic"):
+            print(f"judged:  {verdict['traffic']['reason']}")
         print(f"status:  {outcome['status']}")
         print(f"report:  {Path(outcome['run_dir']) / 'report.html'}")
         analysis = Path(outcome["run_dir"]) / verdict["analysis"] if verdict.get("analysis") else None
@@ -215,10 +244,18 @@ def run_demo(brokers: int = 4, version: str = BASELINE_VERSION, directory: Path 
             print(f"analysis report: {analysis / 'report.html'}")
         return 0 if code == 0 and outcome["status"].startswith("verified") else 1
     finally:
-        teardown = time.monotonic()
-        if keep:
-            print(f"cluster left running; stop it with `kafka-canary cluster down --dir {cluster_dir}`")
-        else:
-            cluster.down()
-        print(f"cluster down in {time.monotonic() - teardown:.1f}s; total {time.monotonic() - started:.1f}s "
-              f"(rollout {rollout_s:.1f}s)")
+        try:
+            if traffic is not None:  # before the cluster goes, or the tools would report its absence
+                print(traffic.stop().line(), flush=True)
+        finally:
+            _teardown(cluster, keep, started, rollout_s)
+
+
+def _teardown(cluster: LocalCluster, keep: bool, started: float, rollout_s: float) -> None:
+    teardown = time.monotonic()
+    if keep:
+        print(f"cluster left running; stop it with `kafka-canary cluster down --dir {cluster.directory}`")
+    else:
+        cluster.down()
+    print(f"cluster down in {time.monotonic() - teardown:.1f}s; total {time.monotonic() - started:.1f}s "
+          f"(rollout {rollout_s:.1f}s)")

@@ -76,8 +76,9 @@ def _form_schema(schema: dict[str, Any], default: Any) -> dict[str, Any]:
         real = [o for o in options if o != {"type": "null"}]
         if len(real) == 1 and len(options) == 2:
             schema = {**real[0], **schema, "type": ["null", real[0].get("type")]}
-        else:
+        else:  # the union of the options' types too: a form renders and checks a param by its type
             schema["anyOf"] = options
+            schema["type"] = sorted({o["type"] for o in options if isinstance(o.get("type"), str)})
     if default == []:
         schema.pop("minItems", None)
     return schema
@@ -229,8 +230,9 @@ BROKER_FORM = Form(BrokerRolloutModel, RolloutOptions, (
               '"wait": "1m"} (docs/broker-rollout.md); {} uses these defaults', {}, schema={"type": "object"}),
     FormField("load_rate", ("load", "rate"), "Load (records/s per partition)",
               "Load through every broker alike during the window, so a change that cuts capacity shows in the "
-              "brokers' metrics; 0: none; auto: half of what the cluster sustains, measured in preflight "
-              "(docs/broker-rollout.md says how to size it)", 0),
+              "brokers' metrics; auto: only what the cluster's own traffic lacks to be representative, within "
+              "load.ceiling_bytes_per_s per broker and none on a busy cluster (docs/broker-rollout.md); 0: none",
+              "auto"),
     FormField("load_record_size", ("load", "record_size"), "Load record size (bytes)",
               "Bytes per load record", 1000),
     FormField("broker_metrics", ("broker_metrics",), "Broker metrics",

@@ -2,7 +2,8 @@
 change.config, a deployer writing server.properties): a key is a Kafka config name (lower-case letters, digits,
 dots, dashes, underscores), and a value is one line. A line break in a value would write a second `key=value` line
 into server.properties — any setting at all, the managed ones such as broker.rack included — so it is refused, never
-escaped."""
+escaped. So is a value ending in a backslash: Java's Properties reads it as a line continuation and joins the next
+`key=value` line to it, so the next override would be lost (the broker would run without it, and say nothing)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,9 @@ def value_problem(value: object) -> str | None:
     """What is wrong with `value` as a broker config value (None: nothing; None itself removes an override)."""
     if isinstance(value, str) and _LINE_BREAK.search(value):
         return "a value must be one line (it contains a line break)"
+    if isinstance(value, str) and value.endswith("\\"):
+        return ("a value must not end in a backslash (a trailing backslash joins the next line of server.properties "
+                "to it, so the next override would be lost)")
     return None
 
 

@@ -106,7 +106,6 @@ class Load:
         self._consumer: Consumer | None = None
         self._behind: Consumer | None = None   # the catch-up consumer
         self._rate = config.rate
-        self._epoch = 0  # bumped by set_rate: the produce loop paces anew from then
 
     def start(self) -> None:
         """Reconciles the load topic (one partition led by each broker), then produces and consumes."""
@@ -169,16 +168,6 @@ class Load:
             if consumer is not None:
                 consumer.close()
         return self.summary()
-
-    def set_rate(self, rate: float) -> None:
-        """Changes the rate from now on and counts anew (a load stepped through rates on the same connections, as
-        canary.probe.load_sizing does, is measured step by step)."""
-        with self._lock:
-            for lane in self.lanes.values():
-                lane.sent = lane.acked = lane.failed = lane.consumed = lane.consumed_bytes = lane.caught_up_bytes = 0
-                lane.caught_up_s = 0.0
-                lane.latencies_ms.clear()
-            self._rate, self._epoch, self._started = rate, self._epoch + 1, time.monotonic()
 
     def summary(self) -> dict:
         seconds = max(time.monotonic() - self._started, 1e-9) if self._started else 0.0
@@ -299,10 +288,8 @@ class Load:
         values = payloads(c.record_size)
         partitions = [(p, self.lanes[lane], functools.partial(self._delivered, self.lanes[lane], p))
                       for p, lane in sorted(self.partition_lane.items())]
-        start, done, epoch = time.monotonic(), 0, self._epoch
+        start, done = time.monotonic(), 0
         while not self._stop.is_set():
-            if epoch != self._epoch:
-                start, done, epoch = time.monotonic(), 0, self._epoch
             due = int((time.monotonic() - start) * self._rate) - done
             for i in range(due):
                 value = values[(done + i) % len(values)]  # the same value into every partition: equal lanes

@@ -1,99 +1,73 @@
-"""How much load a window should carry when the spec says `load: {rate: auto}`: measured on the cluster before any
-change. The load (canary.probe.load) runs in short steps of doubling rate; the last step the cluster kept up with
-(nearly every record acknowledged at the step's rate, produce p99 within a bound, nothing failed) is what it
-sustains, and the window carries half of it: a real share of a broker's capacity, with headroom left. The steps stop
-at the first that falls behind twice in a row (one hiccup, a GC pause or a segment roll, must not halve the load), so
-the cluster is pushed to its limit for a few seconds at most, before any change.
+"""How much load a window carries with `load: {rate: auto}`: only what the cluster's own client traffic lacks to be
+representative, never more than a ceiling per broker, and none on a cluster whose request handlers have little
+headroom left. It is sized from what preflight measured before any change — each broker's client bytes in and its
+request handlers' busy share, from the brokers' own metrics — so nothing is pushed to find the cluster's limit: a
+production cluster is never driven to saturation to size a canary's load.
+
+The load topic has one partition per broker, each broker its leader, so `rate` records/s per partition of
+`record_size` bytes put `rate × record_size` bytes/s of client traffic on every broker (plus the replicas it follows).
 """
 
 from __future__ import annotations
 
-import functools
-import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+import statistics
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 
-from canary.probe.load import Load, LoadConfig
-
-START_RATE = 250.0        # records/s per partition of the first step
-MAX_RATE = 16_000.0       # never more, whatever the cluster takes
-STEP_S = 3.0              # seconds per step
-SHARE = 0.5               # of the sustained rate, for the window
-KEPT_UP = 0.9             # acknowledged share of the step's records that counts as keeping up
-MAX_P99_MS = 100.0        # a step with a slower produce p99 did not keep up
-WARM_UP_S = 2.0           # the load's topic, metadata and connections being made: not judged
-TRIES = 2                 # measures of a rate before it counts as one the cluster cannot keep up with
-
-
-@dataclass(frozen=True)
-class Step:
-    rate: float            # records/s per partition asked for
-    acked_per_s: float     # per partition, acknowledged
-    p99_ms: float | None   # produce latency p99, the slower lane's
-    kept_up: bool
-    why: str = ""
+TARGET_FLOORS = 2.0     # aim each broker's client bytes in at twice the representative floor: clear of it with margin
+MAX_BUSY = 0.5          # no synthetic load while the busiest broker's request handlers are busier than this
 
 
 @dataclass(frozen=True)
 class Sizing:
-    rate: float            # records/s per partition for the window (0: the first step already fell behind)
-    sustained: float       # the last step kept up with
+    rate: float                              # records/s per partition for the window (0: none)
     record_size: int
-    steps: list[Step] = field(default_factory=list)
+    bytes_per_s_per_broker: float            # what the load adds to each broker: rate × record_size
+    measured_bytes_in_per_s: float | None    # the median broker's client bytes in before the change (None: unread)
+    busiest_handler_busy: float | None       # the busiest broker's request-handler busy share before the change
+    target_bytes_per_s: float                # client bytes in per broker the window should see
+    ceiling_bytes_per_s: float               # never more load per broker than this
+    rule: str                                # what was decided, in one sentence
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def judge_step(rate: float, summary: dict) -> Step:
-    """Whether one step's load summary (Load.stop()) kept up with `rate`."""
-    lanes = [t for t in summary["lanes"].values() if t["partitions"]]
-    partitions = sum(t["partitions"] for t in lanes) or 1
-    acked = sum(t["acked_per_s"] for t in lanes) / partitions
-    p99s = [t["produce_latency_ms"]["p99"] for t in lanes if t["produce_latency_ms"]]
-    p99 = max(p99s) if p99s else None
-    failed = sum(t["failed"] for t in lanes)
-    why = ("; ".join(filter(None, [
-        summary.get("stopped_because") or "",
-        f"{failed} record(s) failed" if failed else "",
-        f"{acked:.0f} of {rate:g} records/s acknowledged" if acked < KEPT_UP * rate else "",
-        f"produce p99 {p99:.0f} ms" if p99 is not None and p99 > MAX_P99_MS else "",
-        "nothing acknowledged" if p99 is None else ""])))
-    return Step(rate, round(acked, 1), p99, not why, why)
+def _rate(value: float) -> str:
+    return f"{value / 1e6:.2f} MB/s" if value >= 1e6 else f"{value / 1e3:.1f} kB/s"
 
 
-def size_load(config: LoadConfig, step_s: float = STEP_S, start: float = START_RATE, cap: float = MAX_RATE,
-              measure: Callable[[float, float], dict] | None = None) -> Sizing:
-    """The window's load rate for the cluster of `config` (its rate is ignored; its record size and client kept).
-    `measure(rate, seconds)`: one step's load summary; by default one load stepped through the rates on the same
-    connections, after a warm-up that is not judged (the topic, metadata and connections being made)."""
-    load = None
-    if measure is None:
-        load = Load(LoadConfig(config.bootstrap_servers, start, config.record_size, config.client,
-                               run_id=f"{config.run_id}-sizing"))
-        load.start()
-        time.sleep(WARM_UP_S)
-        measure = functools.partial(_step, load)
-    steps: list[Step] = []
-    sustained = 0.0
-    rate = start
-    try:
-        while rate <= cap:
-            tries = [judge_step(rate, measure(rate, step_s))]
-            while not tries[-1].kept_up and len(tries) < TRIES:
-                tries.append(judge_step(rate, measure(rate, step_s)))
-            steps += tries
-            if not tries[-1].kept_up:
-                break
-            sustained = rate
-            rate *= 2
-    finally:
-        if load is not None:
-            load.stop()
-    return Sizing(round(SHARE * sustained, 1), sustained, config.record_size, steps)
+def size_load(per_broker: Mapping[int, Mapping[str, float]], min_bytes_per_s: float, record_size: int,
+              ceiling_bytes_per_s: float, required: bool = True) -> Sizing:
+    """The window's load from each broker's means before the change (`bytes_in_per_s`, `request_handler_idle_ratio`):
+    the client bytes in that representative traffic lacks, up to TARGET_FLOORS × `min_bytes_per_s` per broker and at
+    most `ceiling_bytes_per_s`; none when the busiest broker's handlers are over MAX_BUSY busy, or when the rollout
+    does not require capacity to be judged (`required` false: nothing needs representative traffic)."""
+    target = TARGET_FLOORS * min_bytes_per_s
+    bytes_in = [v["bytes_in_per_s"] for v in per_broker.values() if "bytes_in_per_s" in v]
+    idle = [v["request_handler_idle_ratio"] for v in per_broker.values() if "request_handler_idle_ratio" in v]
+    measured = statistics.median(bytes_in) if bytes_in else None
+    busiest = round(1 - min(idle), 3) if idle else None
 
+    def sized(load_bytes: float, rule: str) -> Sizing:
+        rate = round(load_bytes / record_size, 1)
+        return Sizing(rate, record_size, round(rate * record_size, 1), None if measured is None else round(measured, 1),
+                      busiest, target, ceiling_bytes_per_s, rule)
 
-def _step(load: Load, rate: float, seconds: float) -> dict:
-    load.set_rate(rate)
-    time.sleep(seconds)
-    return load.summary()
+    if not required:
+        return sized(0.0, "no load: the rollout does not judge capacity (capacity: not_required)")
+    if busiest is not None and busiest > MAX_BUSY:
+        return sized(0.0, f"no load: the busiest broker's request handlers are {busiest:.0%} busy, over the "
+                          f"{MAX_BUSY:.0%} a synthetic load may be added to")
+    if measured is None:
+        load = min(target, ceiling_bytes_per_s)
+        return sized(load, f"{_rate(load)} per broker: the brokers' client traffic could not be read, so the load is "
+                           f"twice the representative floor, within the ceiling")
+    need = max(0.0, target - measured)
+    if not need:
+        return sized(0.0, f"no load: the brokers already take {_rate(measured)} of client bytes in each, at least "
+                          f"twice the representative floor")
+    load = min(need, ceiling_bytes_per_s)
+    capped = " (the ceiling)" if load < need else ""
+    return sized(load, f"{_rate(load)} per broker{capped}: the brokers take {_rate(measured)} of client bytes in "
+                       f"each, and representative traffic with margin is {_rate(target)}")

@@ -12,7 +12,8 @@
     traffic:  {tolerance: 0.5, min_bytes_per_s: 100000, wait: 1m}   # the canary's fair share of client traffic
     fault:    {client_delay_ms: 200}                    # scenarios and tests only: make the canary bad
     broker_metrics: {interval: 5s}                      # or {prometheus: {url: …, brokers: {1: kafka-1}}}
-    load:     {rate: 2000, record_size: 1000}           # records/s per partition through every broker in the window
+    load:     {rate: auto, record_size: 1000}           # records/s per partition through every broker in the window
+                                                        # (auto: what real traffic lacks to be representative; 0: none)
 
 `load_spec` reads YAML or JSON and checks every field before anything is touched, through one typed model per
 section (`BrokerRolloutModel`, the place of every rule: ranges, defaults, cross-field checks); all problems are
@@ -375,7 +376,7 @@ def _load_rate(value: object) -> float | str:
         return "auto"
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_LOAD_RATE:
         raise ValueError(f"{value!r} must be records/s per partition from 0 (no load) to {MAX_LOAD_RATE}, or auto "
-                         f"(half of what the cluster sustains, measured in preflight)")
+                         f"(what the cluster's own traffic lacks to be representative, sized in preflight)")
     return float(value)
 
 
@@ -387,11 +388,13 @@ LoadRate = Annotated[float | Literal["auto"], PlainValidator(_load_rate),
 
 class LoadSection(SpecSection):
     """Load through canary and baseline brokers alike during the window (canary.probe.load): records per second
-    into each partition of the load topic (0: no load; `auto`: half of what the cluster sustains, measured in
-    preflight by canary.probe.load_sizing) of `record_size` bytes, acks=all, batched."""
+    into each partition of the load topic (0: no load; `auto`: what the cluster's own client traffic lacks to be
+    representative, sized in preflight from the brokers' metrics by canary.probe.load_sizing, at most
+    `ceiling_bytes_per_s` per broker) of `record_size` bytes, acks=all, batched."""
 
-    rate: LoadRate = 0.0
+    rate: LoadRate = "auto"
     record_size: int = Field(1000, strict=True, ge=1, le=1_000_000)
+    ceiling_bytes_per_s: float = Field(2_000_000.0, gt=0, le=1e9)
 
 
 class TrafficSection(SpecSection):

@@ -106,6 +106,14 @@ class ObjectStore(Store):
         found = self._call(self.fs.glob, f"{self.root}/*/run.json", detail=True)
         return [(path.rsplit("/", 2)[-2], _mtime(info)) for path, info in found.items()]
 
+    def names(self, limit: int = 5) -> list[str]:
+        self.fs.invalidate_cache(self.root)
+        try:
+            found = self._call(self.fs.ls, self.root, detail=False)
+        except FileNotFoundError:
+            return []
+        return sorted(path.rstrip("/").rsplit("/", 1)[-1] for path in found)[:limit]
+
     def workdir(self) -> Path:
         base = Path(os.environ.get(WORKDIR_ENV) or Path.home() / ".cache" / "kafka-canary" / "work")
         path = base / hashlib.sha256(self.url.encode()).hexdigest()[:16]

@@ -15,6 +15,8 @@ from typing import Any
 from canary.errors import CanaryError
 
 _SCHEME = re.compile(r"^([a-z][a-z0-9+.-]*)://", re.IGNORECASE)
+# What LocalStore's own writes leave beside an object for a moment: `.run.json.lock`, `.run.json.1234.tmp`.
+_BOOKKEEPING = re.compile(r"^\..+\.(lock|\d+\.tmp)$")
 
 
 class StoreError(CanaryError):
@@ -70,6 +72,12 @@ class Store(ABC):
     @abstractmethod
     def runs(self) -> list[tuple[str, float]]:
         """The names of the children holding a run (a `run.json`), with its last change (epoch seconds)."""
+
+    @abstractmethod
+    def names(self, limit: int = 5) -> list[str]:
+        """Up to `limit` names of what the store holds at its top (files and folders, objects and prefixes), sorted;
+        [] when it holds nothing or does not exist yet. Its own bookkeeping (a write's lock and temporary files) is
+        left out. StoreError when the root is not a place for files (a file, a device, unreadable)."""
 
     @abstractmethod
     def workdir(self) -> Path:
@@ -174,6 +182,19 @@ class LocalStore(Store):
 
     def runs(self) -> list[tuple[str, float]]:
         return [(p.parent.name, p.stat().st_mtime) for p in self.root.glob("*/run.json")]
+
+    def names(self, limit: int = 5) -> list[str]:
+        if not self.root.exists():
+            return []
+        if not self.root.is_dir():
+            raise StoreError(f"run storage {self.url}: {self.root} is not a directory, so it cannot hold a run (a run "
+                             f"directory must be new, empty or a run of kafka-canary's); use another --run-dir")
+        try:
+            found = sorted(p.name for p in self.root.iterdir() if not _BOOKKEEPING.match(p.name))
+        except OSError as exc:
+            raise StoreError(f"run storage {self.url}: cannot read the directory {self.root} "
+                             f"({exc.strerror or exc})") from None
+        return found[:limit]
 
     def workdir(self) -> Path:
         return self.root

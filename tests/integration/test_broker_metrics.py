@@ -3,7 +3,6 @@ Prometheus server (Debian's, started on loopback) scraping those agents, read th
 
 from __future__ import annotations
 
-import itertools
 import shutil
 import subprocess
 import sys
@@ -21,7 +20,6 @@ from waiting import wait_until
 from canary.broker_metrics import CATALOGUE, LOAD_METRICS, BrokerMetricsError, ExporterSource, PrometheusSource
 from canary.observations import BrokerReading
 from canary.probe.load import Load, LoadConfig
-from canary.probe.load_sizing import size_load
 from canary.process import free_port
 
 pytestmark = pytest.mark.integration
@@ -142,18 +140,6 @@ def test_the_cluster_metrics_command_shows_every_broker(cluster):
     assert {line.split()[0] for line in lines[1:]} == {m.name for m in CATALOGUE}
     cpu = next(line for line in lines if line.startswith("cpu_seconds_per_s")).split()
     assert len(cpu) == 4 and all(float(v) > 0 for v in cpu[2:])  # a rate for each broker
-
-
-def test_load_auto_is_sized_on_the_real_cluster(cluster):
-    """`load: {rate: auto}`: doubling steps of real load (acks=all, 1 kB) until one falls behind or the cap; the
-    window gets half of the last step the cluster kept up with."""
-    sized = size_load(LoadConfig(cluster.bootstrap_servers, 1.0, 1000, run_id="sizing-test"), step_s=1.5,
-                      cap=2000)
-    rates = [s.rate for s in sized.steps]
-    assert rates[0] == 250 and all(b in (a, 2 * a) for a, b in itertools.pairwise(rates)), sized.steps
-    kept = [s for s in sized.steps if s.kept_up]
-    assert kept and all(s.acked_per_s >= 0.9 * s.rate and s.p99_ms is not None for s in kept), sized.steps
-    assert sized.sustained == kept[-1].rate and sized.rate == sized.sustained / 2
 
 
 def test_the_load_reads_its_produce_and_consume_latency_through_each_broker(cluster):

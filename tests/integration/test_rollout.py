@@ -11,11 +11,14 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from conftest import running_cluster
 from waiting import wait_until
 
+from canary.cluster import distribution
 from canary.cluster.distribution import BASELINE_VERSION, TARGET_VERSION
 from canary.cluster.local import LocalCluster
+from canary.cluster.traffic import TrafficSpec, UserTraffic
 from canary.process import free_port
 from canary.rollout.broker import BROKER, Rollout
 from canary.rollout.broker.rolling import GuardRefused
@@ -24,6 +27,20 @@ from canary.rollout.core.lock import ClusterLock, LockHeld
 from canary.rollout.spec import load_spec
 
 pytestmark = pytest.mark.integration
+
+# Steady client traffic on a user topic for the whole rollout: about 333 kB/s into each of 3 brokers, representative
+# with margin (traffic.min_bytes_per_s: 100 kB/s) and light on a 2-core machine.
+USER_TRAFFIC = TrafficSpec("orders", 1000, 1000, 6, 3)
+
+
+def end_offsets(cluster: LocalCluster, topic: str) -> int:
+    """The sum of `topic`'s end offsets: how many records its producers have written."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "end-offsets"})
+    try:
+        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts)
+    finally:
+        consumer.close()
 
 # Enough traffic for the judge in a short window: one canary partition at 50 msg/s gives ~1,000 samples. The
 # latency floors suit a shared 2-core test machine, where a freshly restarted JVM and the neighbours' load move
@@ -43,11 +60,13 @@ CAPACITY_JUDGE = FAST_JUDGE | {"metrics": FAST_JUDGE["metrics"] | {
 
 
 def spec_for(cluster: LocalCluster, run_id: str, **overrides):
+    """A short rollout on an idle test cluster: the probe judges alone (capacity: not_required, so no load either)
+    unless a test asks for the default."""
     raw = {"cluster": {"dir": str(cluster.directory)}, "change": {"version": TARGET_VERSION},
            "canary": {"count": 1}, "probe": {"window": "45s", "interim_interval": "10s", "rate": 50, "preflight": "3s",
                                         "calibration": "12s"},
            "judge": {"engine": "inline", "config": FAST_JUDGE}, "timeouts": {"guard": "60s", "warm_up": "120s"},
-           "run_id": run_id}
+           "capacity": "not_required", "run_id": run_id}
     raw.update(overrides)
     return load_spec(raw)
 
@@ -68,18 +87,37 @@ def baseline_cluster() -> Iterator[LocalCluster]:
         yield cluster
 
 
-def test_good_canary_promotes_the_fleet_and_finalizes(cluster_factory, tmp_path):
+def test_good_canary_carries_its_share_of_real_traffic_promotes_the_fleet_and_finalizes(cluster_factory, tmp_path):
+    """The default spec (every topic led, capacity required, load auto) on a cluster that carries its own traffic:
+    Kafka's ProducerPerformance and ConsumerPerformance on a user topic the spec never names."""
     cluster = cluster_factory(brokers=3)
-    spec = spec_for(cluster, "good", judge={"engine": "spark", "config": FAST_JUDGE})
+    spec = spec_for(cluster, "good", judge={"engine": "spark", "config": FAST_JUDGE}, capacity="required")
     rollout = Rollout(spec, tmp_path / "run")
-    result = run_all(BROKER, rollout)
+    with UserTraffic(distribution.ensure(BASELINE_VERSION), cluster.bootstrap_servers, USER_TRAFFIC,
+                     tmp_path / "traffic") as traffic:
+        wait_until(lambda: end_offsets(cluster, USER_TRAFFIC.topic) > 5_000, 60, "user traffic flowing")
+        result = run_all(BROKER, rollout)
+        traffic.check()  # the clients ran through every roll
 
     outcome = (result["outcome"], result["status"], result["verdict"])
     assert outcome == ("PROMOTE", "verified promoted", "PROMOTE"), result
+    stepped = rollout.state.data["steps"]
+    # Real traffic before the change was representative, so `load: auto` added none.
+    preflight = stepped["preflight"]["result"]
+    assert preflight["traffic"]["representative"] and preflight["load"]["rate"] == 0, preflight
+    assert preflight["load"]["rule"].startswith("no load: the brokers already take"), preflight["load"]
+    # The canary led its preferred partitions of the user topic and carried its share before the window started,
+    lead = stepped["lead"]["result"]
+    assert USER_TRAFFIC.topic in lead["topics_led"] and lead["traffic_share"]["fair"], lead
+    # and through the window, which the verdict records as the traffic it judged.
+    judged = rollout.state.data["verdict"]["traffic"]
+    assert judged["representative"] and judged["fair"], judged
+    canary_share = judged["share"][str(rollout.state.data["canary_brokers"][0])]
+    assert all(0.5 <= s <= 1.5 for s in canary_share.values()) and "bytes_in_per_s" in canary_share, judged
+    assert judged["baseline"]["bytes_in_per_s"] >= spec.traffic.min_bytes_per_s, judged
     assert {v[0] for v in snapshot(cluster).values()} == {TARGET_VERSION}  # brokers and controller
     assert all(rack is None for _, _, rack in snapshot(cluster).values())  # no canary marker left
     assert cluster.features().finalized["metadata.version"] > rollout.state.before["features"]["metadata.version"]
-    stepped = rollout.state.data["steps"]
     assert stepped["judge"]["result"]["engine"] == "spark"
     # The brokers' own metrics were read beside the probe and judged by Spark, canary broker against the others.
     canary = rollout.state.data["canary_brokers"]
@@ -119,11 +157,20 @@ def test_bad_config_canary_fails_fast_and_rolls_back_to_the_exact_state(baseline
     before = snapshot(baseline_cluster)
     spec = spec_for(baseline_cluster, "bad-config", change={"config": {"message.max.bytes": "100"}},
                     canary={"brokers": [2]}, probe={"window": "120s", "interim_interval": "10s", "rate": 50,
-                                                    "preflight": "3s", "calibration": "3s"})
+                                                    "preflight": "3s", "calibration": "3s"}, capacity="required")
     rollout = Rollout(spec, tmp_path / "run")
     result = run_all(BROKER, rollout)
 
     assert (result["outcome"], result["verdict"]) == ("ROLLBACK", "ROLLBACK")
+    # The idle cluster (the probe alone) is not representative: `load: auto` added what it lacked, within its ceiling,
+    # measured from the brokers' own metrics in preflight, and the window carried it.
+    preflight = rollout.state.data["steps"]["preflight"]["result"]
+    assert not preflight["traffic"]["representative"], preflight["traffic"]
+    sized = preflight["load"]
+    assert 0 < sized["bytes_per_s_per_broker"] <= spec.load.ceiling_bytes_per_s, sized
+    assert sized["measured_bytes_in_per_s"] < spec.traffic.min_bytes_per_s and "per broker: the brokers take" in \
+        sized["rule"], sized
+    assert rollout.state.data["window"]["load"]["rate_per_partition"] == sized["rate"]
     gate = rollout.state.data["verdict"]
     # Every produce to the canary fails: the error rate or the availability guard (whichever has enough data at
     # the look that stops the window) names it.
@@ -223,7 +270,7 @@ def test_rollout_killed_mid_deploy_converges_without_extra_restarts(baseline_clu
     raw = {"cluster": {"dir": str(baseline_cluster.directory)}, "change": {"config": {"message.max.bytes": "100"}},
            "canary": {"brokers": [2, 3]}, "probe": {"window": "60s", "interim_interval": "10s", "rate": 50,
                                                     "preflight": "3s", "calibration": "3s"},
-           "judge": {"engine": "inline", "config": FAST_JUDGE}, "run_id": "killed"}
+           "judge": {"engine": "inline", "config": FAST_JUDGE}, "capacity": "not_required", "run_id": "killed"}
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(json.dumps(raw))
     run_dir = tmp_path / "run"

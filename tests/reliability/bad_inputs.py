@@ -47,19 +47,29 @@ class MissingFile:
 @dataclass(frozen=True)
 class Cli:
     """`kafka-canary ARGV`; `{spec}` in argv is a spec file made from `spec` (merged over a good spec, its cluster
-    the test's), `{tmp}` a fresh directory, `{empty}` an empty file. `code`: the exit code; 2 (an error) means one
-    line on stderr, another code means a verdict printed on stdout and nothing at all on stderr."""
+    the test's), `{tmp}` a fresh directory, `{empty}` an empty file, `{theirs}` (also inside an argument) a directory
+    holding another tool's report.html and audit.jsonl, which must be left exactly as it was, `{rolled-back}` a run
+    directory of the spec's run that decided ROLLBACK (its canary roll failed) and whose rollback failed, which
+    must gain no step. `code`: the exit code; 2 (an error) means one line on stderr, another code means a verdict
+    printed on stdout and nothing at all on stderr. `shown`: the spec as the docs describe it, instead of its JSON."""
     argv: tuple[str, ...]
     env: dict = field(default_factory=dict)
     spec: dict | None = None
     code: int = 2
+    shown: str = ""
 
     def __str__(self) -> str:
         env = " ".join(f"{k}={v}" for k, v in self.env.items())
-        argv = [{"{spec}": "rollout.yaml", "{tmp}": "out/", "{busy-port}": "P", "{empty}": "empty.jsonl"}.get(a, a)
-                for a in self.argv]
-        spec = f" with rollout.yaml {json.dumps(self.spec)}" if self.spec else ""
+        argv = [{"{spec}": "rollout.yaml", "{tmp}": "out/", "{busy-port}": "P", "{empty}": "empty.jsonl",
+                 "{rolled-back}": "run/"}.get(a, a).replace("{theirs}", "/srv/theirs") for a in self.argv]
+        spec = f" with rollout.yaml {self.shown or json.dumps(self.spec)}" if self.spec else ""
         return (env + " " if env else "") + "kafka-canary " + " ".join(argv) + spec
+
+
+# A fleet the command deployer reaches (nothing is run: the cases refuse before any command or cluster call).
+COMMAND_FLEET = {"cluster": {"deployer": "command", "bootstrap_servers": "127.0.0.1:9", "command": {
+    "brokers": {1: "k1", 2: "k2"}, "roll": "kafka-roll {host} {version} {config_file}",
+    "describe": "kafka-describe {host}"}}}
 
 
 @dataclass(frozen=True)
@@ -155,6 +165,10 @@ CASES: tuple[Case, ...] = (
          "probe.window: '1s' must be a duration between 10s and 24h, such as 30s or 2m", stage="preflight task"),
     Case("form-no-change", "trigger form", "neither a version nor config overrides",
          {"target_version": None, "config_overrides": {}}, "change: say what changes", stage="preflight task"),
+    Case("form-config-trailing-backslash", "trigger form",
+         "a config value ending in a backslash (Java properties join the next line to it: an override lost)",
+         {"config_overrides": {"a.custom.note": "x\\", "log.retention.ms": "3600000"}},
+         "change.config.a.custom.note: a value must not end in a backslash", stage="preflight task"),
     Case("form-canary-count-all", "trigger form", "canary count = the cluster's broker count", {"canary_count": 3},
          "canary.count: 3 canary broker(s) on a 3-broker cluster leaves no baseline to compare with; choose at most 2",
          stage="preflight task", cluster=True),
@@ -204,6 +218,10 @@ CASES: tuple[Case, ...] = (
     Case("spec-config-line-break", "rollout spec", "a config value with a line break (a second line injected)",
          {"change": {"config": {"message.max.bytes": "1000000\nbroker.rack=x:canary-broker"}}},
          "change.config.message.max.bytes: a value must be one line"),
+    Case("spec-config-trailing-backslash", "rollout spec",
+         "a config value ending in a backslash (Java properties join the next line to it: the next override lost)",
+         {"change": {"config": {"a.custom.note": "x\\", "log.retention.ms": "3600000"}}},
+         "change.config.a.custom.note: a value must not end in a backslash (a trailing backslash joins the next line"),
     Case("spec-config-managed", "rollout spec", "a managed config key (the canary marker's rack)",
          {"change": {"config": {"broker.rack": "x:canary-broker"}}},
          "change.config.broker.rack: managed by the deployer"),
@@ -240,6 +258,37 @@ CASES: tuple[Case, ...] = (
          Cli(("cluster", "restart-broker", "2", "--config", "message.max.bytes=1000000\nbroker.rack=x:canary-broker",
               "--dir", "{tmp}")),
          "'message.max.bytes': a value must be one line"),
+    Case("cli-restart-config-trailing-backslash", "CLI",
+         "restart-broker --config value ending in a backslash (it swallowed the next --config, the cluster said "
+         "healthy)",
+         Cli(("cluster", "restart-broker", "2", "--config", "a.custom.note=x\\", "--config",
+              "log.retention.ms=3600000", "--dir", "{tmp}")),
+         "--config: 'a.custom.note': a value must not end in a backslash"),
+    Case("cli-release-config-trailing-backslash", "CLI", "release --config value ending in a backslash",
+         Cli(("release", "--cluster", "prod", "--version", "4.1.2", "--config", "a.custom.note=x\\"),
+             env={"AIRFLOW_API_TOKEN": "t"}),
+         "config_overrides.a.custom.note: a value must not end in a backslash"),
+    Case("cli-run-dir-foreign", "CLI", "--run-dir a folder of another tool's report.html and audit.jsonl (left as "
+         "it was, no lock file)",
+         Cli(("rollout", "preflight", "--spec", "{spec}", "--run-dir", "{theirs}")),
+         "already holds files that are no run of kafka-canary's (audit.jsonl, report.html) and no run.json; a run "
+         "directory must be new, empty or a run of kafka-canary's"),
+    Case("cli-run-dir-foreign-url", "CLI", "--run-dir file:// URL of such a directory, through `rollout run`",
+         Cli(("rollout", "run", "--spec", "{spec}", "--run-dir", "file://{theirs}")),
+         "already holds files that are no run of kafka-canary's (audit.jsonl, report.html)"),
+    Case("cli-run-dir-device", "CLI", "--run-dir not a directory", Cli(("rollout", "run", "--spec", "{spec}",
+                                                                        "--run-dir", "/dev/null")),
+         "run storage file:///dev/null: /dev/null is not a directory, so it cannot hold a run"),
+    Case("cli-resume-rolled-back-deploy", "CLI",
+         "a step towards the change on a run that decided ROLLBACK, its rollback failed (it re-deployed, promoted)",
+         Cli(("rollout", "deploy-canary", "--spec", "{spec}", "--run-dir", "{rolled-back}"), spec=COMMAND_FLEET,
+             shown="(a command-deployer fleet)"),
+         "decided ROLLBACK (deploy-canary failed: ssh: connect to host k2 port 22: Connection refused), so "
+         "deploy-canary may not run: the run can only finish its rollback"),
+    Case("cli-resume-rolled-back-promote", "CLI", "promote --approve on a run that decided ROLLBACK",
+         Cli(("rollout", "promote", "--approve", "--spec", "{spec}", "--run-dir", "{rolled-back}"),
+             spec=COMMAND_FLEET, shown="(a command-deployer fleet)"),
+         "so promote may not run: the run can only finish its rollback"),
     Case("cli-rollout-no-spec", "CLI", "rollout without --spec", Cli(("rollout", "run")),
          "the following arguments are required: --spec"),
     Case("cli-rollout-bad-choice", "CLI", "unknown --on-inconclusive", Cli(("rollout", "run", "--spec", "x.yaml",

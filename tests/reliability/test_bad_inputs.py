@@ -147,6 +147,12 @@ def run_cli(case: Case, request, tmp_path, monkeypatch, cluster) -> None:
     busy.bind(("127.0.0.1", 0))
     busy.listen()
     request.addfinalizer(busy.close)
+    theirs = tmp_path / "theirs"  # `{theirs}`: another tool's directory, to be left exactly as it was
+    theirs.mkdir()
+    (theirs / "report.html").write_text("<p>another tool's report</p>")
+    (theirs / "audit.jsonl").write_text('{"their": "entry"}\n')
+    left_alone = _files(theirs)
+    decided = None
     for arg in cli.argv:
         if arg == "{spec}":
             arg = str(tmp_path / "rollout.yaml")
@@ -154,7 +160,10 @@ def run_cli(case: Case, request, tmp_path, monkeypatch, cluster) -> None:
         if arg == "{empty}":
             arg = str(tmp_path / "empty.jsonl")
             Path(arg).write_text("")
-        arg = arg.replace("{busy-port}", str(busy.getsockname()[1]))
+        if arg == "{rolled-back}":
+            arg = str(tmp_path / "run")
+            decided = _rolled_back_run(tmp_path / "rollout.yaml", tmp_path / "run")
+        arg = arg.replace("{busy-port}", str(busy.getsockname()[1])).replace("{theirs}", str(theirs))
         argv.append(str(tmp_path / "out") if arg == "{tmp}" else arg)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_API_TOKEN", "AIRFLOW_USERNAME",
                                                                      "AIRFLOW_PASSWORD", "AIRFLOW_URL"))}
@@ -168,6 +177,35 @@ def run_cli(case: Case, request, tmp_path, monkeypatch, cluster) -> None:
     assert done.returncode == 2, (done.returncode, done.stdout, err)
     assert "Traceback" not in err and "\n" not in err, err
     assert err.startswith("error: ") and case.expect in err, err
+    assert _files(theirs) == left_alone, "another tool's directory was written to"
+    if decided is not None:  # the run that decided ROLLBACK gained no step and kept its verdict
+        now = json.loads((tmp_path / "run" / "run.json").read_text())
+        assert (now["steps"], now["verdict"]) == (decided["steps"], decided["verdict"])
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {p.relative_to(directory).as_posix(): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def _rolled_back_run(spec_file: Path, run_dir: Path) -> dict:
+    """The issue's run in `run_dir`: its canary roll was cut off (deploy-canary failed, the verdict ROLLBACK) and its
+    rollback failed, broker 2 left stopped. Returns its run.json."""
+    from canary.rollout.core.run import RunState
+    from canary.rollout.spec import load_spec
+
+    spec = load_spec(spec_file)
+    state = RunState.open(run_dir, spec.effective_run_id, spec.to_dict())
+    error = "ssh: connect to host k2 port 22: Connection refused"
+    for name, status in (("preflight", "done"), ("deploy-canary", "failed"), ("rollback", "failed")):
+        state.step_started(name)
+        if status == "done":
+            state.step_finished(name, {})
+        else:
+            state.step_failed(name, error)
+    state.update(before={"brokers": {}, "controllers": {}, "features": {}}, canary_brokers=[2],
+                 status="judged ROLLBACK",
+                 verdict={"verdict": "ROLLBACK", "reason": f"deploy-canary failed: {error}", "engine": None})
+    return state.data
 
 
 # ----- the connection's extras -----

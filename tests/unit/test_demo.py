@@ -47,3 +47,9 @@ def test_without_the_provider_installed_the_error_says_how_to_install_it(tmp_pat
                         lambda name, *a: None if name == "kafka_canary_provider" else found(name, *a))
     with pytest.raises(CanaryError, match=r"provider is not installed in .*: pip install 'kafka-canary\[airflow\]'"):
         demo.airflow_env(tmp_path / "home", tmp_path / "runs", tmp_path / "cluster", REPO)
+
+
+def test_the_user_traffic_gives_every_broker_two_partitions_of_the_probe_topics_replication():
+    assert [(s.partitions, s.replication_factor) for s in map(demo.user_traffic_spec, (4, 2))] == [(8, 3), (4, 2)]
+    spec = demo.user_traffic_spec(4)
+    assert (spec.topic, spec.records_per_s, spec.record_size) == ("orders", 1000, 1000)

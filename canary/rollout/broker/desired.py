@@ -37,3 +37,41 @@ def desired_state(run: Rollout, broker_id: int, phase: str) -> dict:
 def is_as_desired(b: BrokerInfo, want: dict) -> bool:
     return (b.version == want["version"] and b.config == want["config"] and (b.rack or None) == (want["rack"] or None)
             and float(b.client_delay_ms) == float(want["client_delay_ms"]))
+
+
+def not_back(run: Rollout) -> list[str]:
+    """Each node that is not as the pre-rollout snapshot has it, as the deployer describes it now (stopped, or on
+    another version, config, rack or delay): what a failed rollback left behind. Config values are not shown (one
+    may be a secret), only the keys that differ."""
+    snapshot = run.state.snapshot
+    now = {b.broker_id: b for b in run.deployer.brokers()}
+    left = []
+    for broker_id in sorted(int(key) for key in snapshot["brokers"]):
+        b = now.get(broker_id)
+        want = desired_state(run, broker_id, "baseline")
+        if b is None or not b.running:
+            left.append(f"broker {broker_id} is {'gone' if b is None else 'stopped'}")
+        elif not is_as_desired(b, want):
+            left.append(f"broker {broker_id} differs from before: {', '.join(_differences(b, want))}")
+    controllers = {c.node_id: c for c in run.deployer.controllers()}
+    for node_id, before in sorted((int(k), v) for k, v in snapshot["controllers"].items()):
+        c = controllers.get(node_id)
+        if c is None or not c.running:
+            left.append(f"controller {node_id} is {'gone' if c is None else 'stopped'}")
+        elif c.version != before["version"]:
+            left.append(f"controller {node_id} runs {c.version} (before {before['version']})")
+    return left
+
+
+def _differences(b: BrokerInfo, want: dict) -> list[str]:
+    differs = []
+    if b.version != want["version"]:
+        differs.append(f"version {b.version} (before {want['version']})")
+    keys = sorted(k for k in b.config.keys() | want["config"].keys() if b.config.get(k) != want["config"].get(k))
+    if keys:
+        differs.append(f"config {', '.join(keys)}")
+    if (b.rack or None) != (want["rack"] or None):
+        differs.append(f"rack {b.rack or '-'} (before {want['rack'] or '-'})")
+    if float(b.client_delay_ms) != float(want["client_delay_ms"]):
+        differs.append(f"a client delay of {b.client_delay_ms:g} ms")
+    return differs

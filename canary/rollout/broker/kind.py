@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from canary.rollout.broker import deploy, preflight, promote, verdict, verify, window
+from canary.rollout.broker import deploy, desired, preflight, promote, verdict, verify, window
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.core import RolloutKind, Step
 from canary.rollout.deployer import Deployer
@@ -35,10 +35,11 @@ JUDGE = Step("judge", verdict.judge_window,
              decides=True)
 GATE = Step("gate", _gate, "probe-window then judge (exit 0/1/3 by verdict)", decides=True)
 PROMOTE = Step("promote", promote.promote, "roll the rest of the fleet and the controllers, finalize, probe")
-ROLLBACK = Step("rollback", promote.rollback, "bring every changed broker back to the pre-rollout state")
-VERIFY = Step("verify", verify.verify, "check the promised state, probe, release the lock")
+ROLLBACK = Step("rollback", promote.rollback, "bring every changed broker back to the pre-rollout state",
+                after_rollback=True)
+VERIFY = Step("verify", verify.verify, "check the promised state, probe, release the lock", after_rollback=True)
 
 BROKER = RolloutKind(name="broker", command="rollout",
                      steps=(PREFLIGHT, DEPLOY_CANARY, WARM_UP, LEAD, PROBE_WINDOW, JUDGE),
                      promote=PROMOTE, rollback=ROLLBACK, verify=VERIFY, load_spec=load_spec, open_run=_open,
-                     extra_steps=(GATE,))
+                     extra_steps=(GATE,), left_behind=desired.not_back)

@@ -11,11 +11,11 @@ from canary.kafka import features, health
 from canary.kafka.admin import TopicAdmin
 from canary.kafka.clients import admin_client
 from canary.kafka.settings import kafka_python_settings
-from canary.probe.load import LoadConfig
 from canary.probe.load_sizing import size_load
 from canary.rollout.broker.metrics import check_broker_metrics
-from canary.rollout.broker.probes import green_probe
+from canary.rollout.broker.probes import green_probe, observations_path
 from canary.rollout.broker.rollout import Rollout
+from canary.rollout.broker.traffic import MEASURES, file_means, measure_now, share
 from canary.rollout.core import RolloutError
 from canary.rollout.deployer import BrokerInfo
 from canary.rollout.leaders import leaders
@@ -82,7 +82,12 @@ def preflight(run: Rollout) -> dict:
         # Long enough to measure each broker before the change (the window's latencies are calibrated by it).
         probe = green_probe(run, "preflight", reconcile=True,
                             seconds=max(spec.preflight_probe, spec.calibration_probe))
-        load = window_load(run)
+        measured = (*MEASURES, "request_handler_idle_ratio")
+        before = file_means(observations_path(run, probe["probe_run_id"].removeprefix(f"{run.run_id}-")), measured)
+        if not any("bytes_in_per_s" in v for v in before.values()):  # a probe too short for two readings
+            before = measure_now(run, measured)
+        load = window_load(run, before)
+        traffic = traffic_before(run, before, canaries, load["rate"])
     except Exception:
         if run.state.before is None and run.lock.release(run.run_id):  # nothing changed yet: free the cluster
             run.audit.record("preflight", "lock released: preflight failed before any change")
@@ -91,7 +96,24 @@ def preflight(run: Rollout) -> dict:
         run.state.update(before=snapshot(run))
         run.audit.record("preflight", "snapshot", before=run.state.before)
     return {"canary_brokers": canaries, "brokers": len(brokers), "finalized": levels.finalized, "probe": probe,
-            "broker_metrics": metrics_from, "load": load}
+            "broker_metrics": metrics_from, "load": load, "traffic": traffic}
+
+
+def traffic_before(run: Rollout, before: dict[int, dict[str, float]], canaries: list[int], load_rate: float) -> dict:
+    """The client traffic the brokers carried before the change (the canary brokers' share of it, whether it is
+    representative), and what that means for the verdict: a cluster without representative traffic and no load can
+    at best be INCONCLUSIVE when capacity is required, which is better said now than after the window."""
+    if not run.spec.broker_metrics.enabled:
+        measured = {"fair": False, "representative": False, "reason": "broker metrics are off"}
+    else:
+        measured = share(before, canaries, run.spec.traffic)
+    if run.spec.capacity == "required" and not measured["representative"] and not load_rate:
+        measured["note"] = ("without representative traffic in the window the verdict can be INCONCLUSIVE at best "
+                            "(a person decides): roll while the cluster carries its traffic, add load, or set "
+                            "capacity: not_required")
+        run.say("%s: %s", measured["reason"], measured["note"])
+    run.audit.record("preflight", "traffic before the change", **measured)
+    return measured
 
 
 def check_capabilities(run: Rollout) -> None:
@@ -101,21 +123,21 @@ def check_capabilities(run: Rollout) -> None:
                            f"front of a broker (only the embedded local cluster can); remove it from the spec")
 
 
-def window_load(run: Rollout) -> dict:
-    """The load the window will carry: the spec's rate, or with `rate: auto` half of what the cluster sustains,
-    measured now, before any change (once: a retried preflight keeps the first measurement)."""
+def window_load(run: Rollout, before: dict[int, dict[str, float]]) -> dict:
+    """The load the window will carry: the spec's rate, or with `rate: auto` what the brokers' client traffic before
+    the change (`before`, each broker's means) lacks to be representative, within the ceiling (once: a retried
+    preflight keeps the first sizing)."""
     spec = run.spec.load
     if spec.rate != "auto":
         return {"rate": spec.rate, "record_size": spec.record_size, "sized": False}
     sized = run.state.data.get("load_sizing")
     if sized is None:
-        run.say("sizing the window's load: steps of doubling rate until the cluster falls behind")
-        sized = size_load(LoadConfig(run.bootstrap_servers, 1.0, spec.record_size, dict(run.spec.client),
-                                     run_id=run.run_id)).to_dict()
+        sized = size_load(before, run.spec.traffic.min_bytes_per_s, spec.record_size, spec.ceiling_bytes_per_s,
+                          required=run.spec.capacity == "required").to_dict()
+        run.say("the window's load: %s", sized["rule"])
         run.state.update(load_sizing=sized)
-        run.audit.record("preflight", "load sized", rate_per_partition=sized["rate"], sustained=sized["sustained"],
-                         steps=sized["steps"])
-    return {"rate": sized["rate"], "record_size": spec.record_size, "sized": True, "sustained": sized["sustained"]}
+        run.audit.record("preflight", "load sized", **sized)
+    return {"sized": True, **sized}
 
 
 def check_features(version: str, finalized: dict[str, int]) -> None:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 
-from canary.broker_metrics import BrokerMetricsError
+from canary.broker_metrics import BrokerMetricsError, BrokerMetricsSource
 from canary.judge import INCONCLUSIVE, PROMOTE
 from canary.observations import BrokerReading, read_file_counted
 from canary.rollout.broker.metrics import broker_metrics_source
@@ -86,11 +86,11 @@ def share(per_broker: PerBroker, canaries: Collection[int], settings: TrafficSec
                                f"broker)"}
 
 
-def means(readings: Iterable[BrokerReading]) -> dict[int, dict[str, float]]:
-    """Each broker's mean of each of MEASURES over `readings`."""
+def means(readings: Iterable[BrokerReading], metrics: Collection[str] = MEASURES) -> dict[int, dict[str, float]]:
+    """Each broker's mean of each of `metrics` over `readings`."""
     values: dict[int, dict[str, list[float]]] = {}
     for r in readings:
-        if r.metric in MEASURES:
+        if r.metric in metrics:
             values.setdefault(r.broker, {}).setdefault(r.metric, []).append(r.value)
     return {b: {m: statistics.fmean(v) for m, v in by.items()} for b, by in values.items()}
 
@@ -103,9 +103,36 @@ def window_traffic(run: Rollout, observations: Path, load_rate: float) -> dict:
         return ran | {"representative": False, "fair": False,
                       "reason": "broker metrics are off (broker_metrics.enabled: false), so the canary's share of "
                                 "traffic could not be measured"}
+    return ran | share(file_means(observations), run.canary_ids(), run.spec.traffic)
+
+
+def file_means(observations: Path, metrics: Collection[str] = MEASURES) -> dict[int, dict[str, float]]:
+    """Each broker's mean of `metrics` over the broker readings of an observations file."""
     records, _ = read_file_counted(observations)
-    readings = [r for r in records if isinstance(r, BrokerReading)]
-    return ran | share(means(readings), run.canary_ids(), run.spec.traffic)
+    return means((r for r in records if isinstance(r, BrokerReading)), metrics)
+
+
+def rates(source: BrokerMetricsSource, metrics: Collection[str]) -> dict[int, dict[str, float]]:
+    """One sample of `metrics` per broker (an exporter's rates: since its previous sample)."""
+    per_broker: dict[int, dict[str, float]] = {}
+    for s in source.sample():
+        if s.metric in metrics:
+            per_broker.setdefault(s.broker, {})[s.metric] = s.value
+    return per_broker
+
+
+def measure_now(run: Rollout, metrics: Collection[str]) -> dict[int, dict[str, float]]:
+    """Each broker's `metrics` over one broker_metrics.interval from now ({} when they cannot be read): for a
+    preflight whose probe was too short for two readings."""
+    source = broker_metrics_source(run)
+    if source is None:
+        return {}
+    try:
+        source.sample()
+        time.sleep(run.spec.broker_metrics.interval)
+        return rates(source, metrics)
+    except BrokerMetricsError:
+        return {}
 
 
 def wait_for_fair_share(run: Rollout) -> dict:
@@ -123,11 +150,7 @@ def wait_for_fair_share(run: Rollout) -> dict:
         source.sample()  # an exporter's rates need a first reading
         while True:
             time.sleep(interval)
-            per_broker: dict[int, dict[str, float]] = {}
-            for s in source.sample():
-                if s.metric in MEASURES:
-                    per_broker.setdefault(s.broker, {})[s.metric] = s.value
-            measured = share(per_broker, run.canary_ids(), run.spec.traffic)
+            measured = share(rates(source, MEASURES), run.canary_ids(), run.spec.traffic)
             run.say("traffic share: %s", measured["reason"])
             if measured["fair"] or not measured["representative"] or time.monotonic() + interval > deadline:
                 return measured

@@ -31,6 +31,7 @@ CLIENT = RolloutKind(
                 decides=True)),
     promote=Step("promote", promote.promote,
                  "baseline instances to the target one at a time, close the lane, stop canaries"),
-    rollback=Step("rollback", promote.rollback, "stop canary producers, drain, close the lane, stop canary consumers"),
-    verify=Step("verify", verify.verify, "check the promised state, release the lock"),
+    rollback=Step("rollback", promote.rollback, "stop canary producers, drain, close the lane, stop canary consumers",
+                  after_rollback=True),
+    verify=Step("verify", verify.verify, "check the promised state, release the lock", after_rollback=True),
     load_spec=load_client_spec, open_run=_open)

@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from canary.rollout.core.engine import run_all
+from canary.rollout.core.engine import roll_back, run_all
 from canary.rollout.core.kind import RolloutKind
 from canary.rollout.core.report import write_report
 from canary.rollout.core.rollout import RolloutRun
@@ -82,7 +82,10 @@ def cmd_step(args) -> int:
     step = args.kind.step(args.step)
     rollout = open_run(args)
     try:
-        result = step(rollout, approve=args.approve) if step is args.kind.promote else step(rollout)
+        if step is args.kind.promote:
+            result = step(rollout, approve=args.approve)
+        else:  # a failed rollback says what it left behind and how to go on, as `run` does
+            result = roll_back(args.kind, rollout) if step is args.kind.rollback else step(rollout)
     finally:
         write_report(rollout.state, rollout.audit)
     print_result(args, result)

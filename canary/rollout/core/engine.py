@@ -1,6 +1,8 @@
 """The whole rollout of any kind, resumable: a step already done in this run is not repeated; the verdict decides
 promote or rollback; a failure after the first change rolls back, whatever raised it (a refused step or a bug in
-the judge alike); a failure during promote stops and says how to go on (features may already be finalized)."""
+the judge alike); a failure during promote stops and says how to go on (features may already be finalized). A run
+that decided ROLLBACK only ever finishes its rollback when resumed: nothing before the verdict runs again, so no new
+verdict can promote it; a rollback that fails says what it left behind, that the lock is held, and what to do."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from canary.kafka.wait import describe
 from canary.rollout.core.kind import RolloutKind
 from canary.rollout.core.report import write_report
 from canary.rollout.core.rollout import RolloutRun
+from canary.rollout.core.step import RolloutError, rollback_decided
 from canary.rollout.core.verdict import failure_verdict
 
 
@@ -26,23 +29,54 @@ def run_all(kind: RolloutKind, rollout: RolloutRun, approve: bool = False, on_in
     state = rollout.state
     if state.status.verified:
         return result(rollout, "the rollout had already finished")
+    going_back = rollback_decided(rollout) is not None  # decided by an earlier run: only its rollback is left
     try:
-        _until_verdict(kind, rollout)
+        if not going_back:
+            _until_verdict(kind, rollout)
         if not state.status.finished:
             verdict = state.data["verdict"]["verdict"]
-            if decided == "promote" or (decided is None and (
-                    verdict == PROMOTE or (verdict == INCONCLUSIVE and approve))):
+            if not going_back and (decided == "promote" or (decided is None and (
+                    verdict == PROMOTE or (verdict == INCONCLUSIVE and approve)))):
                 kind.promote(rollout, approve=approve)
-            elif decided is None and verdict == INCONCLUSIVE and on_inconclusive == "stop":
+            elif not going_back and decided is None and verdict == INCONCLUSIVE and on_inconclusive == "stop":
                 return result(rollout, f"a person must decide: `kafka-canary {kind.command} promote --approve` or "
                                        f"`kafka-canary {kind.command} rollback`, then `verify`")
             else:
-                kind.rollback(rollout)
+                roll_back(kind, rollout)
         kind.verify(rollout)
         return result(rollout, "")
     finally:
         with contextlib.suppress(CanaryError, OSError):
             write_report(state, rollout.audit)
+
+
+def roll_back(kind: RolloutKind, rollout: RolloutRun) -> dict:
+    """The kind's rollback step. When it fails and the kind can tell what is left behind, raises RolloutError saying
+    what failed, which nodes are not back (as the deployer describes them now), that the cluster lock is still held,
+    and how to go on; the CLI's `run` and `rollback` and the Airflow rollback task all end so."""
+    try:
+        return kind.rollback(rollout)
+    except Exception as exc:
+        if kind.left_behind is None:
+            raise
+        raise RolloutError(rollback_failed(kind, rollout, describe(exc))) from exc
+
+
+def rollback_failed(kind: RolloutKind, rollout: RolloutRun, error: str) -> str:
+    """One line: the rollback's error, what is not back, the lock still held, what to do next."""
+    try:
+        left = kind.left_behind(rollout) if kind.left_behind else []
+        shown = (f"not back as before the rollout: {'; '.join(left)}" if left else
+                 "every node is described as before the rollout, but the rollback did not finish")
+    except Exception as exc:  # the describe failing too (a host unreachable): say so, and the rest still holds
+        shown = f"what the nodes are now is unknown: describing them failed too ({describe(exc)})"
+    command = f"kafka-canary {kind.command}"
+    text = (f"rollback of rollout {rollout.run_id} failed: {error}; {shown}; the cluster lock is still held by this "
+            f"rollout, so no other rollout can start. Fix what failed, then run `{command} run` (or `{command} "
+            f"rollback`, then `{command} verify`) with the same spec and run directory to finish the rollback; break "
+            f"the lock (`kafka-canary rollout unlock --spec FILE --force`) only after that, once the cluster is back "
+            f"as before")
+    return " ".join(text.split())  # one line, whatever the error quoted
 
 
 def _until_verdict(kind: RolloutKind, rollout: RolloutRun) -> None:

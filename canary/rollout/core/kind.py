@@ -18,7 +18,9 @@ class RolloutKind:
     """name: "broker", "client", "migration". command: its CLI command (`kafka-canary <command> …`).
     steps: in order, up to and including the one that decides. extra_steps: CLI commands beyond them (e.g. `gate`).
     load_spec: (file path or mapping, environment) -> the kind's spec. open_run: (spec, run dir) -> its run.
-    step_by_step: False when the steps share state held in this process (they run only through `run`)."""
+    step_by_step: False when the steps share state held in this process (they run only through `run`).
+    left_behind: (run) -> what is not back as before the rollout, one phrase per node, as the deployer describes it
+    now: what a failed rollback's error names (None: the rollback's own error says all there is)."""
 
     name: str
     command: str
@@ -30,6 +32,12 @@ class RolloutKind:
     open_run: Callable[..., RolloutRun]
     extra_steps: tuple[Step, ...] = ()
     step_by_step: bool = True
+    left_behind: Callable[[Any], list[str]] | None = None
+
+    def __post_init__(self) -> None:
+        if not (self.rollback.after_rollback and self.verify.after_rollback):
+            raise ValueError(f"the {self.name} rollout's rollback and verify steps must be after_rollback: they are "
+                             f"what finishes a run that decided ROLLBACK")
 
     @property
     def all_steps(self) -> tuple[Step, ...]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from canary.rollout.core.audit import AuditLog
 from canary.rollout.core.lock import ClusterLock
-from canary.rollout.core.run import RunState, run_store
+from canary.rollout.core.run import RunState, existing, run_store
 from canary.rollout.deployer import Deployer, Reporting
 from canary.rollout.guard import PartitionView
 from canary.storage import Store
@@ -63,9 +63,11 @@ class RolloutRun:
 class ClusterRun(RolloutRun):
     """A run on a cluster whose brokers a deployer runs (the broker and the client rollout)."""
 
-    def __init__(self, spec: Any, run_dir: str | Path | None = None, deployer: Deployer | None = None):
+    def __init__(self, spec: Any, run_dir: str | Path | Store | None = None, deployer: Deployer | None = None):
+        store = run_store(run_dir, spec.effective_run_id)
+        existing(store, spec.effective_run_id, spec.to_dict())  # a run directory it may not use: refused first
         self.deployer = deployer or spec.cluster.open_deployer(spec.client)
-        super().__init__(spec, run_dir)
+        super().__init__(spec, store)
         if isinstance(self.deployer, Reporting):  # its commands go into this run's audit log, under the step
             self.deployer.report_to(lambda action, details: self.audit.record(self.step, action, **details))
 

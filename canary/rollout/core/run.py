@@ -64,28 +64,20 @@ class RunState:
     @classmethod
     def open(cls, location: str | Path | Store, run_id: str, spec: dict,
              secrets: list[str] | tuple[str, ...] = ()) -> RunState:
-        """The run at `location`, created when new. Refuses a place holding another run or another spec.
-        `secrets`: values that must never be written (the client's passwords)."""
+        """The run at `location`, created when new. Refuses a place holding anything else (`existing`) before
+        anything is written there. `secrets`: values that must never be written (the client's passwords)."""
         store = run_store(location, run_id)
-        spec = json.loads(json.dumps(spec, default=str))  # as stored: tuples become lists
-        found = store.read_versioned(RUN_FILE)
+        found = existing(store, run_id, spec)
         if found is not None:
-            data = _parse(store, found[0])
-            if data["run_id"] != run_id:
-                raise RunStateError(f"{store.url} holds rollout {data['run_id']}, not {run_id}; use another --run-dir")
-            if data["spec"] != spec:
-                raise RunStateError(f"{store.url} holds rollout {run_id} with a different spec; a changed rollout "
-                                    f"needs a new run_id (or another --run-dir)")
-            return cls(store, data, found[1], secrets)
+            return cls(store, found[0], found[1], secrets)
         state = cls(store, {"schema": SCHEMA, "run_id": run_id, "created_ms": int(time.time() * 1000),
-                            "spec": spec, "status": "new", "before": None, "canary_brokers": None,
+                            "spec": _as_stored(spec), "status": "new", "before": None, "canary_brokers": None,
                             "steps": {}, "verdict": None}, None, secrets)
         try:
             state.save(merge=False)
         except Conflict:  # another task created it at the same moment: open what it wrote
             return cls.open(store, run_id, spec, secrets)
         return state
-
 
     @property
     def run_id(self) -> str:
@@ -149,13 +141,48 @@ class RunState:
         return self.data["steps"].get(name, {}).get("status") == "done"
 
 
+def existing(store: Store, run_id: str, spec: dict) -> tuple[dict, str] | None:
+    """The run `run_id` of `spec` already at `store` (its run.json and version), None when the place is new or empty.
+    Anything else is refused with RunStateError before anything is written there: a file where a directory should
+    be, files or objects that are no run of ours (a run directory is never shared with anything: its report.html
+    and audit.jsonl would overwrite or extend theirs), a run.json not of our schema, another run, another spec."""
+    held = store.names()  # StoreError for a place that holds no files (a file, a device) or cannot be read
+    if not held:
+        return None
+    try:
+        found = store.read_versioned(RUN_FILE)
+    except OSError as exc:  # run.json a folder, unreadable
+        raise RunStateError(f"run directory {store.url}: cannot read its {RUN_FILE} ({exc.strerror or exc}); use "
+                            f"another --run-dir") from None
+    if found is None:
+        shown = ", ".join(held[:3]) + (", …" if len(held) > 3 else "")
+        raise RunStateError(f"run directory {store.url} already holds files that are no run of kafka-canary's "
+                            f"({shown}) and no run.json; a run directory must be new, empty or a run of "
+                            f"kafka-canary's, so nothing of its own is overwritten: use another --run-dir")
+    data = _parse(store, found[0])
+    if data.get("run_id") != run_id:
+        raise RunStateError(f"{store.url} holds rollout {data.get('run_id')}, not {run_id}; use another --run-dir")
+    if data.get("spec") != _as_stored(spec):
+        raise RunStateError(f"{store.url} holds rollout {run_id} with a different spec; a changed rollout "
+                            f"needs a new run_id (or another --run-dir)")
+    return data, found[1]
+
+
+def _as_stored(spec: dict) -> dict:
+    return json.loads(json.dumps(spec, default=str))  # as run.json keeps it: tuples become lists
+
+
 def _parse(store: Store, raw: bytes) -> dict:
     try:
         data = json.loads(raw)
     except ValueError as exc:
-        raise RunStateError(f"{store.url}/{RUN_FILE} is not JSON ({exc}); it was damaged outside kafka-canary") from exc
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        schema = data.get("schema") if isinstance(data, dict) else None
+        raise RunStateError(f"{store.url}/{RUN_FILE} is not JSON ({exc}): no run of kafka-canary's, or one damaged "
+                            f"outside it; use another --run-dir") from None
+    if not isinstance(data, dict) or "schema" not in data or "run_id" not in data:
+        raise RunStateError(f"{store.url}/{RUN_FILE} is no run of kafka-canary's (it has no schema and run_id); a run "
+                            f"directory must be new, empty or a run of kafka-canary's: use another --run-dir")
+    if data.get("schema") != SCHEMA:
+        schema = data.get("schema")
         newer = isinstance(schema, int) and schema > SCHEMA
         raise RunStateError(f"{store.url}/{RUN_FILE} has schema {schema}; this kafka-canary reads {SCHEMA}" + (
             ": it was written by a newer kafka-canary, upgrade this one (every worker runs the same version)"

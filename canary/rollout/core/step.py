@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from canary.errors import CanaryError
+from canary.judge import ROLLBACK
 from canary.kafka.secrets import scrub_text
 from canary.kafka.wait import describe
 
@@ -22,6 +23,13 @@ class RolloutError(CanaryError):
     """A step cannot go on; the message says why and what to do."""
 
 
+def rollback_decided(rollout: RolloutRun) -> dict | None:
+    """The run's verdict when it is ROLLBACK (the gate's, or a failure after the first change), else None. From then
+    on the run only goes back: no step may change the cluster towards the change again, nor judge again."""
+    verdict = rollout.state.data.get("verdict") or {}
+    return verdict if verdict.get("verdict") == ROLLBACK else None
+
+
 @dataclass(frozen=True)
 class Step:
     """One step of a rollout kind.
@@ -29,20 +37,32 @@ class Step:
     name: as the CLI, the audit log and run.json name it. run: the converging function, (run, **options) -> dict.
     help: one line for the CLI. after_change: the step runs once the cluster may have been changed, so its failure
     means ROLLBACK (the way back is safe); a failure before that changes nothing and is only reported.
-    decides: its result carries a verdict, and the CLI exits by it."""
+    decides: its result carries a verdict, and the CLI exits by it.
+    after_rollback: the step may run once the run decided ROLLBACK (rollback and verify, which finish it; a step
+    that judges for itself whether it may). Any other step is then refused, whoever calls it (`run` resuming, a
+    per-step command, an Airflow task), and one that decides repeats the recorded verdict instead of judging again:
+    a decided rollback is only ever finished, never undone by a new verdict."""
 
     name: str
     run: Callable[..., dict]
     help: str
     after_change: bool = False
     decides: bool = False
+    after_rollback: bool = False
 
     def __call__(self, rollout: RolloutRun, **options: Any) -> dict:
         rollout.step = self.name
+        decided = None if self.after_rollback else rollback_decided(rollout)
+        if decided is not None and not self.decides:
+            rollout.audit.record(self.name, "step refused", why=f"the run decided {ROLLBACK}")
+            reason = " ".join(str(decided.get("reason")).split())  # one line, whatever the failure quoted
+            raise RolloutError(f"rollout {rollout.run_id} decided {ROLLBACK} ({reason}), so {self.name} may not "
+                               f"run: the run can only finish its rollback (`run` resumes it; or the rollback step, "
+                               f"then verify)")
         attempt = rollout.state.step_started(self.name)
         rollout.audit.record(self.name, "step started", attempt=attempt)
         try:
-            result = self.run(rollout, **options)
+            result = dict(decided) if decided is not None else self.run(rollout, **options)
             if rollout.secret_values:  # the result lands in XCom and on the CLI's output: never a password
                 result = json.loads(scrub_text(json.dumps(result, default=str), rollout.secret_values))
         except BaseException as exc:

@@ -20,6 +20,7 @@ from canary.broker_metrics import BrokerMetricsSource, ExporterSource
 from canary.containers import engine, env, images, nodes
 from canary.containers.spec import ADDRESS, METRICS_PORT, PREVIOUS, VERSION, ContainerSpec
 from canary.errors import ClusterError
+from canary.kafka import broker_config
 from canary.rollout.deployers.base import (
     BrokerInfo,
     Capability,
@@ -99,10 +100,17 @@ class DockerDeployer:
         if client_delay_ms:
             raise ClusterError("the docker deployer injects no client delay (fault.client_delay_ms is for the local "
                                "cluster's tests)")
+        wanted = config | ({"broker.rack": rack} if rack else {})
+        # The last guard, whatever path a value took (the spec refuses these; a broker's own config comes from the
+        # cluster): an image writes each variable as a server.properties line, where a line break adds a setting and
+        # a trailing backslash swallows the next one.
+        problems = broker_config.config_problems(wanted)
+        if problems:
+            raise ClusterError(f"broker {broker_id}: config refused before its container was touched: "
+                               f"{'; '.join(problems)}")
         container = self._recovered("broker", broker_id)
         before = next(b for b in self.brokers() if b.broker_id == broker_id)
         current = nodes.spec_of(self.client, container)
-        wanted = config | ({"broker.rack": rack} if rack else {})
         environment = env.with_config(current.environment, wanted, replaced={*before.config, *wanted, "broker.rack"})
         self._roll(container, current, replace(current, environment=environment), version)
 

@@ -32,9 +32,13 @@ MIGRATION = RolloutKind(
            Step("window", steps.window_step, "steady traffic; one baseline instance restarts"),
            Step("judge", steps.judge_step, "rebalance disruption per lane, lag and processing time: the verdict",
                 decides=True)),
-    promote=Step("promote", steps.promote_step, "baseline instances to consumer, one at a time"),
-    rollback=Step("rollback", steps.rollback_step, "canary instances back to classic, one at a time"),
-    verify=Step("verify", steps.verify_step, "every instance on the promised protocol, every record consumed; unlock"),
+    # A person's choice made beforehand (the spec's action: promote) may promote a ROLLBACK verdict: the promote step
+    # judges for itself whether it may. A run never resumes in another process, so nothing is left to finish.
+    promote=Step("promote", steps.promote_step, "baseline instances to consumer, one at a time", after_rollback=True),
+    rollback=Step("rollback", steps.rollback_step, "canary instances back to classic, one at a time",
+                  after_rollback=True),
+    verify=Step("verify", steps.verify_step, "every instance on the promised protocol, every record consumed; unlock",
+                after_rollback=True),
     load_spec=load_migration_spec, open_run=_open, step_by_step=False)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from canary.errors import CanaryError
 from canary.kafka.secrets import scrub_text
 from canary.rollout.core import RolloutError, RolloutRun
 from canary.rollout.core.run import RUN_FILE
@@ -81,9 +82,11 @@ class MigrationRun(RolloutRun):
 
 def _refuse_another_run(store: Store, run_id: str) -> None:
     """One run per output directory: another spec's run there is refused (its files would be overwritten)."""
-    found = store.read(RUN_FILE)
-    if found is not None:
-        held = json.loads(found).get("run_id")
-        if held != run_id:
-            raise MigrationError(f"{store.url} holds the migration run {held} of another spec; use another --out "
-                                 f"directory (this spec's run is {run_id})")
+    try:
+        found = store.read(RUN_FILE) if store.names() else None
+        held = json.loads(found).get("run_id") if found is not None else run_id
+    except (CanaryError, OSError, ValueError, AttributeError):
+        return  # not a directory, or no run of ours: the run state refuses it, saying why
+    if held != run_id:
+        raise MigrationError(f"{store.url} holds the migration run {held} of another spec; use another --out "
+                             f"directory (this spec's run is {run_id})")

@@ -179,9 +179,15 @@ class PromoteOperator(RolloutStepOperator):
 
 
 class RollbackOperator(RolloutStepOperator):
-    """Brings every changed broker back to the pre-rollout version, config and rack."""
+    """Brings every changed broker back to the pre-rollout version, config and rack. A failed rollback fails the
+    task saying which brokers are not back, that the lock is still held and what to do (as `rollout run` does)."""
 
     step = "rollback"
+
+    def run_step(self, rollout: RolloutRun, context: Context) -> dict:
+        from canary.rollout.core.engine import roll_back
+
+        return roll_back(self.kind(), rollout)
 
 
 class VerifyOperator(RolloutStepOperator):

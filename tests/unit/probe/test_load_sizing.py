@@ -1,64 +1,50 @@
-"""`load: {rate: auto}`: steps of doubling rate until the cluster falls behind, half of the last it kept up with."""
+"""`load: {rate: auto}`: what the cluster's own client traffic lacks to be representative, within a ceiling, and
+nothing on a busy cluster; sized from measured means, never by pushing the cluster."""
 
 from __future__ import annotations
 
-from canary.probe.load import LoadConfig
-from canary.probe.load_sizing import MAX_RATE, judge_step, size_load
+from canary.probe.load_sizing import MAX_BUSY, size_load
 
-CONFIG = LoadConfig("127.0.0.1:9092", 1.0, 1000)
-
-
-def summary(acked_per_s: float, p99: float | None, failed: int = 0, stopped: str | None = None) -> dict:
-    lane = {"partitions": 1, "acked_per_s": acked_per_s, "failed": failed,
-            "produce_latency_ms": None if p99 is None else {"p50": 1.0, "p99": p99}}
-    return {"stopped_because": stopped, "lanes": {"canary": lane, "baseline": {**lane, "partitions": 2,
-                                                                                "acked_per_s": 2 * acked_per_s}}}
+FLOOR = 100_000.0
+CEILING = 2_000_000.0
 
 
-def cluster_sustaining(limit: float):
-    """A fake measurement: the cluster keeps up to `limit` records/s per partition, then lags and slows."""
-    asked: list[float] = []
-
-    def measure(rate: float, seconds: float) -> dict:
-        asked.append(rate)
-        return summary(min(rate, limit) * 0.97, 8.0 if rate <= limit else 400.0)
-    return measure, asked
+def brokers(bytes_in: float, idle: float = 0.95, count: int = 3) -> dict:
+    return {b: {"bytes_in_per_s": bytes_in, "request_handler_idle_ratio": idle} for b in range(1, count + 1)}
 
 
-def test_half_of_the_last_rate_the_cluster_kept_up_with():
-    measure, asked = cluster_sustaining(3000)
-    sized = size_load(CONFIG, measure=measure)
-    assert asked == [250, 500, 1000, 2000, 4000, 4000]  # stops at the first rate that fell behind twice
-    assert sized.sustained == 2000 and sized.rate == 1000
-    assert [s.kept_up for s in sized.steps] == [True, True, True, True, False, False]
-    assert "records/s acknowledged" in sized.steps[-1].why and "p99 400 ms" in sized.steps[-1].why
+def test_an_idle_cluster_gets_twice_the_representative_floor():
+    sized = size_load(brokers(2_000.0), FLOOR, 1000, CEILING)
+    assert (sized.rate, sized.bytes_per_s_per_broker, sized.target_bytes_per_s) == (198.0, 198_000.0, 200_000.0)
+    assert (sized.measured_bytes_in_per_s, sized.busiest_handler_busy) == (2_000.0, 0.05)
+    assert sized.rule == "198.0 kB/s per broker: the brokers take 2.0 kB/s of client bytes in each, and " \
+                         "representative traffic with margin is 200.0 kB/s"
 
 
-def test_never_beyond_the_cap_and_nothing_when_the_first_step_fails():
-    measure, asked = cluster_sustaining(10 * MAX_RATE)
-    assert size_load(CONFIG, measure=measure).sustained == MAX_RATE and asked[-1] == MAX_RATE
-    measure, _ = cluster_sustaining(100)
-    sized = size_load(CONFIG, measure=measure)
-    assert sized.rate == 0 and len(sized.steps) == 2
+def test_real_traffic_already_representative_needs_no_load():
+    sized = size_load(brokers(350_000.0), FLOOR, 1000, CEILING)
+    assert sized.rate == 0 and sized.rule.startswith("no load: the brokers already take 350.0 kB/s")
 
 
-def test_one_step_that_falls_behind_once_is_measured_again_and_not_taken_as_the_limit():
-    measure, asked = cluster_sustaining(3000)
-    hiccup = {500}
-
-    def with_a_hiccup(rate: float, seconds: float) -> dict:
-        if rate in hiccup:
-            hiccup.discard(rate)
-            return summary(rate * 0.5, 300.0)  # a pause: half acknowledged, slow
-        return measure(rate, seconds)
-    sized = size_load(CONFIG, measure=with_a_hiccup)
-    assert [s.rate for s in sized.steps] == [250, 500, 500, 1000, 2000, 4000, 4000]
-    assert [s.kept_up for s in sized.steps] == [True, False, True, True, True, False, False]
-    assert sized.sustained == 2000
+def test_the_load_never_passes_its_ceiling():
+    sized = size_load(brokers(0.0), 10 * FLOOR, 500, 300_000.0)
+    assert sized.bytes_per_s_per_broker == 300_000.0 and sized.rate == 600.0
+    assert "(the ceiling)" in sized.rule
 
 
-def test_a_step_with_failures_or_a_guard_did_not_keep_up():
-    assert judge_step(1000, summary(990, 5.0)).kept_up
-    assert not judge_step(1000, summary(990, 5.0, failed=3)).kept_up
-    assert "failed" in judge_step(1000, summary(990, 5.0, stopped="60 of 1000 load records failed")).why
-    assert judge_step(1000, summary(0, None)).why.endswith("nothing acknowledged")
+def test_a_busy_cluster_gets_no_synthetic_load():
+    sized = size_load({**brokers(2_000.0), 4: {"bytes_in_per_s": 2_000.0, "request_handler_idle_ratio": 0.3}},
+                      FLOOR, 1000, CEILING)
+    assert sized.rate == 0 and sized.busiest_handler_busy == 0.7
+    assert f"{MAX_BUSY:.0%} a synthetic load may be added to" in sized.rule
+
+
+def test_unread_metrics_give_twice_the_floor_within_the_ceiling():
+    sized = size_load({}, FLOOR, 1000, 150_000.0)
+    assert sized.rate == 150.0 and sized.measured_bytes_in_per_s is None
+    assert "could not be read" in sized.rule
+
+
+def test_nothing_when_capacity_is_not_judged():
+    sized = size_load(brokers(0.0), FLOOR, 1000, CEILING, required=False)
+    assert sized.rate == 0 and "capacity: not_required" in sized.rule

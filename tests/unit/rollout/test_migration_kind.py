@@ -36,9 +36,9 @@ def fake_kind(verdict: str, done: list[str]):
         return {}
 
     return dataclasses.replace(MIGRATION, steps=(Step("judge", judge, "", decides=True),),
-                               promote=Step("promote", act("promote", PROMOTED), ""),
-                               rollback=Step("rollback", act("rollback", ROLLED_BACK), ""),
-                               verify=Step("verify", verify, ""))
+                               promote=Step("promote", act("promote", PROMOTED), "", after_rollback=True),
+                               rollback=Step("rollback", act("rollback", ROLLED_BACK), "", after_rollback=True),
+                               verify=Step("verify", verify, "", after_rollback=True))
 
 
 @pytest.mark.parametrize("verdict,action,want", [
@@ -92,3 +92,14 @@ def test_the_kind_runs_its_steps_only_together():
     args = build_parser().parse_args(["migrate-protocol", "--bootstrap-servers", "x:1", "--topic", "t", "--group",
                                       "g", "--out", "o"])
     assert args.kind is MIGRATION
+
+
+@pytest.mark.parametrize("files", [{"run.json": "not json"}, {"run.json": "[1]"}, {"report.html": "<p>theirs</p>"}])
+def test_an_output_directory_of_another_tool_is_refused_and_left_as_it_was(tmp_path, files):
+    from canary.rollout.core.run import RunStateError
+
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(RunStateError, match="no run of kafka-canary's"):
+        MigrationRun(MigrationSpec(bootstrap_servers="x:1", topic="t", group="g", out_dir=tmp_path))
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == files

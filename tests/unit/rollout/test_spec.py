@@ -161,10 +161,11 @@ def test_broker_metrics_come_from_the_deployer_or_a_prometheus_without_credentia
 
 
 def test_the_load_is_a_rate_or_auto_and_anything_else_says_both():
-    assert load_spec(GOOD).load.rate == 0.0 and load_spec({**GOOD, "load": {"rate": 300}}).load.rate == 300.0
+    assert load_spec(GOOD).load.rate == "auto" and load_spec({**GOOD, "load": {"rate": 300}}).load.rate == 300.0
+    assert load_spec({**GOOD, "load": {"rate": 0}}).load.rate == 0.0
     assert load_spec({**GOOD, "load": {"rate": "auto", "record_size": 500}}).load.rate == "auto"
-    hint = "must be records/s per partition from 0 (no load) to 100000, or auto (half of what the cluster " \
-           "sustains, measured in preflight)"
+    hint = "must be records/s per partition from 0 (no load) to 100000, or auto (what the cluster's own traffic " \
+           "lacks to be representative, sized in preflight)"
     for bad in ("fast", -1, True, "300"):
         assert problems({**GOOD, "load": {"rate": bad}}) == [f"load.rate: {bad!r} {hint}"]
 

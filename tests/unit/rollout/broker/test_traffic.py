@@ -90,3 +90,71 @@ def test_a_fair_share_or_another_verdict_is_left_as_it_is():
     assert capacity_verdict(PROMOTED, {"fair": True, "reason": "…"}, required=True) == PROMOTED
     rolled_back = {"verdict": "ROLLBACK", "reason": "e2e p99"}
     assert capacity_verdict(rolled_back, {"fair": False, "reason": "idle"}, required=True) == rolled_back
+
+
+class FakeSource:
+    """Broker metrics that change from one sample to the next: `rounds` of per-broker measures, the last repeated."""
+
+    def __init__(self, rounds: list[dict]):
+        self.rounds, self.samples = rounds, 0
+
+    def sample(self):
+        from canary.broker_metrics import BrokerSample
+
+        values = self.rounds[min(self.samples, len(self.rounds) - 1)]
+        self.samples += 1
+        return [BrokerSample(b, m, v, 0) for b, measures in values.items() for m, v in measures.items()]
+
+
+class FakeRun:
+    def __init__(self, **spec):
+        from types import SimpleNamespace
+
+        self.spec = SimpleNamespace(broker_metrics=SimpleNamespace(interval=5.0),
+                                    traffic=TrafficSection(**spec))
+        self.said: list[str] = []
+
+    def canary_ids(self):
+        return [4]
+
+    def say(self, text, *args):
+        self.said.append(text % args)
+
+
+@pytest.fixture
+def fake_metrics(monkeypatch):
+    from canary.rollout.broker import traffic
+
+    clock = {"now": 0.0}
+    monkeypatch.setattr(traffic.time, "sleep", lambda s: clock.__setitem__("now", clock["now"] + s))
+    monkeypatch.setattr(traffic.time, "monotonic", lambda: clock["now"])
+
+    def use(source):
+        monkeypatch.setattr(traffic, "broker_metrics_source", lambda run: source)
+        return clock
+    return use
+
+
+def test_the_lead_step_waits_until_the_canary_carries_its_share(fake_metrics):
+    from canary.rollout.broker.traffic import wait_for_fair_share
+
+    leading_nothing = {"bytes_in_per_s": 1_000.0, "bytes_out_per_s": 0.0, "produce_requests_per_s": 10.0}
+    source = FakeSource([brokers(leading_nothing)] * 3 + [brokers(BUSY)])
+    clock = fake_metrics(source)
+    found = wait_for_fair_share(FakeRun())
+    assert found["fair"] and source.samples == 4 and clock["now"] == 15.0
+
+
+def test_the_lead_step_stops_waiting_at_its_bound_or_at_once_on_an_idle_cluster(fake_metrics):
+    from canary.rollout.broker.traffic import wait_for_fair_share
+
+    leading_nothing = {"bytes_in_per_s": 1_000.0, "bytes_out_per_s": 0.0, "produce_requests_per_s": 10.0}
+    clock = fake_metrics(FakeSource([brokers(leading_nothing)]))
+    found = wait_for_fair_share(FakeRun(wait=30.0))
+    assert not found["fair"] and found["representative"] and clock["now"] <= 30.0
+    idle = {"bytes_in_per_s": 2_000.0, "bytes_out_per_s": 2_000.0, "produce_requests_per_s": 50.0}
+    source = FakeSource([{b: idle for b in (1, 2, 3, 4)}])
+    clock = fake_metrics(source)
+    clock["now"] = 0.0
+    found = wait_for_fair_share(FakeRun(wait=60.0))
+    assert not found["representative"] and source.samples == 2 and clock["now"] == 5.0
