@@ -1,4 +1,6 @@
-"""`kafka-canary`: the command line. Errors a user can act on print one line and exit 2."""
+"""`kafka-canary`: the command line. Errors a user can act on print one line and exit 2; so does an unexpected
+error (never exit 1, which a release pipeline reads as ROLLBACK): its traceback goes to a file the line names, and
+to stderr as well with KAFKA_CANARY_DEBUG=1."""
 
 from __future__ import annotations
 
@@ -6,7 +8,9 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
+import traceback
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,9 +19,12 @@ from canary import process
 from canary.cluster import distribution, metrics_agent
 from canary.errors import CanaryError
 from canary.kafka import broker_config
+from canary.kafka.secrets import redact_urls
 
 if TYPE_CHECKING:
     from canary.cluster.state import Role
+
+DEBUG_ENV = "KAFKA_CANARY_DEBUG"  # 1: an unexpected error's traceback on stderr too
 
 
 def default_cluster_dir() -> Path:
@@ -290,7 +297,8 @@ class _Parser(argparse.ArgumentParser):
     Subcommand parsers are of the same class (argparse builds them with the parent's class)."""
 
     def error(self, message: str):
-        self.exit(2, f"error: {self.prog}: {message}; see `{self.prog} --help`\n")
+        # argparse quotes the arguments it refuses: a URL's credentials masked, a line break or a huge value cut
+        self.exit(2, f"error: {self.prog}: {_one_line(message)[:600]}; see `{self.prog} --help`\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -448,10 +456,34 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except CanaryError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug or an input nobody foresaw: one line and exit 2, the traceback kept
+        print(f"error: {unexpected(exc)}", file=sys.stderr)
+        return 2
+
+
+def _one_line(text: str) -> str:
+    """An error as one line, any URL's credentials masked."""
+    return redact_urls(" ".join(text.split()) or "(no message)")
+
+
+def unexpected(exc: BaseException) -> str:
+    """The one line for an unexpected error; its traceback (credentials in URLs masked) goes to a file the line
+    names, and to stderr first when $KAFKA_CANARY_DEBUG is 1."""
+    trace = redact_urls("".join(traceback.format_exception(exc)))
+    if os.environ.get(DEBUG_ENV) == "1":
+        sys.stderr.write(trace)
+    try:
+        with tempfile.NamedTemporaryFile("w", prefix="kafka-canary-error-", suffix=".txt", delete=False) as file:
+            file.write(trace)
+        where = f"the traceback is in {file.name}"
+    except OSError:
+        where = f"set {DEBUG_ENV}=1 to see the traceback"
+    message = _one_line(str(exc))[:300]
+    return f"unexpected {type(exc).__name__}: {message} ({where}; please report it)"
 
 
 if __name__ == "__main__":

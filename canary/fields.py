@@ -26,8 +26,9 @@ from pydantic import (
     WithJsonSchema,
 )
 
+from canary.files import MAX_SHOWN, shown
 from canary.kafka import broker_config
-from canary.kafka.secrets import is_secret
+from canary.kafka.secrets import is_secret, refuse_credentials
 from canary.kafka.settings import ConfigError
 from canary.kafka.versions import BASELINE_VERSION, TARGET_VERSION, VERSION_PATTERN, parse_version
 
@@ -79,7 +80,7 @@ class Duration(GroupedMetadata):
         except ConfigError:
             parsed = None
         if parsed is None or not self.low <= parsed <= self.high:
-            raise ValueError(f"{value!r} must be a duration between {_human(self.low)} and {_human(self.high)}, "
+            raise ValueError(f"{shown(value)} must be a duration between {_human(self.low)} and {_human(self.high)}, "
                              f"such as {self.example}")
         return parsed
 
@@ -98,7 +99,17 @@ def _version(value: object) -> str:
 KafkaVersion = Annotated[str, BeforeValidator(_version),
                          WithJsonSchema({"type": "string", "pattern": VERSION_PATTERN,
                                          "examples": [BASELINE_VERSION, TARGET_VERSION]})]
-BrokerId = Annotated[int, Field(strict=True, ge=0)]
+MAX_BROKER_ID = 2**31 - 1  # Kafka's node ids are non-negative int32
+
+
+def _broker_id(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_BROKER_ID:
+        raise ValueError(f"{shown(value, 60)} is not a broker id: a whole number from 0 to {MAX_BROKER_ID}")
+    return value
+
+
+BrokerId = Annotated[int, BeforeValidator(_broker_id),
+                     WithJsonSchema({"type": "integer", "minimum": 0, "maximum": MAX_BROKER_ID})]
 
 
 @dataclass(frozen=True)
@@ -110,7 +121,7 @@ class Matching(GroupedMetadata):
 
     def check(self, value: str) -> str:
         if not re.match(self.pattern, value):
-            raise ValueError(f"{value!r} must be {self.what}")
+            raise ValueError(f"{shown(value, 100)} must be {self.what}")
         return value
 
     def __iter__(self) -> Iterator[object]:
@@ -161,7 +172,15 @@ def _client_settings(value: object) -> dict[str, str]:
 # librdkafka settings (security) for every client the product starts; booleans become 'true'/'false'.
 ClientSettings = Annotated[dict[str, str], BeforeValidator(_client_settings)]
 # Where files go: a directory (a Path is taken as its text) or a storage URL, s3://bucket/prefix (canary.storage).
-Location = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, PurePath) else v)]
+def _storage_location(value: str) -> str:
+    if "://" in value:  # a plain path is no URL: an @ in it is a file name's
+        refuse_credentials(value, "give an object store's credentials as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+                                  "(or ~/.aws/credentials)")
+    return value
+
+
+Location = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, PurePath) else v),
+                     AfterValidator(_storage_location)]
 
 
 class SpecModel(BaseModel):
@@ -222,7 +241,7 @@ def _shown(part: object) -> str:
     """A field name as a problem line shows it: quoted when it holds anything but a plain name (a line break in a
     key must not break the line)."""
     text = str(part)
-    return text if re.fullmatch(r"[\w.-]+", text) else repr(text)
+    return text if re.fullmatch(r"[\w.-]{1,100}", text) else shown(text, 100)
 
 
 def problem_items(error: ValidationError, model: type[BaseModel]) -> list[tuple[tuple, str]]:
@@ -239,12 +258,17 @@ def problem_items(error: ValidationError, model: type[BaseModel]) -> list[tuple[
         elif kind == "value_error":
             text = text.removeprefix("Value error, ")
         elif not any(isinstance(p, str) and is_secret(p) for p in loc):
-            shown = repr(item.get("input"))
-            text = f"{text} (got {shown[:60]}{'…' if len(shown) > 60 else ''})"
-        items.append((loc, text))
+            text = f"{text} (got {shown(item.get('input'), 60)})"
+        items.append((loc, text if len(text) <= 2 * MAX_SHOWN else text[:2 * MAX_SHOWN - 1] + "…"))
     return items
 
 
+MAX_PROBLEMS = 20  # listed in one error; a file of thousands of bad fields gets a bounded message
+
+
 def problems(error: ValidationError, model: type[BaseModel]) -> list[str]:
-    """One line per problem of `error`: the field's dotted path, what is wrong and what to fix."""
-    return [f"{'.'.join(_shown(p) for p in loc) or 'the spec'}: {text}" for loc, text in problem_items(error, model)]
+    """One line per problem of `error` (at most MAX_PROBLEMS, then how many more): the field's dotted path, what
+    is wrong and what to fix."""
+    lines = [f"{'.'.join(_shown(p) for p in loc) or 'the spec'}: {text}" for loc, text in problem_items(error, model)]
+    more = len(lines) - MAX_PROBLEMS
+    return lines[:MAX_PROBLEMS] + [f"… and {more} more problem(s)"] if more > 0 else lines

@@ -13,6 +13,7 @@ at an option the DAG reads itself (`path=()`, validated by the form's small `opt
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -21,6 +22,7 @@ from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
 from canary.errors import CanaryError
 from canary.fields import SpecModel, problem_items
+from canary.files import shown
 from canary.kafka.versions import TARGET_VERSION
 from canary.rollout.client_spec import ClientRolloutModel
 from canary.rollout.spec import BrokerRolloutModel
@@ -164,8 +166,23 @@ class Form:
         return " / ".join(under) or ".".join(loc) or "the params"
 
 
+CONN_ID_PATTERN = r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,249}$"  # Airflow's own rule for connection ids, no leading dot
+
+
+def _connection_id(value: str) -> str:
+    if value and not re.match(CONN_ID_PATTERN, value):
+        raise ValueError(f"{shown(value, 100)} is not an Airflow connection id: up to 250 letters, digits, '_', '-' "
+                         f"or '.' (not starting with '.'), not a path")
+    return value
+
+
+# An Airflow connection id: it lands in the API's URL path, so never a path of its own (`../…`).
+ConnectionId = Annotated[str, Field(min_length=1, json_schema_extra={"pattern": CONN_ID_PATTERN}),
+                         AfterValidator(_connection_id)]
+
+
 class RolloutOptions(SpecModel):
-    cluster_conn_id: Annotated[str, Field(min_length=1)] = "kafka_canary_default"
+    cluster_conn_id: ConnectionId = "kafka_canary_default"
     on_inconclusive: Literal["ask", "rollback"] = "ask"
 
 
@@ -177,7 +194,7 @@ def _each_once(values: list[str]) -> list[str]:
 
 
 class SweepOptions(SpecModel):
-    clusters: Annotated[list[Annotated[str, Field(min_length=1)]], AfterValidator(_each_once),
+    clusters: Annotated[list[ConnectionId], AfterValidator(_each_once),
                         Field(json_schema_extra={"uniqueItems": True})] = []
 
 

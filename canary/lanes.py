@@ -24,6 +24,7 @@ import os
 import re
 from collections.abc import Mapping
 
+from canary.kafka.settings import CLIENT_MARKER_ENV
 from canary.observations import Lane
 
 DEFAULT_MARKER = "canary-broker"
@@ -39,7 +40,7 @@ def marker() -> str:
 
 
 def client_marker() -> str:
-    return os.environ.get("KAFKA_CANARY_CLIENT_MARKER") or DEFAULT_CLIENT_MARKER
+    return os.environ.get(CLIENT_MARKER_ENV) or DEFAULT_CLIENT_MARKER
 
 
 def broker_lane(rack: str | None, canary_marker: str | None = None) -> Lane:

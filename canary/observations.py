@@ -11,10 +11,13 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
+
+from canary.errors import CanaryError
+from canary.files import InputFileError, bounded_lines, regular_file, shown_path
 
 SCHEMA_VERSION = 1
 OBSERVATIONS_TOPIC = "__kafka_canary_observations"
@@ -38,6 +41,10 @@ OUTCOMES: tuple[str, ...] = (
     "consume_error",   # the consumer failed to read or decode it
     "processing_error",  # client observations: the service failed to process it
 )
+
+
+class ObservationsFileError(CanaryError):
+    """An observations file that cannot be read (a device, a pipe, a directory)."""
 
 
 class BadObservation(ValueError):
@@ -223,5 +230,17 @@ def read_file_counted(path: str | Path, now_ms: int | None = None) -> tuple[list
     path = Path(path)
     if not path.exists():
         return [], {}
-    with open(path, encoding="utf-8", errors="replace") as lines:
-        return read_observations(lines, now_ms)
+    try:  # a device (/dev/zero) or pipe would be read forever
+        regular_file(path, "a JSON-lines observations file")
+    except (OSError, InputFileError) as exc:
+        raise ObservationsFileError(f"cannot read the observations file {shown_path(path)}: "
+                                    f"{getattr(exc, 'strerror', None) or exc}") from None
+    with open(path, "rb") as raw:
+        return read_observations(_lines(raw), now_ms)
+
+
+def _lines(raw: BinaryIO) -> Iterator[str | bytes]:
+    """The file's lines as text; one over MAX_RECORD_BYTES is left as its first bytes (`oversize` then), and a file
+    without line breaks is read piece by piece, never whole."""
+    for line in bounded_lines(raw, MAX_RECORD_BYTES):
+        yield line if len(line) > MAX_RECORD_BYTES else line.decode("utf-8", errors="replace")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -24,6 +25,7 @@ import requests
 
 from canary.errors import CanaryError
 from canary.forms import BROKER_FORM
+from canary.kafka.secrets import refuse_credentials
 from canary.probe.config import parse_duration
 
 DAG_ID = "kafka_broker_canary"
@@ -31,6 +33,8 @@ APPROVAL_TASK = "ask_a_person"
 VERIFY_TASK = "verify"
 # Task states in which a human-in-the-loop task waits for a person.
 WAITING_FOR_PERSON = ("deferred", "awaiting_input", "up_for_reschedule")
+# Seconds between progress polls: often enough to show progress, never a flood of requests on Airflow.
+MIN_POLL, MAX_POLL = 0.5, 600.0
 
 
 class ReleaseError(CanaryError):
@@ -47,6 +51,11 @@ class AirflowClient:
 
     def __init__(self, url: str, token: str | None = None, username: str | None = None,
                  password: str | None = None, timeout: float = 30.0):
+        refuse_credentials(url, "set AIRFLOW_API_TOKEN, or AIRFLOW_USERNAME and AIRFLOW_PASSWORD",
+                           where="the Airflow URL (--airflow-url, $AIRFLOW_URL)")
+        if not re.match(r"^https?://[^\s/]+", url):
+            raise ReleaseError("the Airflow URL (--airflow-url, $AIRFLOW_URL) must be http(s)://host[:port] of "
+                               "Airflow's API server")
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.session = requests.Session()
@@ -72,9 +81,22 @@ class AirflowClient:
         if response.status_code in (400, 422) and method == "POST":
             raise ReleaseError(f"Airflow refused the request {method} {path}: {_detail(response)}")
         if response.status_code >= 400:
-            raise ReleaseError(f"Airflow answered {response.status_code} to {method} {path}: {response.text[:300]}",
-                               transient=response.status_code >= 500)
-        return response.json()
+            raise ReleaseError(f"Airflow answered {response.status_code} to {method} {path}: "
+                               f"{_printable(response.text[:300])}", transient=response.status_code >= 500)
+        return self._object(response, f"{method} {path}")
+
+    def _object(self, response: requests.Response, request: str) -> dict:
+        """The answer's JSON object; an answer of another kind (an HTML page, an array) is a ReleaseError."""
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            kind = "a JSON " + type(body).__name__ if body is not None else (
+                response.headers.get("Content-Type") or "not JSON").split(";")[0]
+            raise ReleaseError(f"{self.url} answered {request} with {kind}, not the JSON object of Airflow's REST "
+                               f"API; check that --airflow-url is Airflow's API server")
+        return body
 
     def _login(self) -> None:
         try:
@@ -82,9 +104,12 @@ class AirflowClient:
                                          json={"username": self._username, "password": self._password})
         except requests.RequestException as exc:
             raise ReleaseError(f"cannot reach Airflow at {self.url}: {type(exc).__name__}") from exc
-        if response.status_code not in (200, 201) or "access_token" not in response.json():
+        if response.status_code not in (200, 201):
             raise ReleaseError(f"Airflow refused the login of user {self._username!r} ({response.status_code})")
-        self.session.headers["Authorization"] = f"Bearer {response.json()['access_token']}"
+        token = self._object(response, "POST /auth/token").get("access_token")
+        if not isinstance(token, str):
+            raise ReleaseError(f"Airflow's answer to the login of user {self._username!r} holds no access_token")
+        self.session.headers["Authorization"] = f"Bearer {token}"
 
     def has_connection(self, conn_id: str) -> bool | None:
         """Whether Airflow has the connection; None when this user may not read connections (not checked)."""
@@ -136,12 +161,14 @@ def outcome(client: AirflowClient, dag_id: str, run_id: str, run_state: str) -> 
 def _detail(response: requests.Response) -> str:
     """The reason in an error answer: FastAPI's `detail` (a string or a list of validation errors)."""
     try:
-        detail = response.json().get("detail", response.text)
+        body = response.json()
     except ValueError:
-        return response.text[:300]
+        return _printable(response.text[:300])
+    detail = body.get("detail", response.text) if isinstance(body, dict) else body
     if isinstance(detail, list):
-        return "; ".join(f"{'.'.join(str(x) for x in d.get('loc', []))}: {d.get('msg')}" for d in detail)[:600]
-    return str(detail)[:600]
+        return _printable("; ".join(f"{'.'.join(str(x) for x in d.get('loc', []))}: {d.get('msg')}"
+                                    if isinstance(d, dict) else str(d) for d in detail)[:600])
+    return _printable(str(detail)[:600])
 
 
 def release(client: AirflowClient, conf: dict, *, dag_id: str = DAG_ID, run_id: str | None = None,
@@ -244,6 +271,22 @@ def _conf(args: argparse.Namespace) -> dict:
     return conf
 
 
+def poll_seconds(text: str) -> float:
+    """--poll: a number of seconds from MIN_POLL to MAX_POLL (an argparse type: a bad value is a usage error)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid float value: {text!r}") from None
+    if not (math.isfinite(value) and MIN_POLL <= value <= MAX_POLL):
+        raise argparse.ArgumentTypeError(f"{text!r} must be seconds from {MIN_POLL:g} to {MAX_POLL:g}")
+    return value
+
+
+def _printable(text: str) -> str:
+    """`text` without control characters (an answer's escape sequences never reach the terminal)."""
+    return "".join(c if c.isprintable() else " " for c in text)
+
+
 def cmd_release(args: argparse.Namespace) -> int:
     if args.version is not None and not re.fullmatch(r"\d+\.\d+\.\d+", args.version):
         raise ReleaseError(f"--version {args.version!r} is not a Kafka release such as 4.1.2")
@@ -284,7 +327,8 @@ def register(sub) -> None:
                                                       "instead of triggering one; exits with its outcome")
     p.add_argument("--wait", action="store_true", help="stream progress and exit with the outcome")
     p.add_argument("--timeout", default="4h", help="give up waiting after this long (default 4h)")
-    p.add_argument("--poll", type=float, default=5.0, help="seconds between progress polls")
+    p.add_argument("--poll", type=poll_seconds, default=5.0,
+                   help=f"seconds between progress polls, {MIN_POLL:g} to {MAX_POLL:g} (default 5)")
     p.add_argument("--patience", type=int, default=10,
                    help="polls in a row Airflow may fail to answer (timeout, 5xx) before giving up (default 10)")
     p.add_argument("--airflow-url", default=os.environ.get("AIRFLOW_URL", "http://localhost:8080"),

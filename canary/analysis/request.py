@@ -77,6 +77,9 @@ class AnalysisRequest:
         if not self.from_kafka and not Path(self.observations).exists():
             raise RequestError(f"--observations {self.observations} does not exist; give a Parquet/JSON-lines file "
                                f"or directory, or kafka://HOST:PORT[/TOPIC]")
+        if not self.from_kafka and not (Path(self.observations).is_file() or Path(self.observations).is_dir()):
+            raise RequestError(f"--observations {self.observations} is a device, pipe or socket, which would be read "
+                               f"forever; give a Parquet/JSON-lines file or directory, or kafka://HOST:PORT[/TOPIC]")
         if self.before is not None and not Path(self.before).is_file():
             raise RequestError(f"--before {self.before} is not a file; give the JSON-lines observations of a probe run "
                                f"before the change, or leave --before out")

@@ -5,11 +5,27 @@ differently overrides the queries)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 Direction = Literal["increase", "decrease"]   # which change is a regression
+# RE2's metacharacters (Prometheus's regex dialect); everything else, `-` and `:` among them, matches itself and
+# must not be escaped: `\-` inside a PromQL string is an unknown escape sequence, and the query is refused.
+_RE2_SPECIAL = frozenset("\\.+*?()|[]{}^$")
+
+
+def promql_string(text: str) -> str:
+    """`text` as the inside of a double-quoted PromQL string (Go's escapes: backslash, quote, line breaks)."""
+    return (text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+            .replace("\t", "\\t"))
+
+
+def label_regex(values: Iterable[str]) -> str:
+    """The inside of a double-quoted PromQL string holding the regex that matches exactly `values` (Prometheus
+    anchors a label regex): `kafka-1.example.com` -> `kafka-1\\\\.example\\\\.com`, which Prometheus reads as the
+    regex `kafka-1\\.example\\.com`."""
+    return promql_string("|".join("".join("\\" + c if c in _RE2_SPECIAL else c for c in v) for v in values))
 
 
 @dataclass(frozen=True)
@@ -29,8 +45,10 @@ class BrokerMetric:
     scale: float = 1.0
 
     def promql(self, broker_label: str, brokers: str, window: str) -> str:
-        """The query giving this metric per broker: `brokers` is the regex of the broker label's values."""
-        matchers = ",".join([*(f'{k}="{v}"' for k, v in sorted(self.labels.items())), f'{broker_label}=~"{brokers}"'])
+        """The query giving this metric per broker: `brokers` is the regex of the broker label's values, escaped for
+        a PromQL string (`label_regex`)."""
+        matchers = ",".join([*(f'{k}="{promql_string(v)}"' for k, v in sorted(self.labels.items())),
+                             f'{broker_label}=~"{brokers}"'])
         selector = f"{self.series}{{{matchers}}}"
         by = f"sum by ({broker_label})"
         if self.kind == "mean":  # (sum now - sum a window ago) / (count now - count then), sum = mean * count

@@ -8,7 +8,6 @@ gap."""
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from typing import Protocol
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from canary.broker_metrics.catalogue import CATALOGUE, BrokerMetric
+from canary.broker_metrics.catalogue import CATALOGUE, BrokerMetric, label_regex
 from canary.errors import CanaryError
 
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]   # (name, labels) -> value of one scrape
@@ -166,7 +165,7 @@ class PrometheusSource:
         self._by_label = {label: broker for broker, label in self.brokers.items()}
 
     def query_of(self, metric: BrokerMetric) -> str:
-        regex = "|".join(re.escape(label) for label in self._by_label)
+        regex = label_regex(self._by_label)
         if metric.name in self.queries:
             return self.queries[metric.name].replace("{brokers}", regex)
         return metric.promql(self.broker_label, regex, self.window)
@@ -184,17 +183,39 @@ class PrometheusSource:
             body = response.json()
         except ValueError:
             body = {}
+        if not isinstance(body, dict):
+            raise BrokerMetricsError(f"{self.url} answered the query with a JSON {type(body).__name__}, not the "
+                                     f"object of Prometheus's HTTP API; check broker_metrics.prometheus.url")
         if body.get("status") != "success":
-            raise BrokerMetricsError(f"Prometheus at {self.url} refused the query {query!r}: "
-                                     f"{body.get('error') or f'HTTP {response.status_code}'}")
+            error = str(body.get("error") or f"HTTP {response.status_code}")[:300]
+            raise BrokerMetricsError(f"Prometheus at {self.url} refused the query {query!r}: {error}")
+        return self._values(body, query)
+
+    def _values(self, body: dict, query: str) -> tuple[float, dict[int, float]]:
+        """The time and per-broker values of a successful instant-vector answer; BrokerMetricsError naming what is
+        wrong with an answer of another shape."""
+        data = body.get("data")
+        result = data.get("result") if isinstance(data, dict) else None
+        if not isinstance(result, list):
+            raise BrokerMetricsError(f"Prometheus at {self.url} answered the query {query!r} without data.result (a "
+                                     f"list of series); check broker_metrics.prometheus.url and the query")
         values: dict[int, float] = {}
         now = time.time()
-        for item in body["data"]["result"]:
-            broker = self._by_label.get(item["metric"].get(self.broker_label, ""))
-            if broker is not None:
-                now, text = item["value"]
+        for item in result:
+            labels = item.get("metric") if isinstance(item, dict) else None
+            broker = self._by_label.get(labels.get(self.broker_label, "")) if isinstance(labels, dict) else None
+            if broker is None:
+                continue
+            try:
+                at, text = item["value"]
                 values[broker] = float(text)
-        return float(now), values
+                now = float(at)
+            except (KeyError, TypeError, ValueError):
+                raise BrokerMetricsError(f"Prometheus at {self.url} answered the query {query!r} with a value that "
+                                         f"is not a [time, number] pair for broker {broker}: "
+                                         f"{str(item.get('value'))[:100]!r}; the query must give an instant "
+                                         f"vector") from None
+        return now, values
 
     def check(self) -> None:
         seen: set[int] = set()

@@ -17,6 +17,7 @@ from pydantic import AfterValidator, Field, ValidationError, field_validator, mo
 from canary.broker_metrics.catalogue import UNITS
 from canary.errors import CanaryError, one_line
 from canary.fields import SpecModel, problems
+from canary.files import read_spec_file, shown_path
 from canary.observations import OUTCOMES
 
 # Histogram sources the Spark job produces (see canary/analysis/job.py).
@@ -257,10 +258,10 @@ def config_from_dict(data: Mapping[str, Any] | None) -> JudgeConfig:
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """A judge config file's mapping (empty file: {}); ConfigError when it cannot be read or is not a mapping."""
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read judge config {path}: {one_line(exc)}") from exc
+    try:  # within a size limit, no aliases, no duplicate keys (canary.files)
+        data = read_spec_file(path, "a judge config (YAML)")
+    except (OSError, ValueError, yaml.YAMLError) as exc:  # ValueError: too large, no regular file
+        raise ConfigError(f"cannot read judge config {shown_path(path)}: {one_line(exc)}") from exc
     if data is not None and not isinstance(data, dict):
         raise ConfigError(f"judge config {path} must be a YAML mapping")
     return data or {}

@@ -12,6 +12,9 @@ from pathlib import Path
 from canary.errors import CanaryError
 
 ENV_PREFIX = "KAFKA_CANARY_CLIENT_"
+# The project's own variables that share the prefix: never client settings.
+CLIENT_MARKER_ENV = "KAFKA_CANARY_CLIENT_MARKER"   # the client lane's token (canary.lanes)
+OWN_VARIABLES = frozenset({CLIENT_MARKER_ENV})
 
 
 class ConfigError(CanaryError):
@@ -46,8 +49,19 @@ def read_settings_file(path: str | Path) -> dict[str, str]:
 
 
 def client_settings_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The client settings of `KAFKA_CANARY_CLIENT_<KEY>` variables (not the project's own, OWN_VARIABLES).
+    ConfigError for a variable that names no setting (`KAFKA_CANARY_CLIENT_=x`)."""
     env: Mapping[str, str] = os.environ if environ is None else environ
-    return {k[len(ENV_PREFIX):].lower().replace("_", "."): v for k, v in env.items() if k.startswith(ENV_PREFIX)}
+    settings = {}
+    for name, value in env.items():
+        if not name.startswith(ENV_PREFIX) or name in OWN_VARIABLES:
+            continue
+        key = name[len(ENV_PREFIX):].lower().replace("_", ".")
+        if not key.strip("."):
+            raise ConfigError(f"environment variable {name!r} names no client setting: write {ENV_PREFIX}<KEY>, e.g. "
+                              f"{ENV_PREFIX}SASL_MECHANISM for sasl.mechanism, or unset it")
+        settings[key] = value
+    return settings
 
 
 def kafka_python_settings(client: dict[str, str]) -> dict[str, object]:

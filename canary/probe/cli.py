@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import signal
 import sys
+from pathlib import Path
 
 from canary.kafka.secrets import redacted
 from canary.probe import config as probe_config
@@ -19,20 +21,56 @@ def register(sub) -> None:
                        description=__doc__)
     p.add_argument("--bootstrap-servers", help="host:port[,host:port] (or bootstrap.servers in --config)")
     p.add_argument("--duration", help="how long to run, e.g. 60s, 5m (default: until Ctrl-C)")
-    p.add_argument("--rate", type=float, help="messages per second per partition (default 10)")
+    p.add_argument("--rate", type=rate, help="messages per second per partition (default 10)")
     p.add_argument("--message-size", type=int, help="bytes per message value (default 200)")
-    p.add_argument("--http-port", type=int, help="serve /metrics /liveness /readiness /status on this port")
+    p.add_argument("--http-port", type=port, help="serve /metrics /liveness /readiness /status on this port (0: "
+                                                  "any free port)")
     p.add_argument("--config", help="properties or JSON file: librdkafka settings (SASL, TLS, …) and probe.* "
                                     "options; env KAFKA_CANARY_CLIENT_<KEY> adds client settings")
     p.add_argument("--topic", help="canary topic (default __kafka_canary)")
     p.add_argument("--run-id", help="run id written into every observation (default: random)")
     p.add_argument("--producer-id", help="this probe's producer id (default: host-pid)")
-    p.add_argument("--observations-file", help="also append observations to this JSONL file")
+    p.add_argument("--observations-file", type=file_to_append,
+                   help="also append observations to this JSONL file")
     p.add_argument("--no-observations-topic", action="store_true", help="do not write observations to the cluster")
     p.add_argument("--no-reconcile", action="store_true", help="use the topic as it is (no admin changes)")
     p.add_argument("--rtt-sla", help="acknowledged but not received within this = lost (default 30s)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_probe)
+
+
+# argparse types: a bad value is a usage error (exit 2, one line) before anything is started.
+
+def rate(text: str) -> float:
+    """Messages per second per partition: a finite number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid float value: {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"rate must be > 0 and finite (messages/s per partition), got {text!r}")
+    return value
+
+
+def port(text: str) -> int:
+    """A TCP port, 0 (any free port) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid port: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port: give 0 (any free port) to 65535")
+    return value
+
+
+def file_to_append(text: str) -> str:
+    """A file path that is not a directory and whose parent directory exists."""
+    path = Path(text)
+    if not text or path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory: give a file to append observations to")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"the directory of {text!r} does not exist")
+    return text
 
 
 def cmd_probe(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ key material or JAAS config.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import uuid
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from canary.fields import parse_duration as parse_duration  # the one duration rule, re-exported
-from canary.kafka.secrets import redacted
+from canary.kafka.secrets import redacted, refuse_credentials
 from canary.kafka.settings import ConfigError, client_settings_from_env, read_settings_file
 
 # Keys a probe manages itself; a passthrough value for them would break the probe's guarantees.
@@ -58,7 +59,9 @@ class ProbeConfig:
     def __post_init__(self) -> None:
         if not self.bootstrap_servers:
             raise ConfigError("bootstrap servers are missing: pass --bootstrap-servers host:port[,host:port]")
-        if self.rate <= 0:
+        refuse_credentials(self.bootstrap_servers, "put SASL credentials in sasl.username and sasl.password (--config "
+                                                   "or KAFKA_CANARY_CLIENT_SASL_PASSWORD)", where="bootstrap servers")
+        if not (self.rate > 0 and math.isfinite(self.rate)):  # NaN compares false: refused too
             raise ConfigError(f"rate must be > 0 messages/s per partition, got {self.rate}")
         if self.message_size < 0 or self.message_size > 900_000:
             raise ConfigError(f"message size must be 0..900000 bytes, got {self.message_size}")

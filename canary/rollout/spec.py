@@ -65,7 +65,8 @@ from canary.fields import (
     TopicName,
     problems,
 )
-from canary.kafka.secrets import is_secret, redacted
+from canary.files import read_spec_file, shown_path
+from canary.kafka.secrets import is_secret, redacted, refuse_credentials
 from canary.rollout.deployer import CommandSettings, DockerSettings, open_deployer
 from canary.rollout.deployer import Deployer as DeployerType
 from canary.rollout.deployers.commands import placeholders
@@ -125,6 +126,18 @@ class DockerSection(SpecSection):
     def _template(cls, value: str | None) -> str | None:
         if value is not None and "{version}" not in value:
             raise ValueError("must contain {version}, e.g. apache/kafka:{version}")
+        unknown = sorted(placeholders(value) - {"version"}) if value is not None else []
+        if unknown:
+            raise ValueError(f"uses {', '.join('{' + u + '}' for u in unknown)}; an image template may use only "
+                             f"{{version}}, e.g. apache/kafka:{{version}}")
+        return value
+
+    @field_validator("host")
+    @classmethod
+    def _no_password(cls, value: str | None) -> str | None:
+        if value is not None:  # an ssh://user@host login name is no secret: SSH keys authenticate
+            refuse_credentials(value, "a tcp:// engine authenticates with TLS certificates (DOCKER_CERT_PATH, "
+                                      "DOCKER_TLS_VERIFY), an ssh://user@host engine with SSH keys")
         return value
 
     def settings(self) -> DockerSettings:
@@ -319,10 +332,7 @@ class TimeoutsSection(SpecSection):
 
 def _no_credentials(url: str) -> str:
     """Refuses user:password@ in a URL without quoting it: the spec lands in run.json and reports."""
-    if "@" in url.split("/", 3)[2 if "://" in url else 0]:
-        raise ValueError("must not carry credentials; put an Authorization header in "
-                         "$KAFKA_CANARY_PROMETHEUS_AUTHORIZATION")
-    return url
+    return refuse_credentials(url, "put an Authorization header in $KAFKA_CANARY_PROMETHEUS_AUTHORIZATION")
 
 
 class PrometheusSection(SpecSection):
@@ -516,12 +526,13 @@ def validated(model: type[Model], source: object, error: type[SpecError] = SpecE
     raw = source
     if isinstance(source, str | Path):
         path = Path(source)
-        try:
-            raw = yaml.safe_load(path.read_text())
-        except (OSError, ValueError) as exc:  # ValueError: a path no file system has (a NUL byte)
-            raise error([f"cannot read the spec file {path}: {getattr(exc, 'strerror', None) or exc}"]) from exc
+        try:  # within a size limit, no aliases, no duplicate keys (canary.files)
+            raw = read_spec_file(path)
+        except (OSError, ValueError) as exc:  # ValueError: too large, no regular file, a NUL byte in the path
+            raise error([f"cannot read the spec file {shown_path(path)}: "
+                         f"{getattr(exc, 'strerror', None) or one_line(exc)}"]) from exc
         except yaml.YAMLError as exc:
-            raise error([f"{path} is not valid YAML/JSON: {one_line(exc)}"]) from exc
+            raise error([f"{shown_path(path)} is not valid YAML/JSON: {one_line(exc)}"]) from exc
     if not isinstance(raw, Mapping):
         raise error([f"the spec must be a mapping with {', '.join(model.model_fields)} at the top level"])
     try:  # keys as text: a model with its own __init__ takes them as keywords (and no field is named by a number)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from canary.errors import CanaryError
+from canary.kafka.secrets import refuse_credentials
 
 _SCHEME = re.compile(r"^([a-z][a-z0-9+.-]*)://", re.IGNORECASE)
 # What LocalStore's own writes leave beside an object for a moment: `.run.json.lock`, `.run.json.1234.tmp`.
@@ -104,6 +105,9 @@ def open_store(url: str | Path, options: Mapping[str, Any] | None = None) -> Sto
     filesystem's settings, e.g. endpoint_url, key, secret; default: the usual AWS environment and files)."""
     text = str(url)
     match = _SCHEME.match(text)
+    if match:  # a plain path is no URL: an @ in it is a file name's
+        refuse_credentials(text, "give an object store's credentials as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+                                 "(or ~/.aws/credentials, or the store's options)", where="storage URL")
     scheme = match.group(1).lower() if match else "file"
     if scheme == "file":
         return LocalStore(Path(text[len("file://"):] if match else text).expanduser())

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from canary.judge import INCONCLUSIVE
+from canary.probe import cli as probe_cli
 from canary.sweep.alerts import WEBHOOK_ENV, Alert, send_alert
 from canary.sweep.config import DEFAULT_HISTORY, DEGRADED, HEALTHY, HISTORY_ENV, SweepConfig, history_root
 from canary.sweep.run import run_sweep
@@ -28,7 +29,7 @@ def register(sub) -> None:
                                          "KAFKA_CANARY_CLIENT_<KEY> adds client settings")
     parser.add_argument("--cluster-name", help="the name the history is kept under (default: the bootstrap servers)")
     parser.add_argument("--duration", default="30s", help="probe traffic, e.g. 30s (default %(default)s)")
-    parser.add_argument("--rate", type=float, default=20.0,
+    parser.add_argument("--rate", type=probe_cli.rate, default=20.0,
                         help="messages per second per partition (default %(default)g)")
     parser.add_argument("--reference", type=int, default=6, help="healthy sweeps pooled as the reference (default 6)")
     parser.add_argument("--judge-config", metavar="judge.yaml",

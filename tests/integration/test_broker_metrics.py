@@ -76,10 +76,12 @@ def test_a_broker_whose_metrics_cannot_be_read_is_named(cluster):
 
 @pytest.fixture(scope="module")
 def prometheus(cluster, tmp_path_factory) -> Iterator[str]:
-    """Debian's Prometheus on loopback scraping both brokers' agents every second, each target labelled broker."""
+    """Debian's Prometheus on loopback scraping both brokers' agents every second, each target labelled broker (the
+    id) and pod (kafka-<id>, the docs' label style)."""
     assert shutil.which(PROMETHEUS), f"{PROMETHEUS} is missing: `make test` installs Debian's prometheus package"
     home = tmp_path_factory.mktemp("prometheus")
-    targets = "\n".join(f"      - targets: ['{url.removeprefix('http://')}']\n        labels: {{broker: '{broker}'}}"
+    targets = "\n".join(f"      - targets: ['{url.removeprefix('http://')}']\n"
+                        f"        labels: {{broker: '{broker}', pod: 'kafka-{broker}'}}"
                         for broker, url in sorted(cluster.metrics_endpoints().items()))
     (home / "prometheus.yml").write_text(f"global: {{scrape_interval: 1s}}\nscrape_configs:\n  - job_name: kafka\n"
                                          f"    static_configs:\n{targets}\n")
@@ -120,6 +122,16 @@ def test_prometheus_gives_the_same_metrics_per_broker(cluster, prometheus):
     value = {(s.broker, s.metric): s.value for s in samples}
     assert sum(value[(b, "bytes_in_per_s")] for b in (1, 2)) > 0
     assert all(value[(b, "under_replicated_partitions")] == 0 for b in (1, 2))
+
+
+def test_the_docs_label_values_match_their_brokers(cluster, prometheus):
+    """Label values as the docs write them: `kafka-1` (a `-`, which must not be escaped) and `instance`'s
+    host:port (dots, which must be): every broker found, the check passes."""
+    pods = PrometheusSource(prometheus, {1: "kafka-1", 2: "kafka-2"}, broker_label="pod", window="10s")
+    pods.check()
+    assert {s.broker for s in pods.sample()} == {1, 2}
+    instances = {b: url.removeprefix("http://") for b, url in cluster.metrics_endpoints().items()}
+    PrometheusSource(prometheus, instances, broker_label="instance", window="10s").check()
 
 
 def test_prometheus_problems_are_named(prometheus):

@@ -61,7 +61,8 @@ class Cli:
     def __str__(self) -> str:
         env = " ".join(f"{k}={v}" for k, v in self.env.items())
         argv = [{"{spec}": "rollout.yaml", "{tmp}": "out/", "{busy-port}": "P", "{empty}": "empty.jsonl",
-                 "{rolled-back}": "run/"}.get(a, a).replace("{theirs}", "/srv/theirs") for a in self.argv]
+                 "{huge}": "huge.yaml", "{rolled-back}": "run/"}.get(a, a).replace("{theirs}", "/srv/theirs")
+                for a in self.argv]
         spec = f" with rollout.yaml {self.shown or json.dumps(self.spec)}" if self.spec else ""
         return (env + " " if env else "") + "kafka-canary " + " ".join(argv) + spec
 
@@ -241,14 +242,42 @@ CASES: tuple[Case, ...] = (
          "load.rate: 'fast' must be records/s per partition from 0 (no load) to 100000, or auto"),
     Case("spec-prometheus-credentials", "rollout spec", "Prometheus URL with a password in it",
          {"broker_metrics": {"prometheus": {"url": "http://admin:s3cret@127.0.0.1:9090", "brokers": {1: "a"}}}},
-         "broker_metrics.prometheus.url: must not carry credentials; put an Authorization header in "
-         "$KAFKA_CANARY_PROMETHEUS_AUTHORIZATION"),
+         "broker_metrics.prometheus.url: must not carry credentials (user:password@ in the URL, not repeated "
+         "here); put an Authorization header in $KAFKA_CANARY_PROMETHEUS_AUTHORIZATION"),
+    Case("spec-docker-host-credentials", "rollout spec", "a Docker engine URL with a password in it (it was printed "
+         "twice)", {"cluster": {"deployer": "docker", "docker": {"name": "prod", "host": "tcp://admin:s3cret@h:2376"}}},
+         "cluster.docker.host: must not carry credentials (user:password@ in the URL, not repeated here); a tcp:// "
+         "engine authenticates with TLS certificates"),
     Case("spec-prometheus-unreachable", "rollout spec", "broker metrics from a Prometheus nobody serves",
          {"broker_metrics": {"prometheus": {"url": "http://127.0.0.1:1", "brokers": {1: "a", 2: "b", 3: "c"}}}},
          "broker_metrics: cannot reach Prometheus at http://127.0.0.1:1", stage="preflight", cluster=True),
     Case("spec-prometheus-unmapped-broker", "rollout spec", "a broker without a Prometheus label value",
          {"broker_metrics": {"prometheus": {"url": "http://127.0.0.1:1", "brokers": {1: "a"}}}},
          "broker_metrics.prometheus.brokers: brokers [2, 3] have no label value", stage="preflight", cluster=True),
+
+    # issue 35, items 5 and "accepted but wrong": bounded input, no alias expansion, no silent duplicates
+    Case("spec-alias-bomb", "rollout spec", "a YAML alias bomb (\"billion laughs\") in a spec field",
+         RawSpec("run_id:\n  a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+                 "  b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n  c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\n"
+                 "  d: [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"),
+         "is not valid YAML/JSON: line 3, column 10: an alias (*a) is not allowed in a spec; write the value out"),
+    Case("spec-duplicate-key-yaml", "rollout spec", "a key given twice in YAML (the last won in silence)",
+         RawSpec("canary: {count: 1}\ncanary: {brokers: [3]}\n"),
+         "is not valid YAML/JSON: line 2, column 1: duplicate key 'canary' (first on line 1); give each key once"),
+    Case("spec-duplicate-key-json", "rollout spec", "a key given twice in JSON",
+         RawSpec('{"probe": {"window": "2m", "window": "10m"}}'),
+         "is not valid YAML/JSON: line 1, column 28: duplicate key 'window' (first on line 1); give each key once"),
+    Case("spec-exponent-number", "rollout spec", "a JSON number with an exponent (YAML 1.1 read `1e5` as text)",
+         RawSpec("probe: {rate: 1e5}\n"),
+         "probe.rate: Input should be less than or equal to 10000 (got 100000.0)"),
+    Case("spec-broker-id-negative", "rollout spec", "canary broker id -1", {"canary": {"brokers": [-1]}},
+         "canary.brokers.0: -1 is not a broker id: a whole number from 0 to 2147483647"),
+    Case("spec-broker-id-huge", "rollout spec", "canary broker id 1e20 (beyond any Kafka node id)",
+         RawSpec("canary: {brokers: [1e20]}\n"),
+         "canary.brokers.0: 1e+20 is not a broker id: a whole number from 0 to 2147483647"),
+    Case("spec-image-unknown-placeholder", "rollout spec", "a docker image template with an unknown placeholder",
+         {"cluster": {"deployer": "docker", "docker": {"name": "kc", "image": "apache/kafka:{version}-{tag}"}}},
+         "cluster.docker.image: uses {tag}; an image template may use only {version}"),
 
     # ----- the CLIs -----
     Case("cli-restart-config-not-a-key", "CLI", "restart-broker --config with a key that is no config name",
@@ -279,6 +308,14 @@ CASES: tuple[Case, ...] = (
     Case("cli-run-dir-device", "CLI", "--run-dir not a directory", Cli(("rollout", "run", "--spec", "{spec}",
                                                                         "--run-dir", "/dev/null")),
          "run storage file:///dev/null: /dev/null is not a directory, so it cannot hold a run"),
+    Case("cli-run-dir-credentials", "CLI", "--run-dir an http URL with a password in it",
+         Cli(("rollout", "run", "--spec", "{spec}", "--run-dir", "http://admin:s3cret@127.0.0.1:9/runs")),
+         "storage URL: must not carry credentials (user:password@ in the URL, not repeated here); give an object "
+         "store's credentials as AWS_ACCESS_KEY_ID"),
+    Case("cli-run-dir-s3-credentials", "CLI", "--run-dir an s3 URL with the key and secret in it (it was shown in a "
+         "botocore traceback)", Cli(("rollout", "preflight", "--spec", "{spec}", "--run-dir",
+                                     "s3://AKIAKEY:s3cret@bucket/x")),
+         "storage URL: must not carry credentials"),
     Case("cli-resume-rolled-back-deploy", "CLI",
          "a step towards the change on a run that decided ROLLBACK, its rollback failed (it re-deployed, promoted)",
          Cli(("rollout", "deploy-canary", "--spec", "{spec}", "--run-dir", "{rolled-back}"), spec=COMMAND_FLEET,
@@ -343,6 +380,39 @@ CASES: tuple[Case, ...] = (
          "target_version / config_overrides: say what changes"),
     Case("cli-release-poll-text", "CLI", "release --poll not a number", Cli(("release", "--poll", "often")),
          "argument --poll: invalid float value: 'often'"),
+    Case("cli-release-url-credentials", "CLI", "release --airflow-url with a password in it",
+         Cli(("release", "--cluster", "prod", "--version", "4.1.2", "--airflow-url",
+              "http://admin:s3cret@127.0.0.1:9"), env={"AIRFLOW_API_TOKEN": "t"}),
+         "the Airflow URL (--airflow-url, $AIRFLOW_URL): must not carry credentials (user:password@ in the URL, not "
+         "repeated here); set AIRFLOW_API_TOKEN"),
+    Case("cli-release-poll-negative", "CLI", "release --poll -1 (it crashed)",
+         Cli(("release", "--cluster", "prod", "--version", "4.1.2", "--poll", "-1")),
+         "argument --poll: '-1' must be seconds from 0.5 to 600"),
+    Case("cli-release-poll-nan", "CLI", "release --poll nan (it crashed)",
+         Cli(("release", "--cluster", "prod", "--version", "4.1.2", "--poll", "nan")),
+         "argument --poll: 'nan' must be seconds from 0.5 to 600"),
+    Case("cli-release-poll-zero", "CLI", "release --poll 0 (it flooded Airflow with requests)",
+         Cli(("release", "--cluster", "prod", "--version", "4.1.2", "--poll", "0")),
+         "argument --poll: '0' must be seconds from 0.5 to 600"),
+    Case("cli-sweep-history-credentials", "CLI", "sweep --history a URL with a password in it",
+         Cli(("sweep", "--bootstrap-servers", "127.0.0.1:9", "--history", "http://u:s3cret@127.0.0.1:9/h")),
+         "history: must not carry credentials (user:password@ in the URL, not repeated here)"),
+    Case("cli-probe-bootstrap-credentials", "CLI", "probe bootstrap servers with user:password@ (the banner showed it)",
+         Cli(("probe", "--bootstrap-servers", "admin:s3cret@127.0.0.1:9", "--duration", "1s")),
+         "bootstrap servers: must not carry credentials (user:password@ in the URL, not repeated here); put SASL "
+         "credentials in sasl.username and sasl.password"),
+    Case("cli-probe-rate-inf", "CLI", "probe --rate inf (it crashed)",
+         Cli(("probe", "--bootstrap-servers", "127.0.0.1:9", "--rate", "inf")),
+         "argument --rate: rate must be > 0 and finite (messages/s per partition), got 'inf'"),
+    Case("cli-probe-http-port-range", "CLI", "probe --http-port 70000 (it crashed)",
+         Cli(("probe", "--bootstrap-servers", "127.0.0.1:9", "--http-port", "70000")),
+         "argument --http-port: 70000 is not a port: give 0 (any free port) to 65535"),
+    Case("cli-probe-observations-dir", "CLI", "probe --observations-file a directory (it crashed)",
+         Cli(("probe", "--bootstrap-servers", "127.0.0.1:9", "--observations-file", "{theirs}")),
+         "is a directory: give a file to append observations to"),
+    Case("cli-probe-empty-client-env", "CLI", "KAFKA_CANARY_CLIENT_=x, a client setting without a name (it crashed)",
+         Cli(("probe", "--bootstrap-servers", "127.0.0.1:9", "--duration", "1s"), env={"KAFKA_CANARY_CLIENT_": "x"}),
+         "environment variable 'KAFKA_CANARY_CLIENT_' names no client setting: write KAFKA_CANARY_CLIENT_<KEY>"),
     Case("cli-probe-bad-duration", "CLI", "probe duration not a duration",
          Cli(("probe", "--bootstrap-servers", "127.0.0.1:9", "--duration", "5minutes")),
          "duration '5minutes' is not like 60s, 5m, 1h or 250ms"),
@@ -360,6 +430,28 @@ CASES: tuple[Case, ...] = (
     Case("cli-probe-oversize-message", "CLI", "probe message size above 900 kB",
          Cli(("probe", "--bootstrap-servers", "127.0.0.1:9", "--message-size", "2000000")),
          "message size must be 0..900000 bytes"),
+
+    # issue 35, item 5: a spec, judge config or observations file that never ends, or is huge, or is echoed back
+    Case("cli-spec-dev-zero", "CLI", "/dev/zero as the spec (read forever)",
+         Cli(("rollout", "preflight", "--spec", "/dev/zero")),
+         "cannot read the spec file /dev/zero: is a device, pipe or socket, not a regular file; give a YAML or JSON "
+         "spec"),
+    Case("cli-spec-huge", "CLI", "a 50 MB spec file", Cli(("rollout", "preflight", "--spec", "{huge}")),
+         "huge.yaml: is larger than 1 MiB; a YAML or JSON spec is a few kilobytes"),
+    Case("cli-spec-long-value-echo", "CLI", "a 100,000-character run id (echoed whole before)",
+         Cli(("rollout", "preflight", "--spec", "{spec}"), spec={"run_id": "x" * 100_000},
+             shown='{"run_id": "xxx…" (100,000 characters)}'),
+         "run_id: '" + "x" * 47 + "..." + "x" * 48 + "' must be 1-100 letters"),  # 100 characters of it
+    Case("cli-judge-config-dev-zero", "CLI", "/dev/zero as the judge config",
+         Cli(("analyze", "--observations", "kafka://127.0.0.1:9", "--config", "/dev/zero", "--out", "{tmp}")),
+         "cannot read judge config /dev/zero: is a device, pipe or socket, not a regular file"),
+    Case("cli-observations-dev-zero", "CLI", "/dev/zero as the observations file (inline engine)",
+         Cli(("analyze", "--observations", "/dev/zero", "--engine", "inline", "--out", "{tmp}")),
+         "--observations /dev/zero is a device, pipe or socket, which would be read forever"),
+    Case("cli-release-cluster-path", "CLI", "release --cluster a path (the connection id lands in Airflow's URL)",
+         Cli(("release", "--cluster", "../../variables", "--version", "4.1.2"), env={"AIRFLOW_API_TOKEN": "t"}),
+         "cluster_conn_id: '../../variables' is not an Airflow connection id: up to 250 letters, digits, '_', '-' "
+         "or '.' (not starting with '.'), not a path"),
 
     # ----- the Airflow connection's extras -----
     Case("conn-extras-bad-json", "connection extras", "extras not JSON", {"extra": "{dir: /srv/kafka"},

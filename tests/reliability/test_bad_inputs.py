@@ -33,6 +33,8 @@ JUDGE = {"warmup_s": 5, "bucket_s": 5, "min_buckets": 2,
          "metrics": {name: {"min_samples": 50} for name in (
              "e2e_latency_p50", "e2e_latency_p95", "e2e_latency_p99", "produce_latency_p99", "produce_error_rate",
              "consume_error_rate", "loss_rate", "duplicate_rate", "out_of_order_rate", "availability", "throughput")}}
+# The password of every case that puts credentials in a URL: never printed.
+SECRET = "s3cret"
 # Errors a person can act on; anything else (TypeError, KeyError, …) is a crash.
 DELIBERATE = (CanaryError, ValueError)
 
@@ -157,6 +159,10 @@ def run_cli(case: Case, request, tmp_path, monkeypatch, cluster) -> None:
         if arg == "{spec}":
             arg = str(tmp_path / "rollout.yaml")
             Path(arg).write_text(json.dumps(_spec(cli.spec or {}, cluster)))
+        if arg == "{huge}":  # a 50 MB spec (sparse: nothing reads it whole)
+            arg = str(tmp_path / "huge.yaml")
+            with open(arg, "wb") as huge:
+                huge.truncate(50 * 1024 * 1024)
         if arg == "{empty}":
             arg = str(tmp_path / "empty.jsonl")
             Path(arg).write_text("")
@@ -170,6 +176,7 @@ def run_cli(case: Case, request, tmp_path, monkeypatch, cluster) -> None:
     done = subprocess.run([KAFKA_CANARY, *argv], env=env | cli.env, cwd=tmp_path, capture_output=True, text=True,
                           timeout=300)
     err = done.stderr.strip()
+    assert SECRET not in done.stdout + done.stderr, "a password in an argument was echoed"
     if cli.code != 2:  # a verdict: on stdout, and nothing else anywhere
         assert done.returncode == cli.code and err == "", (done.returncode, done.stdout, err)
         assert done.stdout.startswith(case.expect) and len(done.stdout.splitlines()) == 2, done.stdout

@@ -45,7 +45,8 @@ def test_every_bad_field_is_named_at_once():
     ({**GOOD, "canary": {"count": 1, "brokers": [1]}}, "exactly one of canary.count"),
     ({**GOOD, "canary": {}}, "exactly one of canary.count"),
     ({**GOOD, "canary": {"brokers": [1, 2, 1]}}, "listed twice"),
-    ({**GOOD, "canary": {"brokers": ["a"]}}, "canary.brokers.0: Input should be a valid integer"),
+    ({**GOOD, "canary": {"brokers": ["a"]}}, "canary.brokers.0: 'a' is not a broker id: a whole number from 0 to "
+                                             "2147483647"),
     ({**GOOD, "change": {}}, "say what changes"),
     ({**GOOD, "change": {"version": "9.9"}}, "change.version"),
     ({**GOOD, "change": {"config": {"Bad Key": "1"}}}, "not a broker config name"),
@@ -153,8 +154,8 @@ def test_broker_metrics_come_from_the_deployer_or_a_prometheus_without_credentia
     assert problems({**GOOD, "broker_metrics": {"interval": "0s", "prometheus": {
         "url": "https://admin:hunter2@prom:9090", "brokers": {}, "window": "30 seconds"}}}) == [
         "broker_metrics.interval: '0s' must be a duration between 1s and 5m, such as 30s or 2m",
-        "broker_metrics.prometheus.url: must not carry credentials; put an Authorization header in "
-        "$KAFKA_CANARY_PROMETHEUS_AUTHORIZATION",
+        "broker_metrics.prometheus.url: must not carry credentials (user:password@ in the URL, not repeated "
+        "here); put an Authorization header in $KAFKA_CANARY_PROMETHEUS_AUTHORIZATION",
         "broker_metrics.prometheus.brokers: map each broker id to the value of broker_label on its series, e.g. "
         "{1: kafka-1}",
         "broker_metrics.prometheus.window: '30 seconds' must be a Prometheus duration such as 30s or 1m"]
