@@ -6,6 +6,8 @@ canary/judge/README.md, version `VERDICT_SCHEMA_VERSION`).
 
 from __future__ import annotations
 
+import numpy as np
+
 from canary.judge.aggregates import Aggregates, Window
 from canary.judge.alpha import Alphas, count_tests, metric_shares
 from canary.judge.brokers import broker_test
@@ -19,6 +21,7 @@ from canary.observations import LANES, Lane
 VERDICT_SCHEMA = "kafka-canary/verdict"
 VERDICT_SCHEMA_VERSION = 1
 PROMOTE, ROLLBACK, INCONCLUSIVE = "PROMOTE", "ROLLBACK", "INCONCLUSIVE"
+CONCURRENT_SHARE = 0.5   # of the buckets either lane has, both lanes must have (see _not_concurrent)
 
 
 def judge(agg: Aggregates, config: JudgeConfig | None = None, final: bool = True,
@@ -118,6 +121,9 @@ def _decide(window: Window, results: list[dict], empty: list[Lane]) -> tuple[str
     if len(window.buckets) < config.min_buckets:
         return INCONCLUSIVE, (f"only {len(window.buckets)} time bucket(s) after the warm-up, "
                               f"{config.min_buckets} needed")
+    apart = _not_concurrent(window)
+    if apart:
+        return INCONCLUSIVE, apart
     if missing:
         return INCONCLUSIVE, "not enough data: " + "; ".join(f"{r['name']}: {r['reason']}" for r in missing)
     if not window.final:
@@ -125,7 +131,27 @@ def _decide(window: Window, results: list[dict], empty: list[Lane]) -> tuple[str
                               (f" (non-critical regressions so far: {', '.join(r['name'] for r in failed)})"
                                if failed else ""))
     decided = [r for r in results if r["decision"] in (PASS, FAIL)]
+    if not decided:  # every metric disabled, or none with data: nothing was compared, so nothing is shown healthy
+        return INCONCLUSIVE, "no metric could be judged (each is disabled in the judge config or has no data)"
     return PROMOTE, f"no regression beyond the floors in {len(decided)} metric(s) at alpha {config.alpha}"
+
+
+def _not_concurrent(window: Window) -> str | None:
+    """Why the lanes were not observed at the same time, or None. Every comparison is bucket by bucket, so a bucket
+    that only one lane has is no evidence either way: lanes whose clocks disagree (a client canary's host minutes
+    behind) would otherwise pass every test with nothing compared. Needed: at least min_buckets shared buckets, and
+    at least CONCURRENT_SHARE of the buckets either lane has."""
+    canary, baseline = window.trials["canary"] > 0, window.trials["baseline"] > 0
+    shared, either = int(np.sum(canary & baseline)), int(np.sum(canary | baseline))
+    if shared >= window.config.min_buckets and shared >= CONCURRENT_SHARE * either:
+        return None
+    times = np.array(window.buckets, dtype=float)
+    lag_s = (np.average(times, weights=window.trials["baseline"]) -
+             np.average(times, weights=window.trials["canary"])) / 1000
+    return (f"the lanes were observed at the same time in only {shared} of {either} time bucket(s) after the "
+            f"warm-up (the canary's observations are {abs(lag_s):.0f} s {'behind' if lag_s > 0 else 'ahead of'} "
+            f"the baseline's on average): lanes not observed together are no evidence of health; check the "
+            f"clocks of the hosts that wrote them")
 
 
 def _score(results: list[dict]) -> float:

@@ -504,6 +504,10 @@ CASES: tuple[Case, ...] = (
          "no valid observations in the window"),
     Case("obs-canary-lane-all-bad", "observations", "every canary record received before it was sent",
          Obs(edit=("canary", {"receive_ts": "send-500"})), "no observations after the warm-up in lane(s) canary"),
+    # issue 35, item 1: a canary lane 100x slower whose clock runs 20 minutes behind was promoted with score 100
+    Case("obs-lanes-apart", "observations", "a canary lane 100× slower whose clock runs 20 minutes behind the "
+         "baseline's", Obs(edit=("canary", {"send_ts": "send-1200000", "ack_ts": "send+3", "receive_ts": "send+500"})),
+         "observed at the same time in only 0 of"),
 )
 
 ENTRY_ORDER = ("trigger form", "rollout spec", "CLI", "connection extras", "observations")

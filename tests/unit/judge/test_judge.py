@@ -362,3 +362,36 @@ def test_fixed_horizon_log_rank_stays_quiet_on_identical_lanes():
     for seed in range(5):
         p99 = metric(judge(lognormal_rows(seed=100 + seed, stretch=1.0)), "e2e_latency_p99")
         assert not p99["test"]["fixed_horizon"]["significant"] and p99["decision"] == "PASS"
+
+
+def test_lanes_whose_clocks_disagree_are_inconclusive_not_a_perfect_promote():
+    """A canary 100x slower whose timestamps run 20 minutes behind the baseline's: no bucket holds both lanes, so
+    nothing was compared, and the verdict says so instead of PROMOTE with every e-value 1."""
+    skewed = Aggregates.from_rows(lane_rows("canary", 30, 100, latency=500.0, start=0)
+                                  + lane_rows("baseline", 30, 200, partitions=2, start=120), BUCKET, ["run-1"])
+    v = judge(skewed)
+    assert v["verdict"] == "INCONCLUSIVE", v["reason"]
+    assert "observed at the same time in only 0 of 57" in v["reason"] and "s behind the baseline's" in v["reason"]
+    # without the skew the same data rolls back
+    assert judge(Aggregates.from_rows(lane_rows("canary", 30, 100, latency=500.0)
+                                      + lane_rows("baseline", 30, 200, partitions=2), BUCKET, ["run-1"])
+                 )["verdict"] == "ROLLBACK"
+
+
+def test_lanes_that_overlap_only_in_part_are_judged_on_enough_shared_buckets():
+    half = Aggregates.from_rows(lane_rows("canary", 30, 100, start=0)
+                                + lane_rows("baseline", 30, 200, partitions=2, start=20), BUCKET, ["run-1"])
+    assert judge(half)["verdict"] == "INCONCLUSIVE"  # 10 of 50 buckets shared
+    most = Aggregates.from_rows(lane_rows("canary", 30, 100, start=0)
+                                + lane_rows("baseline", 30, 200, partitions=2, start=3), BUCKET, ["run-1"])
+    assert judge(most)["verdict"] == "PROMOTE"  # 27 of 30 after the warm-up
+
+
+def test_a_judge_config_that_leaves_no_metric_with_data_never_promotes():
+    """Every metric the probe's data feeds disabled, only one it has no data for left on: nothing was compared."""
+    from canary.judge.config import DEFAULT_METRICS
+
+    config = config_from_dict({"metrics": {m.name: {"enabled": False} for m in DEFAULT_METRICS
+                                           if m.name != "processing_latency_p99"}})
+    v = judge(run(canary={"latency": 35.0}), config)
+    assert v["verdict"] == "INCONCLUSIVE" and v["reason"].startswith("no metric could be judged")
