@@ -34,6 +34,9 @@ def write_report(state: RunState, audit: AuditLog) -> Path:
         f"<tr><td>{e['ts_ms']}</td><td>{_e(e['step'])}</td><td>{_e(e['action'])}</td>"
         f"<td><code>{_e({k: v for k, v in e.items() if k not in ('ts_ms', 'run_id', 'step', 'action')})}</code></td>"
         "</tr>" for e in audit.entries())
+    # The traffic the verdict judged (a broker rollout's canary share of client traffic): capacity judged or not.
+    judged = verdict.get("traffic") or {}
+    traffic = f"<p><b>Traffic judged:</b> {_e(judged['reason'])}</p>" if judged.get("reason") else ""
     analysis = verdict.get("analysis")
     link = ""
     if analysis and (state.run_dir / analysis / "report.html").exists():
@@ -43,7 +46,7 @@ def write_report(state: RunState, audit: AuditLog) -> Path:
 <style>{_STYLE}</style></head><body>
 <h1>Rollout {_e(data['run_id'])}</h1>
 <p class="verdict {_e(word)}">{_e(word)} — {_e(data['status'])}</p>
-<p>{_e(verdict.get('reason', ''))}</p>{link}
+<p>{_e(verdict.get('reason', ''))}</p>{traffic}{link}
 <h2>Steps</h2><table><tr><th>step</th><th>status</th><th>attempts</th><th>took</th><th>error</th></tr>
 {''.join(rows)}</table>
 <h2>Spec</h2><pre>{_e(json.dumps(data['spec'], indent=2))}</pre>
