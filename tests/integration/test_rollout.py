@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from conftest import running_cluster
 from waiting import wait_until
 
@@ -34,11 +34,14 @@ USER_TRAFFIC = TrafficSpec("orders", 1000, 1000, 6, 3)
 
 
 def end_offsets(cluster: LocalCluster, topic: str) -> int:
-    """The sum of `topic`'s end offsets: how many records its producers have written."""
+    """The sum of `topic`'s end offsets: how many records its producers have written (0 while the topic, just
+    created, is not yet in every broker's metadata or a partition has no leader yet)."""
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "end-offsets"})
     try:
         parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts)
+    except (KafkaException, KeyError):
+        return 0
     finally:
         consumer.close()
 
