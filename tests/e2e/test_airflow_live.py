@@ -99,7 +99,7 @@ def test_release_hook_person_in_the_loop_and_report_page_on_a_live_airflow(clust
         # A real rollout that cannot decide: the DAG asks a person, release says so and exits 3.
         run_id = "release_live_1"
         params = {"judge_config": UNDECIDABLE, "on_inconclusive": "ask", "probe_rate": 20,
-                  "preflight_probe": "3s", "interim_interval": "10s"}
+                  "preflight_probe": "3s", "interim_interval": "10s", "capacity": "not_required"}
         asked = release(stack, "--cluster", "kafka_canary_default", "--config", "num.io.threads=6",
                          "--window", "30s", "--engine", "spark", "--run-id", run_id, "--wait", "--poll", "2",
                          *[a for k, v in params.items() for a in ("--param", f"{k}={json.dumps(v)}")])
