@@ -13,7 +13,7 @@ from canary.kafka.clients import admin_client
 from canary.kafka.settings import kafka_python_settings
 from canary.probe.load_sizing import size_load
 from canary.rollout.broker.metrics import check_broker_metrics
-from canary.rollout.broker.probes import green_probe, observations_path
+from canary.rollout.broker.probes import green_probe, probe_observations
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.broker.traffic import MEASURES, file_means, measure_now, share
 from canary.rollout.core import RolloutError
@@ -83,7 +83,7 @@ def preflight(run: Rollout) -> dict:
         probe = green_probe(run, "preflight", reconcile=True,
                             seconds=max(spec.preflight_probe, spec.calibration_probe))
         measured = (*MEASURES, "request_handler_idle_ratio")
-        before = file_means(observations_path(run, probe["probe_run_id"].removeprefix(f"{run.run_id}-")), measured)
+        before = file_means(probe_observations(run, probe["probe_run_id"]), measured)
         if not any("bytes_in_per_s" in v for v in before.values()):  # a probe too short for two readings
             before = measure_now(run, measured)
         load = window_load(run, before)

@@ -29,8 +29,13 @@ def before_observations(run: Rollout) -> Path | None:
     probe_run_id = (result.get("probe") or {}).get("probe_run_id")
     if not probe_run_id:
         return None
-    path = observations_path(run, probe_run_id.removeprefix(f"{run.run_id}-"))
+    path = probe_observations(run, probe_run_id)
     return path if path.is_file() else None
+
+
+def probe_observations(run: Rollout, probe_run_id: str) -> Path:
+    """The observations file of the probe this rollout ran as `probe_run_id` (probe_config names it)."""
+    return observations_path(run, probe_run_id.removeprefix(f"{run.run_id}-"))
 
 
 def probe_config(run: Rollout, name: str, seconds: float | None = None, reconcile: bool = False) -> ProbeConfig:
