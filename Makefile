@@ -73,7 +73,7 @@ test-distributed: setup $(REDIS) $(CHROMEDRIVER)
 	$(BIN)/pytest -s -m distributed tests/distributed
 
 faults: setup
-	$(BIN)/pytest -m slow tests/reliability
+	$(BIN)/pytest -m slow tests/reliability tests/integration
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit

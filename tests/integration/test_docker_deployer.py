@@ -164,6 +164,8 @@ def test_an_engine_that_does_not_answer_is_named() -> None:
     assert "unix:///nonexistent/docker.sock" in str(err.value) and "DOCKER_HOST" in str(err.value)
 
 
+# make faults: test-compose rolls containers through this deployer in CI; the roll primitives are tested above.
+@pytest.mark.slow
 def test_rollouts_on_the_docker_runtime_roll_back_a_bad_canary_and_promote_an_upgrade(docker_client, deployer,
                                                                                         tmp_path) -> None:
     def rollout(run_id: str, change: dict, window: str) -> tuple[Rollout, dict]:

@@ -171,6 +171,8 @@ def test_bad_run_storage_is_refused_before_the_cluster_changes(shared_cluster, s
     assert after == before and ROLLOUT_LOCK_TOPIC not in after  # no lock taken, nothing created
 
 
+# make faults: test-distributed runs the same on real Celery workers over S3 in CI.
+@pytest.mark.slow
 def test_a_rollout_whose_steps_run_on_workers_sharing_only_the_object_store(cluster_factory, s3, tmp_path,
                                                                           monkeypatch):
     """Each step in its own process with its own HOME and work directory, alternating between two "workers": only
