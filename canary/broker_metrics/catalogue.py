@@ -91,6 +91,12 @@ CATALOGUE: tuple[BrokerMetric, ...] = (
     *_request_times(),
     BrokerMetric("produce_local_time_mean_ms", "kafka_network_requestmetrics_mean", "mean", "ms", "increase",
                  {"name": "LocalTimeMs", "request": "Produce"}),
+    # The time a leader holds an acks=all produce request waiting for its followers: a slow follower shows here, on
+    # the brokers it follows, not on itself; and the whole request's time, which a flood of requests queues too.
+    BrokerMetric("produce_remote_time_mean_ms", "kafka_network_requestmetrics_mean", "mean", "ms", "increase",
+                 {"name": "RemoteTimeMs", "request": "Produce"}),
+    BrokerMetric("produce_total_time_mean_ms", "kafka_network_requestmetrics_mean", "mean", "ms", "increase",
+                 {"name": "TotalTimeMs", "request": "Produce"}),
     _topic_rate("produce_requests_per_s", "TotalProduceRequestsPerSec", "1/s", "decrease"),
     _topic_rate("fetch_requests_per_s", "TotalFetchRequestsPerSec", "1/s", "decrease"),
     _topic_rate("failed_produce_requests_per_s", "FailedProduceRequestsPerSec", "1/s", "increase"),
@@ -111,6 +117,32 @@ CATALOGUE: tuple[BrokerMetric, ...] = (
     BrokerMetric("cpu_seconds_per_s", "process_cpu_seconds_total", "rate", "s/s", "increase"),
     BrokerMetric("gc_seconds_per_s", "jvm_gc_collection_seconds_sum", "rate", "s/s", "increase"),
 )
+
+
+@dataclass(frozen=True)
+class Work:
+    """How much a broker did at one reading: the sum of catalogue rates `metrics`, in units of `scale` (a metric
+    judged per work is its value divided by that sum). Below `floor` (in those units) a broker did too little for
+    the ratio to mean anything: a fixed cost (the JVM, the controller's heartbeats) divided by almost nothing."""
+
+    name: str
+    metrics: tuple[str, ...]
+    scale: float
+    unit: str
+    floor: float
+
+    def of(self, values: Mapping[str, float]) -> float | None:
+        """The work in `values` (one broker's readings by metric name), or None when one is missing."""
+        if any(m not in values for m in self.metrics):
+            return None
+        return sum(values[m] for m in self.metrics) / self.scale
+
+
+# Client requests (produce and fetch, followers' fetches included: serving them is work too) and client bytes.
+WORK: Mapping[str, Work] = {
+    "requests": Work("requests", ("produce_requests_per_s", "fetch_requests_per_s"), 1000.0, "1000 requests/s", 0.01),
+    "bytes": Work("bytes", ("bytes_in_per_s", "bytes_out_per_s"), 1e6, "MB/s", 0.01),
+}
 
 
 # Idle shares whose complement, the busy share, is what capacity scales with: a pool twice as busy under the same load

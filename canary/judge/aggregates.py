@@ -17,6 +17,10 @@ from canary.observations import LANES, BrokerReading, Lane
 OUTCOME_PREFIX, BAD_PREFIX, BAD_LANE, BROKER_PREFIX = "outcome.", "bad.", "_bad", "broker."
 
 
+# Broker readings: reading time (ms) -> broker -> (its lane, its value).
+Readings = dict[int, dict[int, tuple[str, float]]]
+
+
 def broker_cell(metric: str, broker: int) -> str:
     """The aggregate metric holding one broker's readings of `metric`: `broker.<metric>@<broker>`, each reading's
     value in its histogram bin (2 % resolution is finer than any floor a broker metric is judged by) under the
@@ -93,7 +97,7 @@ class Aggregates:
         by_bucket = self.cells.get((lane, metric))
         return by_bucket.get(bucket, {}) if by_bucket else {}
 
-    def broker_readings(self, metric: str, start_ms: float, end_ms: float) -> dict[int, dict[int, tuple[str, float]]]:
+    def broker_readings(self, metric: str, start_ms: float, end_ms: float) -> Readings:
         """The readings of `metric` taken in [start_ms, end_ms): reading time -> broker -> (lane, value). One
         sampling of the brokers shares one time (canary.probe.broker_readings)."""
         prefix = f"{BROKER_PREFIX}{metric}@"
@@ -127,11 +131,15 @@ class Window:
         self.partitions = {lane: np.array([len(agg.hist(lane, "partition", b)) for b in self.buckets], dtype=float)
                            for lane in LANES}
 
-    def broker_readings(self, metric: str) -> dict[int, dict[int, tuple[str, float]]]:
+    def broker_readings(self, metric: str) -> Readings:
         """The brokers' readings of `metric` after the warm-up, up to the end of the last bucket."""
         if not self.buckets:
             return {}
         return self.agg.broker_readings(metric, self.warmup_end, self.buckets[-1] + self.agg.bucket_ms)
+
+    def before_readings(self, metric: str) -> Readings:
+        """The same brokers' readings of `metric` before the change (the calibration's), or none."""
+        return self.before.broker_readings(metric) if self.before else {}
 
     def brokers(self, lane: Lane) -> set[int]:
         """The brokers that led the lane's partitions after the warm-up (the probe's messages)."""

@@ -1,4 +1,5 @@
-"""Broker metrics: the canary brokers against the baseline brokers, reading by reading.
+"""Broker metrics: the canary brokers against the baseline brokers, reading by reading; and the baseline brokers
+against themselves before the change.
 
 The unit that differs between the lanes is the broker, so the broker is the unit compared: at each reading after
 the warm-up (every few seconds, all brokers at once), each broker's value of the metric. Under "the change does
@@ -9,15 +10,22 @@ like every other test. Brokers do differ (leadership, disks, neighbours), and a 
 slower than the others makes that count grow under no change at all; so a FAIL also needs the effect to be
 material: the canary's median deviation from the baseline brokers' median beyond the relative floor *plus* the
 baseline brokers' own median deviation from it (how much the healthy brokers of this cluster differ, measured in
-the same readings), and beyond the absolute floor. See canary/judge/README.md.
+the same readings), and beyond the absolute floor.
+
+A metric of effort (a busy share, CPU) is judged per unit of work (`per`): a broker that does less must not look
+healthier for it. A change can also harm the brokers it does not run on (a canary that is a slow follower holds up
+every acks=all write its leaders wait for): `compare: before` judges the baseline brokers against their own readings
+before the change (the preflight probe's). See canary/judge/README.md.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-from canary.broker_metrics.catalogue import IDLE_SHARES, UNITS
-from canary.judge.aggregates import Window
+from canary.broker_metrics.catalogue import IDLE_SHARES, UNITS, WORK
+from canary.judge.aggregates import Readings, Window
 from canary.judge.config import MetricSpec
 from canary.judge.evidence import check_sufficiency, conclude, format_value
 
@@ -26,21 +34,54 @@ def _worse(direction: str, a: float, b: float) -> bool:
     return a > b if direction == "increase" else a < b
 
 
-def broker_test(window: Window, metric: MetricSpec, alpha: float, result: dict) -> None:
-    """H0: at every reading the worst broker is a canary broker with probability at most K/(K+B). An idle share is
-    judged as its busy share (1 - idle, regressing upwards), so its floors mean "n times busier" and "points
-    busier"."""
+def _direction(metric: MetricSpec) -> str:
+    """An idle share is judged as its busy share, which regresses upwards."""
+    return "increase" if metric.source in IDLE_SHARES else metric.direction
+
+
+def judged_unit(metric: MetricSpec) -> str:
+    unit = "busy share" if metric.source in IDLE_SHARES else UNITS[metric.source]
+    return f"{unit} per {WORK[metric.per].unit}" if metric.per else unit
+
+
+def judged_readings(readings_of: Callable[[str], Readings], metric: MetricSpec) -> Readings:
+    """The readings of `metric` as it is judged: an idle share as its busy share (1 - idle), and with `per` divided
+    by the broker's work at the same reading (left out where the broker did less than the work's floor)."""
     busy = metric.source in IDLE_SHARES
-    direction = "increase" if busy else metric.direction
+    work = WORK[metric.per] if metric.per else None
+    done = {m: readings_of(m) for m in work.metrics} if work else {}
+    judged: Readings = {}
+    for at, values in readings_of(metric.source).items():
+        row: dict[int, tuple[str, float]] = {}
+        for broker, (lane, value) in values.items():
+            value = 1 - value if busy else value
+            if work:
+                amount = work.of({m: done[m][at][broker][1] for m in work.metrics
+                                  if broker in done[m].get(at, {})})
+                if amount is None or amount < work.floor:
+                    continue
+                value /= amount
+            row[broker] = (lane, value)
+        if row:
+            judged[at] = row
+    return judged
+
+
+def broker_test(window: Window, metric: MetricSpec, alpha: float, result: dict) -> None:
+    """H0: at every reading the worst broker is a canary broker with probability at most K/(K+B)."""
+    if metric.compare == "before":
+        before_test(window, metric, alpha, result)
+        return
+    direction = _direction(metric)
     worst_canary: list[float] = []
     pool: list[float] = []
     spread: list[float] = []
     x: list[float] = []
     p0s: list[float] = []
     brokers: dict[str, set[int]] = {"canary": set(), "baseline": set()}
-    for values in window.broker_readings(metric.source).values():
-        canary = {b: 1 - v if busy else v for b, (lane, v) in values.items() if lane == "canary"}
-        baseline = {b: 1 - v if busy else v for b, (lane, v) in values.items() if lane == "baseline"}
+    for values in judged_readings(window.broker_readings, metric).values():
+        canary = {b: v for b, (lane, v) in values.items() if lane == "canary"}
+        baseline = {b: v for b, (lane, v) in values.items() if lane == "baseline"}
         if not canary or not baseline:
             continue
         brokers["canary"] |= set(canary)
@@ -53,31 +94,71 @@ def broker_test(window: Window, metric: MetricSpec, alpha: float, result: dict) 
         x.append(1.0 if _worse(direction, c, worst_b) else 0.0)
         p0s.append(len(canary) / (len(canary) + len(baseline)))
     n = len(x)
-    unit = "busy share" if busy else UNITS[metric.source]
+    unit = judged_unit(metric)
     for lane, series in (("canary", worst_canary), ("baseline", pool)):
         result[lane] = {"brokers": sorted(brokers[lane]), "readings": n, "unit": unit,
                         "value": float(np.median(series)) if series else None}
     if not check_sufficiency(result, n, n, metric, "readings of canary and baseline brokers"):
         return
     c, b, s = float(np.median(worst_canary)), float(np.median(pool)), float(np.median(spread))
-    sign = 1 if direction == "increase" else -1
-    absolute = sign * (c - b)   # > 0: the canary is worse
     result["baseline"]["spread"] = s   # how far the healthy brokers stray from their median (median over readings)
     result["canary"]["worst_at_readings"] = int(sum(x))
-    result["effect"] = {"absolute": c - b, "relative": (c - b) / b if b else None,
-                        "baseline_spread": s}
-    # The relative floor is counted beyond the baseline brokers' own spread: a deviation the healthy brokers show
-    # too is how this cluster's brokers differ, not the change.
+    _conclude(result, metric, direction, alpha, c, b, s, _rank_log_e(np.array(x), np.array(p0s)),
+              f"canary broker(s) {format_value(c)} vs baseline brokers' median {format_value(b)} {unit} "
+              f"(baseline brokers within {format_value(s)} of it; canary the worst broker at {int(sum(x))} of {n} "
+              f"readings)", "the baseline", "the canary is the worst broker more often than chance")
+
+
+def before_test(window: Window, metric: MetricSpec, alpha: float, result: dict) -> None:
+    """H0: the baseline brokers are as they were before the change. Each reading's median over the baseline brokers
+    is compared with the medians of the readings before the change (the preflight probe's, same brokers): if
+    nothing changed, the readings are exchangeable, and one falls beyond every one of m readings before with
+    probability at most 1/(m+1). The test counts the readings that do (a one-sample e-process, like the lane
+    test's); a FAIL also needs the median shift beyond the floors plus how far the readings before strayed."""
+    direction = _direction(metric)
+    after = judged_readings(window.broker_readings, metric)
+    baseline = sorted({b for values in after.values() for b, (lane, _) in values.items() if lane == "baseline"})
+
+    def medians(readings: Readings) -> list[float]:
+        return [float(np.median(mine)) for values in readings.values()
+                if (mine := [v for b, (_, v) in values.items() if b in baseline])]
+
+    now, then = medians(after), medians(judged_readings(window.before_readings, metric))
+    unit = judged_unit(metric)
+    for key, series, what in (("canary", now, "the baseline brokers during the window"),
+                              ("baseline", then, "the same brokers before the change")):
+        result[key] = {"brokers": baseline, "readings": len(series), "unit": unit, "what": what,
+                       "value": float(np.median(series)) if series else None}
+    if not then:
+        result["reason"] = "no readings of the baseline brokers before the change (a preflight probe's) to compare with"
+        return
+    if not check_sufficiency(result, len(now), len(then), metric, "readings of the baseline brokers"):
+        return
+    c, b = float(np.median(now)), float(np.median(then))
+    s = float(max(abs(v - b) for v in then))
+    limit = max(then) if direction == "increase" else min(then)
+    x = np.array([1.0 if _worse(direction, v, limit) else 0.0 for v in now])
+    result["baseline"]["spread"] = s   # how far the readings before the change strayed from their median
+    result["canary"]["beyond_before_at_readings"] = int(x.sum())
+    _conclude(result, metric, direction, alpha, c, b, s, _rank_log_e(x, np.full(x.size, 1 / (len(then) + 1))),
+              f"baseline brokers' median {format_value(c)} vs {format_value(b)} {unit} before the change (readings "
+              f"before within {format_value(s)} of it; beyond all {len(then)} of them at {int(x.sum())} of "
+              f"{len(now)} readings)", "the same brokers before the change",
+              "the baseline brokers are worse than before the change")
+
+
+def _conclude(result: dict, metric: MetricSpec, direction: str, alpha: float, c: float, b: float, s: float,
+              log_e: np.ndarray, effect_text: str, reference: str, what: str) -> None:
+    """FAIL when the e-process is significant and the shift c - b is material: beyond the absolute floor, and beyond
+    the relative floor plus the spread `s` (a deviation the reference shows by itself is not the change)."""
+    sign = 1 if direction == "increase" else -1
+    absolute = sign * (c - b)   # > 0: worse
+    result["effect"] = {"absolute": c - b, "relative": (c - b) / b if b else None, "baseline_spread": s}
     material = absolute >= metric.abs_floor and absolute - s >= metric.rel_floor * b
-    log_e = _rank_log_e(np.array(x), np.array(p0s))
     word = "above" if sign > 0 else "below"
-    conclude(result, log_e, alpha, material,
-             f"canary broker(s) {format_value(c)} vs baseline brokers' median {format_value(b)} {unit} "
-             f"(baseline brokers within {format_value(s)} of it; canary the worst broker at {int(sum(x))} of {n} "
-             f"readings)",
-             f"{format_value(metric.rel_floor, True)} {word} the baseline beyond its spread and "
-             f"{format_value(metric.abs_floor)} {unit}",
-             what="the canary is the worst broker more often than chance")
+    conclude(result, log_e, alpha, material, effect_text,
+             f"{format_value(metric.rel_floor, True)} {word} {reference} beyond its spread and "
+             f"{format_value(metric.abs_floor)} {judged_unit(metric)}", what=what)
 
 
 def _rank_log_e(x: np.ndarray, p0: np.ndarray) -> np.ndarray:

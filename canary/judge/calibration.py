@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from canary.judge import histogram as H
-from canary.observations import Observation, Record
+from canary.observations import BrokerReading, Observation, Record
 
 CALIBRATED_SOURCES = ("e2e_latency_ms", "produce_latency_ms")
 # Beyond 1.5x the brokers differ too much for a short probe to say by how much; the correction stops there. It only
@@ -46,14 +46,21 @@ class Offset:
 @dataclass(frozen=True)
 class Calibration:
     """hists[source][broker] = histogram (bin -> count) of the probe's latencies through partitions the broker
-    led, from a run before the change."""
+    led, from a run before the change; readings[metric] = the brokers' own readings then (time -> broker ->
+    value), which the baseline brokers are compared with (canary.judge.brokers.before_test)."""
 
     hists: Mapping[str, Mapping[int, Mapping[int, int]]]
+    readings: Mapping[str, Mapping[int, Mapping[int, float]]] = field(default_factory=dict)
 
     @classmethod
     def from_observations(cls, records: Iterable[Record]) -> Calibration:
         hists: dict[str, dict[int, dict[int, int]]] = {s: defaultdict(lambda: defaultdict(int))
                                                         for s in CALIBRATED_SOURCES}
+        records = list(records)
+        readings: dict[str, dict[int, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+        for reading in records:
+            if isinstance(reading, BrokerReading):
+                readings[reading.metric][int(reading.ts)][reading.broker] = reading.value
         led = [(r, r.leader) for r in records if isinstance(r, Observation) and r.leader is not None]
         settled = min((r.send_ts for r, _ in led), default=0.0) + SETTLE_MS
         for record, leader in led:
@@ -63,7 +70,13 @@ class Calibration:
                                   ("produce_latency_ms", record.produce_latency_ms)):
                 if value is not None and value >= 0:
                     hists[source][leader][H.bin_of(value)] += 1
-        return cls({s: {b: dict(h) for b, h in by.items()} for s, by in hists.items()})
+        return cls({s: {b: dict(h) for b, h in by.items()} for s, by in hists.items()},
+                   {m: {at: dict(v) for at, v in by.items()} for m, by in readings.items()})
+
+    def broker_readings(self, metric: str) -> dict[int, dict[int, tuple[str, float]]]:
+        """The readings of `metric` before the change, in the shape of a window's (the lane is "before")."""
+        return {at: {b: ("before", v) for b, v in values.items()}
+                for at, values in sorted(self.readings.get(metric, {}).items())}
 
     @property
     def brokers(self) -> list[int]:

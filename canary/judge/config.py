@@ -32,6 +32,8 @@ class ConfigError(CanaryError):
 
 
 Kind = Literal["rate", "quantile", "throughput", "broker"]
+Per = Literal["requests", "bytes"]          # canary.broker_metrics.catalogue.WORK
+Compare = Literal["lanes", "before"]
 Direction = Literal["increase", "decrease"]  # which change is bad
 
 
@@ -60,6 +62,11 @@ class MetricSpec(SpecModel):
     (loss): the metric fails when the canary's share is significantly above `tolerance` and beyond the
     baseline's by the floors, which a handful of events can show where the lane comparison cannot.
     display_complement: report 1 - rate (availability is reported from its failure share).
+    per: broker metrics only: the value at each reading divided by the broker's work then (`requests`: produce
+    and fetch requests, in 1000/s; `bytes`: client bytes in and out, in MB/s), so a broker that does less cannot
+    look healthier for it. compare: broker metrics only: `lanes` (canary brokers against baseline brokers) or
+    `before` (the baseline brokers against their own readings before the change: harm the change does to the
+    brokers it does not run on).
     """
 
     name: str
@@ -78,6 +85,8 @@ class MetricSpec(SpecModel):
     tolerance: Annotated[float, Field(strict=True, gt=0, lt=0.5)] | None = None
     display_complement: Annotated[bool, Field(strict=True)] = False
     enabled: Annotated[bool, Field(strict=True)] = True
+    per: Per | None = None            # broker metrics: judged per unit of this work (catalogue WORK)
+    compare: Compare = "lanes"        # broker metrics: `before`, the baseline brokers against themselves
 
     @model_validator(mode="after")
     def _fits_its_kind(self) -> MetricSpec:
@@ -98,8 +107,11 @@ def _kind_problem(m: MetricSpec) -> str | None:
             return f"a broker metric needs a source: a broker metric's name ({', '.join(BROKER_SOURCES)})"
         if m.slo is not None:
             return "broker metrics have no slo guard"
-    elif m.source and m.kind != "quantile":
-        return f"source is for quantile and broker metrics, not {m.kind}"
+    else:
+        if m.per is not None or m.compare != "lanes":
+            return f"per and compare are for broker metrics, not {m.kind}"
+        if m.source and m.kind != "quantile":
+            return f"source is for quantile and broker metrics, not {m.kind}"
     if m.kind == "rate":
         if not m.events:
             return f"a rate metric needs events: outcomes from {', '.join(OUTCOMES)}"
@@ -127,11 +139,11 @@ def _r(name, events, rel, abs_, **kw) -> MetricSpec:
                       min_samples=kw.pop("min_samples", 1000), **kw)
 
 
-def _b(source: str, direction: Direction, rel: float, abs_: float) -> MetricSpec:
+def _b(source: str, direction: Direction, rel: float, abs_: float, name: str = "", **kw) -> MetricSpec:
     # Critical: a broker shown worse beyond its floors at an interim look rolls back then (its test is anytime-valid,
     # and every minute more of the window's load on a broker that lost capacity is harm for nothing).
-    return MetricSpec(name=f"broker_{source}", kind="broker", source=source, direction=direction, rel_floor=rel,
-                      abs_floor=abs_, min_samples=3, must_have_data=False, critical=True)
+    return MetricSpec(name=name or f"broker_{source}", kind="broker", source=source, direction=direction,
+                      rel_floor=rel, abs_floor=abs_, min_samples=3, must_have_data=False, critical=True, **kw)
 
 
 DEFAULT_METRICS: tuple[MetricSpec, ...] = (
@@ -156,9 +168,13 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     _q("lag_p99", "lag", 0.99, 0.5, 100.0, must_have_data=False),
     # Each broker's own metrics (canary.broker_metrics), canary brokers against the baseline brokers: what a change
     # that cuts capacity moves under load. Floors well above how much healthy brokers differ (README).
-    # Idle shares are judged as busy shares: twice as busy (half the headroom) and 5 points more.
-    _b("request_handler_idle_ratio", "decrease", 1.0, 0.05),
-    _b("network_processor_idle_ratio", "decrease", 1.0, 0.05),
+    # Effort is judged per unit of work, so a broker that does less cannot look healthier for it: idle shares as
+    # busy shares per 1000 requests/s (twice as busy for the same requests: half the headroom), CPU per MB of client
+    # bytes. Healthy brokers of one cluster agree within about a third on each (docs/bench.md).
+    _b("request_handler_idle_ratio", "decrease", 1.0, 0.005, "broker_request_handler_busy_per_request",
+       per="requests"),
+    _b("network_processor_idle_ratio", "decrease", 1.0, 0.003, "broker_network_processor_busy_per_request",
+       per="requests"),
     _b("produce_total_time_p99_ms", "increase", 0.5, 10.0),
     # The time a broker spends appending a produce request to its log, its mean over each reading's interval (Kafka
     # keeps whole milliseconds): flushing every message or recompressing every batch raises it (1 -> 2-3 ms under
@@ -169,7 +185,11 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # while it costs the canary at a moderate load only a third more CPU, within the CPU floor.
     _b("log_flushes_per_s", "increase", 1.0, 5.0),
     _b("fetch_consumer_local_time_p99_ms", "increase", 1.0, 10.0),
-    _b("cpu_seconds_per_s", "increase", 1.0, 0.25),
+    _b("cpu_seconds_per_s", "increase", 1.0, 0.05, "broker_cpu_per_byte", per="bytes"),
+    # Harm that lands on the brokers the change does not run on: a canary that is a slow follower holds up every
+    # acks=all write its leaders wait for; one that floods its peers with requests queues theirs. The baseline
+    # brokers' produce time, its mean over each reading's interval, against their own readings before the change.
+    _b("produce_total_time_mean_ms", "increase", 1.0, 5.0, "baseline_produce_total_time_mean_ms", compare="before"),
     # The window's load measures its produce latency through each broker's partition (with `load` in the spec)...
     _b("load_produce_latency_p50_ms", "increase", 0.5, 5.0),
     _b("load_produce_latency_p99_ms", "increase", 0.5, 20.0),

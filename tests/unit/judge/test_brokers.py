@@ -7,6 +7,7 @@ import numpy as np
 from canary.judge import Aggregates, JudgeConfig, judge
 from canary.judge import histogram as H
 from canary.judge.aggregates import broker_cell
+from canary.judge.calibration import Calibration
 from canary.judge.config import config_from_dict
 from canary.observations import BrokerReading, Observation
 
@@ -28,7 +29,7 @@ def readings(levels: dict[int, float], metric="produce_total_time_p99_ms", bucke
     return out
 
 
-def verdict_of(records, config=None, probe=True, buckets=12):
+def verdict_of(records, config=None, probe=True, buckets=12, before=None):
     agg = Aggregates.from_observations(records, BUCKET)
     if probe:  # the probe's messages, alike in both lanes: 1,000 per lane and bucket at 5 ms
         for lane in ("canary", "baseline"):
@@ -36,7 +37,7 @@ def verdict_of(records, config=None, probe=True, buckets=12):
                 for name, k in (("outcome.delivered", 0), ("partition", 0), ("e2e_latency_ms", H.bin_of(5.0)),
                                 ("produce_latency_ms", H.bin_of(2.0))):
                     agg.cells[(lane, name)][b * BUCKET][k] = 1_000
-    return judge(agg, config or JudgeConfig())
+    return judge(agg, config or JudgeConfig(), before=before)
 
 
 def metric(verdict, name="broker_produce_total_time_p99_ms"):
@@ -54,16 +55,105 @@ def test_a_canary_broker_five_times_slower_to_produce_rolls_back_naming_the_brok
     assert 3.5 < m["effect"]["relative"] < 4.5
 
 
-def test_an_idle_share_is_judged_as_the_busy_share_capacity_scales_with():
-    """Idle 0.80 against 0.92: the canary's handler pool is 2.5 times as busy (0.20 vs 0.08), half its headroom
-    gone: FAIL. Idle 0.95 against 0.97 is busier too, but only by 2 points (floor 5): PASS."""
-    cut = metric(verdict_of(readings({1: 0.80, 2: 0.92, 3: 0.925}, metric="request_handler_idle_ratio")),
-                 "broker_request_handler_idle_ratio")
-    assert cut["decision"] == "FAIL" and cut["canary"]["unit"] == "busy share", cut["reason"]
-    assert 0.1 < cut["effect"]["absolute"] < 0.14 and cut["effect"]["relative"] > 1.0
-    slight = metric(verdict_of(readings({1: 0.95, 2: 0.97, 3: 0.972}, metric="request_handler_idle_ratio")),
-                    "broker_request_handler_idle_ratio")
+def work(requests: dict[int, float], bytes_: dict[int, float] | None = None, lanes=LANE_OF) -> list[BrokerReading]:
+    """Each broker's work at every reading: `requests` produce and fetch requests per second (half each), and
+    client bytes per second (in and out, half each; 1 MB/s by default)."""
+    out = []
+    for name, per_broker in (("produce_requests_per_s", requests), ("fetch_requests_per_s", requests),
+                             ("bytes_in_per_s", bytes_ or {b: 1e6 for b in requests}),
+                             ("bytes_out_per_s", bytes_ or {b: 1e6 for b in requests})):
+        out += readings({b: v / 2 for b, v in per_broker.items()}, metric=name, lanes=lanes)
+    return out
+
+
+HANDLER = "broker_request_handler_busy_per_request"
+
+
+def test_an_idle_share_is_judged_as_the_busy_share_per_request():
+    """Idle 0.80 against 0.92 at the same 400 requests/s: the canary's handler pool is 2.5 times as busy per request
+    (0.5 vs 0.2 per 1000 requests/s), half its headroom gone: FAIL. Idle 0.90 against 0.92 is busier too, but by a
+    quarter, within twice as busy: PASS."""
+    same = work({1: 400.0, 2: 400.0, 3: 400.0})
+    cut = metric(verdict_of(readings({1: 0.80, 2: 0.92, 3: 0.925}, metric="request_handler_idle_ratio") + same),
+                 HANDLER)
+    assert cut["decision"] == "FAIL", cut["reason"]
+    assert cut["canary"]["unit"] == "busy share per 1000 requests/s"
+    assert abs(cut["canary"]["value"] - 0.5) < 0.02 and cut["effect"]["relative"] > 1.0
+    slight = metric(verdict_of(readings({1: 0.90, 2: 0.92, 3: 0.922}, metric="request_handler_idle_ratio") + same),
+                    HANDLER)
     assert slight["decision"] == "PASS" and slight["test"]["significant"], slight["reason"]
+
+
+def test_a_broker_that_does_less_cannot_look_healthier_for_it():
+    """The restarted canary serves an eighth of the requests: its pool is less busy than the baseline's (0.06 vs
+    0.10), which alone would pass, but it spends five times as much per request (1.2 vs 0.25 per 1000/s): FAIL. A
+    canary that serves twice the requests at twice the busy share is doing the same per request: PASS."""
+    less = readings({1: 0.94, 2: 0.90, 3: 0.90}, metric="request_handler_idle_ratio", noise=0.01)
+    m = metric(verdict_of(less + work({1: 50.0, 2: 400.0, 3: 400.0})), HANDLER)
+    assert m["decision"] == "FAIL", m["reason"]
+    more = readings({1: 0.80, 2: 0.90, 3: 0.90}, metric="request_handler_idle_ratio", noise=0.01)
+    m = metric(verdict_of(more + work({1: 800.0, 2: 400.0, 3: 400.0})), HANDLER)
+    assert m["decision"] == "PASS", m["reason"]
+
+
+def test_readings_of_a_broker_that_did_next_to_nothing_are_left_out_of_a_per_work_metric():
+    """Below 10 requests/s a busy share per request is a fixed cost divided by almost nothing: no canary reading,
+    so nothing to compare (NO_DATA), not a failure; the lane comparison of raw values is unaffected."""
+    idle = readings({1: 0.99, 2: 0.90, 3: 0.90}, metric="request_handler_idle_ratio")
+    m = metric(verdict_of(idle + work({1: 4.0, 2: 400.0, 3: 400.0})), HANDLER)
+    assert m["decision"] == "NO_DATA", m
+    cpu = metric(verdict_of(readings({1: 0.2, 2: 0.2, 3: 0.2}, metric="cpu_seconds_per_s")
+                            + work({1: 400.0, 2: 400.0, 3: 400.0}, {1: 1e6, 2: 4e6, 3: 4e6})), "broker_cpu_per_byte")
+    # The same CPU for a quarter of the bytes: four times the CPU per byte.
+    assert cpu["decision"] == "FAIL" and cpu["canary"]["unit"] == "s/s per MB/s", cpu
+
+
+BEFORE = "baseline_produce_total_time_mean_ms"
+
+
+def before(levels: dict[int, float], metric="produce_total_time_mean_ms", count=6, noise=0.05, seed=1):
+    """The brokers' readings before the change (a preflight probe's): `count` readings 5 s apart."""
+    rng = np.random.default_rng(seed)
+    return Calibration({}, {metric: {-100_000 + 5_000 * k: {b: v * float(np.exp(rng.normal(0, noise)))
+                                                             for b, v in levels.items()} for k in range(count)}})
+
+
+def judged_against_before(now: dict[int, float], then: dict[int, float] | None):
+    return verdict_of(readings(now, metric="produce_total_time_mean_ms", noise=0.05),
+                      before=before(then) if then else None)
+
+
+def test_harm_that_lands_on_the_baseline_brokers_is_judged_against_them_before_the_change():
+    """A slow follower: the canary broker itself is as fast as before (2 ms), but the baseline brokers' produce
+    requests now wait for it (3 -> 30 ms). Canary against baseline the canary looks better; the baseline brokers
+    against themselves before the change: FAIL, and the rollout rolls back."""
+    verdict = judged_against_before({1: 2.0, 2: 30.0, 3: 31.0}, {1: 2.0, 2: 3.0, 3: 3.1})
+    m = metric(verdict, BEFORE)
+    assert m["decision"] == "FAIL", m["reason"]
+    assert m["canary"]["brokers"] == [2, 3] and m["baseline"]["readings"] == 6
+    assert m["canary"]["beyond_before_at_readings"] == m["canary"]["readings"] == 18
+    assert verdict["verdict"] == "ROLLBACK" and BEFORE in verdict["reason"]
+
+
+def test_baseline_brokers_as_they_were_pass_and_without_readings_before_there_is_nothing_to_compare():
+    same = metric(judged_against_before({1: 9.0, 2: 3.0, 3: 3.1}, {1: 2.0, 2: 3.0, 3: 3.1}), BEFORE)
+    assert same["decision"] == "PASS", same["reason"]   # the canary's own slowness is the lane tests' to judge
+    slightly = metric(judged_against_before({1: 2.0, 2: 5.0, 3: 5.2}, {1: 2.0, 2: 3.0, 3: 3.1}), BEFORE)
+    assert slightly["decision"] == "PASS", slightly["reason"]   # +2 ms: within +5 ms
+    none = metric(judged_against_before({1: 2.0, 2: 30.0, 3: 31.0}, None), BEFORE)
+    assert none["decision"] == "NO_DATA" and "before the change" in none["reason"], none
+
+
+def test_no_change_rarely_convicts_the_baseline_brokers_of_harm():
+    """A/A: the baseline brokers' readings before and after come from the same levels with 20 % noise."""
+    rng = np.random.default_rng(3)
+    failures = 0
+    for seed in range(100):
+        levels = {b: float(3 * np.exp(rng.uniform(0, 0.3))) for b in (1, 2, 3)}
+        verdict = verdict_of(readings(levels, metric="produce_total_time_mean_ms", noise=0.2, seed=seed),
+                             before=before(levels, noise=0.2, seed=seed + 1000))
+        failures += metric(verdict, BEFORE)["decision"] == "FAIL"
+    assert failures <= 1
 
 
 def test_a_broker_that_is_always_a_little_slower_is_how_brokers_differ_not_a_regression():
