@@ -33,6 +33,14 @@ $(PROMTOOL):
 	$(SUDO) apt-get install -y -q --no-install-recommends prometheus || \
 	  { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q --no-install-recommends prometheus; }
 
+# Debian's OpenSSH server and client: the command deployer's test rolls a broker over ssh to a throwaway sshd on
+# loopback (tests/integration/ssh_host.py), the remote shell parsing the command again.
+SSHD := /usr/sbin/sshd
+$(SSHD):
+	@command -v apt-get >/dev/null || { echo "error: install the OpenSSH server and client ($@, ssh)"; exit 1; }
+	$(SUDO) apt-get install -y -q --no-install-recommends openssh-server openssh-client || \
+	  { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q --no-install-recommends openssh-server openssh-client; }
+
 # Debian's Docker engine and debootstrap, for the container tests (the docker deployer; the test session starts the
 # engine when none runs and stops it after). KAFKA_CANARY_SKIP_DOCKER=1 skips those tests on purpose.
 DOCKERD := /usr/sbin/dockerd
@@ -47,7 +55,7 @@ demo: setup
 	$(BIN)/kafka-canary demo $(if $(BAD),--bad) $(if $(UPGRADE),--upgrade)
 
 # The fault suite (pytest -m slow: real rollouts under faults, ~10 min) runs with `make faults`.
-test: setup lint $(CHROMEDRIVER) $(PROMTOOL) $(if $(filter 1,$(KAFKA_CANARY_SKIP_DOCKER)),,$(DOCKERD))
+test: setup lint $(CHROMEDRIVER) $(PROMTOOL) $(SSHD) $(if $(filter 1,$(KAFKA_CANARY_SKIP_DOCKER)),,$(DOCKERD))
 	$(BIN)/pytest -m "not slow and not compose and not distributed"
 
 # docker-compose.yaml up for real on images built here (tests/compose_stack), the broker rollout DAG triggered through its

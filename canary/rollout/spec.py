@@ -69,7 +69,7 @@ from canary.files import read_spec_file, shown_path
 from canary.kafka.secrets import is_secret, redacted, refuse_credentials
 from canary.rollout.deployer import CommandSettings, DockerSettings, open_deployer
 from canary.rollout.deployer import Deployer as DeployerType
-from canary.rollout.deployers.commands import placeholders
+from canary.rollout.deployers.commands import placeholders, quoted_placeholders
 
 Deployer = Literal["local", "docker", "command"]
 Engine = Literal["spark", "inline"]
@@ -149,8 +149,11 @@ _NODE = {"node_id", "broker_id", "role", "host"}
 COMMAND_PLACEHOLDERS = {"roll": _NODE | {"version", "config_file", "config_json"}, "describe": _NODE,
                         "prepare": _NODE | {"version"}, "roll_controller": _NODE | {"version"}, "stop": _NODE,
                         "start": _NODE}
-Host = Annotated[str, Matching(r"^[^\s'\"\\]{1,253}$", "a host name or address, as your commands take it (no spaces "
-                                                       "or quotes)")]
+# Only what host names, addresses and ssh's user@host need: nothing a shell acts on, and no leading `-` that ssh or
+# another command would take for an option (-oProxyCommand=...).
+Host = Annotated[str, Matching(r"^(?!-)[A-Za-z0-9._:@\[\]%-]{1,253}$",
+                               "a host name or address, as your commands take it: letters, digits and . _ - : @ [ ] %, "
+                               "not starting with -")]
 
 
 class CommandSection(SpecSection):
@@ -180,6 +183,10 @@ class CommandSection(SpecSection):
         if unknown:
             raise ValueError(f"uses {', '.join('{' + u + '}' for u in unknown)}; a {name} command may use "
                              f"{', '.join('{' + k + '}' for k in sorted(COMMAND_PLACEHOLDERS[name]))}")
+        quoted = quoted_placeholders(value)
+        if quoted:
+            raise ValueError(f"writes {', '.join('{' + q + '}' for q in quoted)} inside quotes; write placeholders "
+                             f"bare: each value is quoted for the shell already, and quotes around it undo that")
         if name == "roll" and not ({"config_file", "config_json"} & used and "version" in used):
             raise ValueError("must use {version} and {config_file} or {config_json}: a roll puts the broker on "
                              "exactly that version and config")

@@ -6,7 +6,9 @@ shell command templates from the spec's `cluster.command` section.
 
 Placeholders, each filled in quoted for the shell: `{node_id}` (also `{broker_id}`), `{role}` (broker, controller),
 `{host}`, `{version}`; roll only: `{config_file}` (a properties file with every override the broker is to run with,
-broker.rack included, and nothing else) and `{config_json}` (the same as one JSON object). A roll is a graceful stop,
+broker.rack included, and nothing else) and `{config_json}` (the same as one JSON object, every string character a
+shell could act on written as a \\u escape, so no value runs anything however the template quotes it, through ssh
+too). A roll is a graceful stop,
 the config and version put in place, and a start; the command returns once the broker's process runs (registration
 and ISR are the rollout's to wait for) and exits non-zero when it cannot. `describe` prints the version the node
 runs, alone or followed by its state (`3.9.2 running`, `3.9.2 stopped`), or a JSON object
@@ -117,7 +119,7 @@ class CommandDeployer:
             config_file = Path(tmp) / f"broker-{broker_id}.properties"
             config_file.write_text("".join(properties_line(k, v) for k, v in wanted.items()))
             values = _node("broker", broker_id, host, version=version, config_file=config_file,
-                           config_json=json.dumps(wanted, sort_keys=True))
+                           config_json=commands.inert_json(wanted))
             self._run("roll", self.settings.roll, values, self.settings.timeout,
                       tuple(v for k, v in wanted.items() if is_secret(k) and v))
 

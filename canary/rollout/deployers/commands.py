@@ -4,6 +4,7 @@ checked. What it printed is kept (the tail) with every secret value cut, for the
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -53,6 +54,57 @@ def placeholders(template: str) -> set[str]:
                              f"for literal braces)")
         names.add(name)
     return names
+
+
+# Characters a JSON string may carry as they are: none of them means anything to a shell, quoted or not.
+_INERT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/+=@%^,:")
+
+
+def inert_json(value: object) -> str:
+    """`value` as compact JSON in which every string character a shell could act on (`$`, backquotes, quotes,
+    backslashes, spaces, `;`, `|`, ...) is written as a \\uXXXX escape. The same JSON to any parser, and no shell
+    can run anything in it however a template quotes it and however many shells parse it again (`ssh host cmd
+    {config_json}` hands it to a second shell on the host)."""
+    def escape(text: str) -> str:
+        return '"' + "".join(c if c in _INERT else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else
+                             "".join(f"\\u{u:04x}" for u in _utf16(c)) for c in text) + '"'
+
+    def dump(item: object) -> str:
+        if isinstance(item, dict):
+            return "{" + ",".join(f"{escape(str(k))}:{dump(v)}" for k, v in item.items()) + "}"
+        if isinstance(item, list | tuple):
+            return "[" + ",".join(dump(v) for v in item) + "]"
+        if isinstance(item, str):
+            return escape(item)
+        return json.dumps(item)   # numbers, booleans, null: digits and letters only
+    return dump(value)
+
+
+def _utf16(c: str) -> tuple[int, int]:
+    """A character beyond the basic plane as JSON writes it: its UTF-16 surrogate pair."""
+    code = ord(c) - 0x10000
+    return 0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF)
+
+
+def quoted_placeholders(template: str) -> list[str]:
+    """The placeholders a template writes inside quotes ('{x}', "{x}"): each value is quoted for the shell already,
+    and a second pair of quotes around it breaks that quoting (the value's own characters then stand unquoted)."""
+    inside: list[str] = []
+    quote = ""
+    for literal, name, _, _ in string.Formatter().parse(template):
+        escaped = False
+        for c in literal:
+            if escaped:
+                escaped = False
+            elif c == "\\" and quote != "'":
+                escaped = True
+            elif quote and c == quote:
+                quote = ""
+            elif not quote and c in "'\"":
+                quote = c
+        if name is not None and quote:
+            inside.append(name)
+    return inside
 
 
 def render(template: str, values: Mapping[str, object]) -> str:

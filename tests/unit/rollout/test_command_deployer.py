@@ -129,7 +129,7 @@ def test_the_command_section_names_its_fleet_and_commands() -> None:
     ({"bootstrap_servers": " "}, "bootstrap_servers: is required with deployer command"),
     ({"command": {**GOOD["command"], "roll": "ssh {host} restart"}}, "must use {version} and {config_file}"),
     ({"command": {**GOOD["command"], "describe": "ssh {host} {version}"}}, "describe command may use"),
-    ({"command": {**GOOD["command"], "brokers": {1: "k 1"}}}, "no spaces or quotes"),
+    ({"command": {**GOOD["command"], "brokers": {1: "k 1"}}}, "must be a host name or address"),
     ({"command": {**GOOD["command"], "brokers": {}}}, "command.brokers"),
     ({"command": {**GOOD["command"], "controllers": {3000: "c1"}}}, "no roll_controller command"),
     ({"command": {**GOOD["command"], "timeout": "forever"}}, "command.timeout"),
@@ -171,3 +171,15 @@ def test_a_secret_broker_setting_never_reaches_the_audit_log(tmp_path: Path) -> 
     deployer.roll_broker(1, version="3.9.2", config={"listener.name.internal.ssl.key.password": "k3y-pw"}, rack=None,
                          client_delay_ms=0)
     assert "k3y-pw" not in json.dumps(audited) and "***" in audited[0][1]["output"]
+
+
+@pytest.mark.parametrize("text", [
+    "$(touch /tmp/pwned)", "`id`", "a'; id; echo '", '"; id; echo "', "back\\slash \\u0024 \\n", "a;b|c&d<e>f(g)h",
+    "two\nlines\r\n", "tab\there ~ * ? [x] ! # { } ,", "broker.rack=zürich-ä", "emoji \U0001F680 and \u00e9", "",
+])
+def test_inert_json_means_the_same_and_holds_nothing_a_shell_acts_on(text: str) -> None:
+    value = {text: text, "list": [text, 1, True, None], "plain.key": "6"}
+    out = commands.inert_json(value)
+    assert json.loads(out) == value
+    assert not set(out) & set("$`';|&<>() \n\r\t~*?!#")
+    assert out.isascii()
