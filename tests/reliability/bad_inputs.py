@@ -207,6 +207,21 @@ CASES: tuple[Case, ...] = (
              "describe": "ssh {hostname} kafka-describe"}}},
          "cluster.command.describe: uses {hostname}; a describe command may use {broker_id}, {host}, {node_id}, "
          "{role}"),
+    Case("spec-command-host-is-an-option", "rollout spec", "a host that ssh would take for an option",
+         {"cluster": {"deployer": "command", "bootstrap_servers": "k1:9092", "command": {
+             "brokers": {1: "-oProxyCommand=touch /tmp/x"}, "roll": "ssh {host} kafka-roll {version} < {config_file}",
+             "describe": "ssh {host} kafka-describe"}}},
+         "cluster.command.brokers.1: '-oProxyCommand=touch /tmp/x' must be a host name or address"),
+    Case("spec-command-host-runs-a-command", "rollout spec", "a host holding shell syntax",
+         {"cluster": {"deployer": "command", "bootstrap_servers": "k1:9092", "command": {
+             "brokers": {1: "k1$(id)"}, "roll": "ssh {host} kafka-roll {version} < {config_file}",
+             "describe": "ssh {host} kafka-describe"}}},
+         "cluster.command.brokers.1: 'k1$(id)' must be a host name or address"),
+    Case("spec-command-quoted-placeholder", "rollout spec", "a template that quotes a placeholder",
+         {"cluster": {"deployer": "command", "bootstrap_servers": "k1:9092", "command": {
+             "brokers": {1: "k1"}, "roll": 'ssh {host} "kafka-roll {version} {config_json}"',
+             "describe": "ssh {host} kafka-describe"}}},
+         "cluster.command.roll: writes {version}, {config_json} inside quotes; write placeholders bare"),
     Case("spec-command-no-bootstrap", "rollout spec", "a command deployer without bootstrap servers",
          {"cluster": {"deployer": "command", "command": {
              "brokers": {1: "k1"}, "roll": "kafka-roll {host} {version} {config_file}", "describe": "kafka-describe"}}},
