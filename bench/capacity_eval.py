@@ -49,9 +49,9 @@ CASES: dict[str, tuple[dict[str, str], bool]] = {
     "fetch-responses-of-1-kib": ({"fetch.max.bytes": "1024"}, True),
     "segments-of-1-mib": ({"log.segment.bytes": "1048576"}, True),
     "flush-every-10-messages": ({"log.flush.interval.messages": "10"}, True),
-    # Harm that lands on the baseline brokers: a follower that waits for 1 MB or 200 ms before it replicates holds
+    # Harm that lands on the baseline brokers: a follower that waits for 1 MB or 50 ms before it replicates holds
     # up every acks=all write its leaders take; one that never waits floods its leaders with fetch requests.
-    "slow-follower": ({"replica.fetch.min.bytes": "1000000", "replica.fetch.wait.max.ms": "200"}, True),
+    "slow-follower": ({"replica.fetch.min.bytes": "1000000", "replica.fetch.wait.max.ms": "50"}, True),
     "follower-floods-its-leaders": ({"replica.fetch.wait.max.ms": "0", "num.replica.fetchers": "4"}, True),
     "no-op": ({"num.io.threads": "8"}, False),
     "cleaner-backoff": ({"log.cleaner.backoff.ms": "15001"}, False),
