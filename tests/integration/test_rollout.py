@@ -200,12 +200,13 @@ def test_delayed_canary_rolls_back(baseline_cluster, tmp_path):
 @pytest.mark.slow
 def test_harm_that_lands_on_the_baseline_brokers_rolls_back_on_their_own_times_before_the_change(cluster_factory,
                                                                                                 tmp_path):
-    """A canary whose followers never wait (replica.fetch.wait.max.ms=0, four fetchers) floods the baseline brokers
-    with fetch requests: canary against baseline it looks as healthy as they do, but the baseline brokers' produce
-    requests take several times as long as they did before the change. The default spec, real traffic."""
+    """A canary that is a slow follower (it waits for 1 MB or 50 ms before it fetches) holds up every acks=all write
+    to the partitions it follows, all led by baseline brokers: canary against baseline it looks as healthy as they
+    do, but the baseline brokers' produce requests take many times as long as they did before the change. The
+    default spec, real traffic."""
     cluster = cluster_factory(brokers=3)
-    flood = {"replica.fetch.wait.max.ms": "0", "num.replica.fetchers": "4"}
-    spec = spec_for(cluster, "flood", change={"config": flood}, canary={"brokers": [2]}, capacity="required",
+    slow = {"replica.fetch.min.bytes": "1000000", "replica.fetch.wait.max.ms": "50"}
+    spec = spec_for(cluster, "slow-follower", change={"config": slow}, canary={"brokers": [2]}, capacity="required",
                     probe={"window": "90s", "interim_interval": "15s", "rate": 50, "preflight": "3s",
                            "calibration": "30s"})
     before = snapshot(cluster)
