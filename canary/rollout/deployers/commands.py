@@ -4,6 +4,7 @@ checked. What it printed is kept (the tail) with every secret value cut, for the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -11,9 +12,11 @@ import shlex
 import signal
 import string
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from canary.errors import ClusterError
 from canary.kafka.secrets import scrub_text
@@ -120,20 +123,23 @@ def run(action: str, template: str, values: Mapping[str, object], timeout: float
     command = render(template, values)
     shown = scrub_text(command, secrets)
     started = time.monotonic()
-    try:
-        proc = subprocess.Popen(["/bin/sh", "-c", command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True, text=True, errors="replace")
-    except OSError as exc:
-        raise CommandFailed(f"the {action} command could not be started ({exc}): {shown}") from None
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        out, _ = proc.communicate()
-        tail = _tail(out, secrets)
-        raise CommandFailed(f"the {action} command did not finish within {timeout:g}s and was killed with its "
-                            f"children: {shown}" + (f"; its output: {_telling_lines(tail)}" if tail else ""),
-                            tail) from None
+    # Output goes to a file, not a pipe: the command is done when its shell exits, even if a child it started in the
+    # background (a daemon, `cmd &`) still holds its output open.
+    with tempfile.TemporaryFile() as sink:
+        try:
+            proc = subprocess.Popen(["/bin/sh", "-c", command], stdout=sink, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as exc:
+            raise CommandFailed(f"the {action} command could not be started ({exc}): {shown}") from None
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_tree(proc)
+            tail = _tail(_read(sink), secrets)
+            raise CommandFailed(f"the {action} command did not finish within {timeout:g}s and was killed with its "
+                                f"children: {shown}" + (f"; its output: {_telling_lines(tail)}" if tail else ""),
+                                tail) from None
+        out = _read(sink)
     result = CommandResult(action, shown, proc.returncode, time.monotonic() - started, _tail(out, secrets))
     if proc.returncode != 0:
         raise CommandFailed(f"the {action} command exited with status {proc.returncode}: {shown}"
@@ -142,18 +148,43 @@ def run(action: str, template: str, values: Mapping[str, object], timeout: float
     return result
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    """SIGTERM to the command's whole process group (ssh, ansible and their children), SIGKILL after 5 s."""
+def _read(sink) -> str:
+    sink.seek(0)
+    return sink.read().decode(errors="replace")
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """SIGTERM to the command's process group (ssh, ansible and their children) and to every process descended from
+    it (a child that left the group with setsid is still its descendant), SIGKILL after 5 s. A daemon that forked
+    twice belongs to init and is out of reach."""
     for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        try:
+        for pid in _descendants(proc.pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
         try:
             proc.wait(wait)
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def _descendants(root: int) -> list[int]:
+    """Every running process below `root` (from /proc; none where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def _tail(output: str | None, secrets: tuple[str, ...]) -> str:

@@ -4,6 +4,7 @@ exit status, timeout and output checked, secrets cut; describe outputs; the spec
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -46,6 +47,34 @@ def test_a_hanging_command_is_killed_with_its_children_at_its_timeout(tmp_path: 
     while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
+
+
+def _gone(pid: int) -> bool:
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def test_a_child_that_left_the_process_group_is_killed_at_the_timeout_too(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child"
+    started = time.monotonic()
+    with pytest.raises(commands.CommandFailed, match="did not finish within 1.5s"):
+        commands.run("roll", f"setsid sleep 300 & echo $! > {pid_file}; wait", {}, 1.5)
+    assert time.monotonic() - started < 30   # not held until the escaped child ends
+    assert _gone(int(pid_file.read_text()))
+
+
+def test_a_command_is_done_when_its_shell_exits_though_a_background_child_holds_its_output(tmp_path: Path) -> None:
+    """`systemctl start`-like commands leave a child running with the command's output still open: the command
+    succeeded when its shell exited, not when the child closes the output (it would time out and be killed)."""
+    pid_file = tmp_path / "child"
+    started = time.monotonic()
+    result = commands.run("roll", f"echo started; sleep 30 & echo $! > {pid_file}", {}, 20)
+    assert time.monotonic() - started < 15 and result.exit_code == 0 and result.output == "started"
+    child = int(pid_file.read_text())
+    assert Path(f"/proc/{child}").exists()   # left running: it is the command's to start, not ours to stop
+    os.kill(child, 9)
 
 
 def test_secret_values_never_appear_in_a_result_or_an_error() -> None:
