@@ -229,7 +229,7 @@ def _poll(client: AirflowClient, dag_id: str, run_id: str, seen: dict[str, str |
     states = client.task_states(dag_id, run_id)
     for task, state in states.items():
         if state != seen.get(task) and state is not None:
-            print(f"  {task}: {state}", file=out, flush=True)
+            print(f"  {_printable(str(task))}: {_printable(str(state))}", file=out, flush=True)
     seen.clear()
     seen.update(states)
     if states.get(APPROVAL_TASK) in WAITING_FOR_PERSON:

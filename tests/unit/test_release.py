@@ -130,6 +130,14 @@ def test_rolled_back_run_exits_1(airflow):
     assert code == 1 and "ROLLBACK" in text
 
 
+def test_task_states_reach_the_terminal_without_their_escape_sequences(airflow):
+    """An Airflow (or a proxy) answering task ids and states with control characters cannot drive the terminal."""
+    hostile = [{"preflight\x1b[2J": "running\x1b]0;owned\x07"}, *STEPS[1:]]
+    code, text = run(airflow(hostile, {"status": "promoted"}))
+    assert code == 0 and "\x1b" not in text and "\x07" not in text
+    assert "  preflight [2J: running ]0;owned " in text
+
+
 def test_waiting_for_a_person_exits_3(airflow):
     code, text = run(airflow([{"judge": "success", "ask_a_person": "deferred"}], None))
     assert code == 3 and "a person must decide" in text
