@@ -129,6 +129,21 @@ def test_a_change_the_broker_cannot_start_with_is_rolled_back_by_the_same_comman
     assert [e["exit_code"] for e in rolled_back] == [0] and "started on" in rolled_back[0]["output"]
 
 
+def test_a_broker_that_dies_after_its_roll_returned_fails_the_roll_then_not_at_the_warm_up_timeout(docker_client,
+                                                                                                  fleet, tmp_path):
+    """A roll command that returns as soon as the container runs (as a script that checks nothing after start
+    would): the broker refuses num.io.threads=0 and exits a few seconds later. The rollout's describe sees it stopped
+    and fails the roll at the second such answer, long before the warm-up timeout, and rolls back."""
+    before = {n: broker_env(docker_client, n) for n in (1, 2, 3)}
+    roll = "RETURN_AT_START=1 " + cluster_section(fleet)["command"]["roll"]
+    run, result = rollout(fleet, tmp_path, "command-died", {"config": {"num.io.threads": "0"}}, {"roll": roll},
+                          timeouts={"warm_up": "10m"})
+    assert (result["outcome"], result["verdict"]) == ("ROLLBACK", "ROLLBACK"), result
+    assert "broker 2 stopped after its roll: the deployer reports its process not running" in result["reason"], result
+    assert run.state.data["steps"]["verify"]["result"]["status"] == "rolled_back"
+    assert {n: broker_env(docker_client, n) for n in (1, 2, 3)} == before
+
+
 def test_a_good_change_is_promoted_through_the_commands_with_no_message_lost(docker_client, fleet, tmp_path) -> None:
     run, result = rollout(fleet, tmp_path, "command-good", {"config": {"num.io.threads": "6"}})
     assert (result["outcome"], result["verdict"]) == ("PROMOTE", "PROMOTE"), result

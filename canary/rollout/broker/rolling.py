@@ -54,6 +54,29 @@ def wait_in_isr(run: Rollout, broker_id: int, timeout: float) -> float:
                       lambda: guard.learner_missing(run.bootstrap_servers, run.spec.client, [broker_id]), run.progress)
 
 
+class ProcessWatch:
+    """Asks the deployer every CHECK_EVERY seconds whether a rolled broker's process still runs: one that died after
+    its roll (a config it refused at start, a crash) fails the roll then, not at the end of the warm-up timeout. Two
+    answers in a row, so a supervisor restarting it in between is not taken for a death."""
+
+    CHECK_EVERY = 5.0
+
+    def __init__(self, run: Rollout, broker_id: int, started: float):
+        self.run, self.broker_id, self.started = run, broker_id, started
+        self.last = time.monotonic()
+        self.down = 0
+
+    def check(self) -> None:
+        if time.monotonic() - self.last < self.CHECK_EVERY:
+            return
+        self.last = time.monotonic()
+        self.down = self.down + 1 if self.run.deployer.process_running(self.broker_id) is False else 0
+        if self.down >= 2:
+            raise RolloutError(f"broker {self.broker_id} stopped after its roll: the deployer reports its process not "
+                               f"running {time.monotonic() - self.started:.0f}s after it was started (a config it "
+                               f"refused at start, or a crash); its log says why")
+
+
 def roll_broker(run: Rollout, broker_id: int, phase: str, warm: bool) -> dict | None:
     """Converges one broker to `phase` under the guard; None when it already was there."""
     current = run.broker(broker_id)
@@ -70,10 +93,12 @@ def roll_broker(run: Rollout, broker_id: int, phase: str, warm: bool) -> dict | 
                    before=current.to_dict(), after=want)
     started = time.monotonic()
     run.deployer.roll_broker(broker_id, **want)
+    alive = ProcessWatch(run, broker_id, started)
 
     def registered() -> str | None:
         racks = registered_racks(run)
         if broker_id not in racks:
+            alive.check()
             return f"broker {broker_id} not registered yet"
         return None if (racks[broker_id] or None) == (want["rack"] or None) else (
             f"broker {broker_id} still advertises rack {racks[broker_id]!r}")

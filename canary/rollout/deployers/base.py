@@ -85,6 +85,10 @@ class Deployer(Protocol):
     def roll_controller(self, node_id: int, *, version: str) -> None:
         """Restarts one controller on `version`; returns once it runs."""
 
+    def process_running(self, broker_id: int) -> bool | None:
+        """Whether the broker's process runs now (None: this deployer cannot tell). Asked every few seconds while a
+        rolled broker registers, so a broker that died after its roll is named at once."""
+
     def stop_broker(self, broker_id: int) -> None:
         """Controlled shutdown of one broker; it stays stopped (capability stop_start)."""
 

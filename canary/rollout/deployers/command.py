@@ -93,6 +93,9 @@ class CommandDeployer:
                                     node_id in facts if running is None else running and node_id in facts))
         return found
 
+    def process_running(self, broker_id: int) -> bool | None:
+        return self._describe("broker", broker_id, self._host("broker", broker_id, self.settings.brokers))[1]
+
     def controllers(self) -> list[ControllerInfo]:
         found = []
         for node_id, host in sorted(self.settings.controllers.items()):

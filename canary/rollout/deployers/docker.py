@@ -88,6 +88,10 @@ class DockerDeployer:
                                     c.status == "running"))
         return found
 
+    def process_running(self, broker_id: int) -> bool | None:
+        container = self._nodes("broker").get(broker_id)
+        return container is not None and container.status == "running"
+
     def controllers(self) -> list[ControllerInfo]:
         return [ControllerInfo(node_id, self._version(c), c.status == "running")
                 for node_id, c in self._nodes("controller").items()]

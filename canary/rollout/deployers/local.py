@@ -37,6 +37,10 @@ class LocalDeployer:
     def prepare(self, version: str) -> None:
         distribution.ensure(version)
 
+    def process_running(self, broker_id: int) -> bool | None:
+        self.cluster.reload()
+        return self.cluster.is_running(self.cluster.state.node(broker_id, "broker"))
+
     def roll_broker(self, broker_id: int, *, version: str, config: dict[str, str], rack: str | None,
                     client_delay_ms: float) -> None:
         current = self.cluster.state.node(broker_id, "broker")
