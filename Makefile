@@ -81,7 +81,7 @@ test-distributed: setup $(REDIS) $(CHROMEDRIVER)
 	$(BIN)/pytest -s -m distributed tests/distributed
 
 faults: setup
-	$(BIN)/pytest -m slow tests/reliability tests/integration
+	$(BIN)/pytest -m slow tests/reliability tests/integration tests/e2e
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit

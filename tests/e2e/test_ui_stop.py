@@ -16,7 +16,8 @@ import pytest
 
 from canary.airflow_stack import free_port
 
-pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+# make faults (a signal to the whole stack); make test keeps to its time budget.
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.slow]
 KAFKA_CANARY = str(Path(sys.executable).parent / "kafka-canary")
 
 
