@@ -54,7 +54,7 @@ $(DOCKERD):
 demo: setup
 	$(BIN)/kafka-canary demo $(if $(BAD),--bad) $(if $(UPGRADE),--upgrade)
 
-# The fault suite (pytest -m slow: real rollouts under faults, ~10 min) runs with `make faults`.
+# The fault suite and the other slow tests (pytest -m slow: real rollouts under faults, ~20 min) run with `make faults`.
 test: setup lint $(CHROMEDRIVER) $(PROMTOOL) $(SSHD) $(if $(filter 1,$(KAFKA_CANARY_SKIP_DOCKER)),,$(DOCKERD))
 	$(BIN)/pytest -m "not slow and not compose and not distributed"
 
