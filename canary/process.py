@@ -155,6 +155,16 @@ def require_free(port: int, what: str, host: str = "127.0.0.1", option: str = "-
                                  f"{option}") from exc
 
 
+def terminate(proc: subprocess.Popen, timeout: float = 10.0) -> None:
+    """Stops a child process: SIGTERM, and SIGKILL when it is still there after `timeout` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout)
+
+
 def accepts_connections(port: int, timeout: float = 1.0) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=timeout):

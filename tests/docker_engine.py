@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from canary.containers import engine
+from canary.process import terminate
 
 SKIP = "KAFKA_CANARY_SKIP_DOCKER"
 
@@ -49,8 +50,4 @@ def docker_engine() -> Iterator:
                 time.sleep(0.5)
         yield client
     finally:
-        daemon.terminate()
-        try:
-            daemon.wait(60)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
+        terminate(daemon, 60)

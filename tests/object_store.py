@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from canary.process import free_port, wait_listening
+from canary.process import free_port, terminate, wait_listening
 
 VERSION = "v1.8.0"
 MODULE = "github.com/versity/versitygw/cmd/versitygw"
@@ -80,9 +80,4 @@ def s3_server(directory: Path) -> Iterator[S3Server]:
             f"versitygw did not listen within 60 s: {(directory / 'versitygw.log').read_text()[-2000:]}"
         yield server
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc)

@@ -8,16 +8,15 @@ from __future__ import annotations
 import os
 import pwd
 import shlex
-import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from canary.cluster.layout import free_ports
+from canary.process import terminate, wait_listening
 
 SSHD = Path("/usr/sbin/sshd")   # sshd re-executes itself: it must be started by its absolute path
 PRIVSEP_DIR = Path("/run/sshd")  # Debian's sshd refuses to start without its privilege-separation directory
@@ -52,14 +51,6 @@ class SshHost:
 def _keygen(path: Path) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "kafka-canary-test", "-f", str(path)],
                    check=True, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
-
-
-def _accepts(port: int) -> bool:
-    try:
-        with socket.create_connection((LOOPBACK, port), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 @contextmanager
@@ -101,22 +92,13 @@ def ssh_host(timeout: float = 30.0) -> Iterator[SshHost]:
             proc = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL,
                                     stdout=out, stderr=subprocess.STDOUT)
         try:
-            deadline = time.monotonic() + timeout
-            while not _accepts(port):
-                if proc.poll() is not None:
-                    raise RuntimeError(f"sshd exited with status {proc.returncode}: {log.read_text()[-2000:]}")
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"sshd did not listen on {LOOPBACK}:{port} within {timeout:g}s: "
-                                       f"{log.read_text()[-2000:]}")
-                time.sleep(0.1)
+            if not wait_listening(port, timeout, alive=lambda: proc.poll() is None):
+                why = (f"exited with status {proc.returncode}" if proc.poll() is not None
+                       else f"did not listen on {LOOPBACK}:{port} within {timeout:g}s")
+                raise RuntimeError(f"sshd {why}: {log.read_text()[-2000:]}")
             yield SshHost(port, client_key, _user(), log)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+            terminate(proc)
 
 
 def _user() -> str:

@@ -73,6 +73,13 @@ COMMAND_FLEET = {"cluster": {"deployer": "command", "bootstrap_servers": "127.0.
     "describe": "kafka-describe {host}"}}}
 
 
+def ssh_fleet(**command: object) -> dict:
+    """A spec of a command-deployer fleet reached over ssh, with `command`'s fields replacing the usual ones."""
+    return {"cluster": {"deployer": "command", "bootstrap_servers": "k1:9092", "command": {
+        "brokers": {1: "k1"}, "roll": "ssh {host} kafka-roll {version} < {config_file}",
+        "describe": "ssh {host} kafka-describe"} | command}}
+
+
 @dataclass(frozen=True)
 class Obs:
     """Observations: a good two-lane run (unless `lanes` leaves a lane out) plus `add` records: a str is a raw
@@ -197,30 +204,20 @@ CASES: tuple[Case, ...] = (
          "cluster.deployer: Input should be 'local', 'docker' or 'command' (got 'k8s')"),
     Case("spec-command-roll-ignores-config", "rollout spec",
          "a command deployer's roll that takes no version or config",
-         {"cluster": {"deployer": "command", "bootstrap_servers": "k1:9092", "command": {
-             "brokers": {1: "k1"}, "roll": "ssh {host} systemctl restart kafka",
-             "describe": "ssh {host} kafka-describe"}}},
+         ssh_fleet(roll="ssh {host} systemctl restart kafka"),
          "cluster.command.roll: must use {version} and {config_file} or {config_json}"),
     Case("spec-command-unknown-placeholder", "rollout spec", "a command template with an unknown placeholder",
-         {"cluster": {"deployer": "command", "bootstrap_servers": "k1:9092", "command": {
-             "brokers": {1: "k1"}, "roll": "kafka-roll {host} {version} {config_file}",
-             "describe": "ssh {hostname} kafka-describe"}}},
+         ssh_fleet(roll="kafka-roll {host} {version} {config_file}", describe="ssh {hostname} kafka-describe"),
          "cluster.command.describe: uses {hostname}; a describe command may use {broker_id}, {host}, {node_id}, "
          "{role}"),
     Case("spec-command-host-is-an-option", "rollout spec", "a host that ssh would take for an option",
-         {"cluster": {"deployer": "command", "bootstrap_servers": "k1:9092", "command": {
-             "brokers": {1: "-oProxyCommand=touch /tmp/x"}, "roll": "ssh {host} kafka-roll {version} < {config_file}",
-             "describe": "ssh {host} kafka-describe"}}},
+         ssh_fleet(brokers={1: "-oProxyCommand=touch /tmp/x"}),
          "cluster.command.brokers.1: '-oProxyCommand=touch /tmp/x' must be a host name or address"),
     Case("spec-command-host-runs-a-command", "rollout spec", "a host holding shell syntax",
-         {"cluster": {"deployer": "command", "bootstrap_servers": "k1:9092", "command": {
-             "brokers": {1: "k1$(id)"}, "roll": "ssh {host} kafka-roll {version} < {config_file}",
-             "describe": "ssh {host} kafka-describe"}}},
+         ssh_fleet(brokers={1: "k1$(id)"}),
          "cluster.command.brokers.1: 'k1$(id)' must be a host name or address"),
     Case("spec-command-quoted-placeholder", "rollout spec", "a template that quotes a placeholder",
-         {"cluster": {"deployer": "command", "bootstrap_servers": "k1:9092", "command": {
-             "brokers": {1: "k1"}, "roll": 'ssh {host} "kafka-roll {version} {config_json}"',
-             "describe": "ssh {host} kafka-describe"}}},
+         ssh_fleet(roll='ssh {host} "kafka-roll {version} {config_json}"'),
          "cluster.command.roll: writes {version}, {config_json} inside quotes; write placeholders bare"),
     Case("spec-command-no-bootstrap", "rollout spec", "a command deployer without bootstrap servers",
          {"cluster": {"deployer": "command", "command": {
