@@ -84,6 +84,8 @@ def test_migration_canary_on_4_1_promotes_every_instance_to_the_consumer_protoco
     assert LOCK_TOPIC not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=15).topics
 
 
+# make faults: the rollback path on a cluster of its own (the promote path runs in make test).
+@pytest.mark.slow
 def test_migration_canary_rolled_back_returns_every_instance_to_classic_with_nothing_lost(cluster_factory, s3_env):
     # A person decided (action: rollback): the canary instance leaves `consumer` for `classic` while traffic goes on.
     # The run's files go to a real S3 server, as a run on a machine with no lasting disk does.

@@ -186,6 +186,8 @@ def test_bad_config_canary_fails_fast_and_rolls_back_to_the_exact_state(baseline
     assert verified["status"] == "rolled_back" and verified["lock_released"]
 
 
+# make faults: a fault injected into the canary's clients (the DAG's bad canary is rolled back in make test).
+@pytest.mark.slow
 def test_delayed_canary_rolls_back(baseline_cluster, tmp_path):
     before = snapshot(baseline_cluster)
     spec = spec_for(baseline_cluster, "delay", change={"version": TARGET_VERSION}, fault={"client_delay_ms": 250})
@@ -296,6 +298,8 @@ def test_bad_spec_against_the_cluster_is_refused_before_any_change(baseline_clus
     assert ClusterLock(baseline_cluster.bootstrap_servers).holder() is None
 
 
+# make faults: the rollout process killed mid-deploy (a resumed run is unit-tested: tests/unit/rollout).
+@pytest.mark.slow
 def test_rollout_killed_mid_deploy_converges_without_extra_restarts(baseline_cluster, tmp_path):
     before = snapshot(baseline_cluster)
     raw = {"cluster": {"dir": str(baseline_cluster.directory)}, "change": {"config": {"message.max.bytes": "100"}},
