@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from canary import cli
+from canary import cli, cluster_cli
 from canary.kafka.secrets import CredentialsInUrl, has_credentials, redact_urls, redacted, refuse_credentials
 from canary.kafka.settings import ConfigError, client_settings_from_env
 from canary.probe import config as probe_config
@@ -119,7 +119,7 @@ def test_an_unexpected_error_is_one_line_and_exit_2_with_the_traceback_kept(caps
     def crash(args):
         raise KeyError("from s3://KEY:s3cret@bucket/x")
 
-    monkeypatch.setattr(cli, "cmd_cluster_status", crash)
+    monkeypatch.setattr(cluster_cli, "cmd_cluster_status", crash)
     assert cli.main(["cluster", "status", "--dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err and PASSWORD not in err, err
