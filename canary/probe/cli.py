@@ -13,7 +13,8 @@ from pathlib import Path
 
 from canary.kafka.secrets import redacted
 from canary.probe import config as probe_config
-from canary.probe.runner import Probe, ProbeSummary
+from canary.probe.runner import Probe
+from canary.probe.view import ProbeSummary
 
 
 def register(sub) -> None:

@@ -16,7 +16,7 @@ import math
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -26,8 +26,6 @@ from canary.errors import CanaryError
 from canary.kafka import health
 from canary.kafka.admin import TopicAdmin
 from canary.kafka.clients import PRODUCER_DEFAULTS, QUIET_LOGGER, position
-from canary.kafka.health import metadata_and_brokers
-from canary.lanes import broker_lane
 from canary.observations import OBSERVATIONS_TOPIC
 from canary.probe.broker_readings import BrokerReadings
 from canary.probe.config import ProbeConfig
@@ -36,8 +34,9 @@ from canary.probe.http import StatusServer
 from canary.probe.metrics import ProbeMetrics
 from canary.probe.sink import ObservationSink, ensure_observations_topic
 from canary.probe.stats import Ledger, lanes_of
-from canary.probe.topic import ReconcileResult, TopicSpec, plan, reconcile
+from canary.probe.topic import ReconcileResult, TopicSpec
 from canary.probe.tracker import Tracker, TrackerIdentity
+from canary.probe.view import ClusterView, ProbeSummary, reconciled
 
 # How long a thread with nothing to do waits for its client before it looks at the stop flag again: each wakeup
 # costs the probe CPU (on a shared 2-core machine ~0.1 ms), which at low rates is most of what it spends.
@@ -46,44 +45,6 @@ IDLE_WAIT = 0.5
 
 class ClusterUnreachable(CanaryError):
     """The cluster could not be reached at all."""
-
-
-@dataclass
-class ProbeSummary:
-    """JSON-able result of one probe run."""
-    run_id: str
-    producer_id: str
-    topic: str
-    seconds: float
-    lanes: dict[str, dict]
-    partitions: dict[int, dict]
-    foreign_records: int
-    malformed_records: int
-    unresolved: dict[str, int]
-    observations: dict[str, int]
-    reconcile: dict | None
-    connection_checks: dict[int, dict] = field(default_factory=dict)
-    broker_readings: dict | None = None
-    reached: bool = True
-
-    @property
-    def acked(self) -> int:
-        return sum(lane["acked"] for lane in self.lanes.values())
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-class ClusterView:
-    """Leaders and broker lanes as last seen in the metadata; read on every send."""
-
-    def __init__(self) -> None:
-        self.leaders: dict[int, int] = {}
-        self.lanes: dict[int, str] = {}
-        self.addresses: dict[int, str] = {}
-
-    def lane_of(self, broker: int | None) -> str:
-        return self.lanes.get(broker, "baseline") if broker is not None else "baseline"
 
 
 class Probe:
@@ -258,29 +219,10 @@ class Probe:
     # ----- cluster state -----
 
     def _refresh_view(self) -> None:
-        metadata, nodes = metadata_and_brokers(self.admin.admin, 10)
-        lanes = {n.id: broker_lane(n.rack) for n in nodes}
-        addresses = {n.id: f"{n.host}:{n.port}" for n in nodes}
-        topic = metadata.topics.get(self.config.topic)
-        # Per partition even when the topic reports an error (e.g. one partition without a leader).
-        leaders = {p.id: p.leader for p in topic.partitions.values()} if topic else {}
-        # Brokers that leave the metadata (down, fenced) stay known: their connection checks go on failing.
-        self.view.lanes = {**self.view.lanes, **lanes}
-        self.view.addresses = {**self.view.addresses, **addresses}
-        self.view.leaders = leaders
+        self.view.refresh(self.admin, self.config.topic)
 
     def _reconcile(self) -> None:
-        if self.config.reconcile:
-            result = reconcile(self.admin, self.spec, wait=10.0,
-                               previous_owners=self.reconciled.owners if self.reconciled else None)
-        else:  # read-only: produce to the partitions the rules say are owned, change nothing
-            state = self.admin.observe(self.spec.name)
-            if not state.exists:
-                raise CanaryError(f"topic {self.spec.name} does not exist and reconciling is off")
-            todo = plan(self.spec, state)
-            owners = {b: p for b, p in todo.owners.items() if p in state.partitions}
-            result = ReconcileResult(self.spec.name, False, False, [], {}, [], {}, owners, todo.orphans,
-                                     todo.replication_factor)
+        result = reconciled(self.admin, self.spec, self.config.reconcile, self.reconciled)
         if result.errors:
             self.reconcile_errors.extend(result.errors)
         self.reconciled = result

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from canary.probe.config import ProbeConfig
-from canary.probe.runner import Probe, ProbeSummary
+from canary.probe.runner import Probe
+from canary.probe.view import ProbeSummary
 from canary.rollout.broker.metrics import broker_metrics_source
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.core import RolloutError
