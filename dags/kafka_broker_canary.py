@@ -7,6 +7,7 @@ import os
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from airflow.sdk import chain, dag
 from kafka_canary_provider.forms import params_from_form
@@ -83,7 +84,7 @@ The same steps run without Airflow: `kafka-canary rollout run --spec rollout.yam
     params=params_from_form(BROKER_FORM),
 )
 def kafka_broker_canary():
-    steps = {"kafka_canary_conn_id": CONN, "pool": CLUSTER_POOL}
+    steps: dict[str, Any] = {"kafka_canary_conn_id": CONN, "pool": CLUSTER_POOL}
     preflight = PreflightOperator(task_id="preflight", **steps)
     deploy = DeployCanaryOperator(task_id="deploy_canary", **steps)
     warm_up = LearnerWarmUpOperator(task_id="warm_up", **steps)
@@ -135,7 +136,7 @@ def kafka_broker_canary():
     [promote, rollback] >> verify >> report
 
 
-dag = kafka_broker_canary()
+broker_canary_dag = kafka_broker_canary()
 
 if __name__ == "__main__":
-    dag.test()
+    broker_canary_dag.test()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
+from typing import Any
 
 from airflow.sdk import chain, dag
 from kafka_canary_provider.forms import params_from_form
@@ -55,7 +56,7 @@ The same steps run without Airflow: `kafka-canary client-rollout run --spec clie
     params=params_from_form(CLIENT_FORM),
 )
 def kafka_client_canary():
-    steps = {"kafka_canary_conn_id": CONN, "pool": CLUSTER_POOL}
+    steps: dict[str, Any] = {"kafka_canary_conn_id": CONN, "pool": CLUSTER_POOL}
     preflight = ClientPreflightOperator(task_id="preflight", **steps)
     open_lane = OpenLaneOperator(task_id="open_lane", **steps)
     deploy = ClientDeployCanaryOperator(task_id="deploy_canary", **steps)
@@ -80,7 +81,7 @@ def kafka_client_canary():
     [promote, rollback] >> verify >> report
 
 
-dag = kafka_client_canary()
+client_canary_dag = kafka_client_canary()
 
 if __name__ == "__main__":
-    dag.test()
+    client_canary_dag.test()

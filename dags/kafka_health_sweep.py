@@ -96,7 +96,7 @@ def kafka_health_sweep():
     summary(sweeps.output)
 
 
-dag = kafka_health_sweep()
+health_sweep_dag = kafka_health_sweep()
 
 if __name__ == "__main__":
-    dag.test()
+    health_sweep_dag.test()
