@@ -1,0 +1,42 @@
+"""The change's config values are checked before any restart: by the release's definitions when its jars are here,
+else by a running broker (dynamic keys only, the static ones named as not checked). The checks themselves run on a
+real broker and real jars in tests/integration/test_config_validation.py."""
+
+import pytest
+
+from canary.cluster.config_definitions import DefinitionCheck
+from canary.kafka.config_validation import BrokerCheck
+from canary.rollout.broker import config_check
+from canary.rollout.core import RolloutError
+
+
+def test_refused_values_are_named_with_the_broker_s_own_message(monkeypatch):
+    monkeypatch.setattr(config_check, "definition_check", lambda version, values: DefinitionCheck(
+        version, invalid={"num.io.threads": "Invalid value .nan for configuration num.io.threads: Not a number"}))
+    with pytest.raises(RolloutError, match=r"Kafka 4.1.2 broker refuses \(num.io.threads: Invalid value .nan .*\); "
+                                           r"fix them in the spec \(nothing was changed\)"):
+        config_check.check_change_config("b:9092", None, {"num.io.threads": ".nan"}, "4.1.2", 1)
+
+
+def test_without_the_release_s_jars_a_running_broker_checks_and_static_keys_are_listed(monkeypatch):
+    asked = []
+    monkeypatch.setattr(config_check, "definition_check", lambda version, values: None)
+    monkeypatch.setattr(config_check, "broker_check", lambda bootstrap, client, broker, values: (
+        asked.append((broker, dict(values))) or BrokerCheck(static=["replica.fetch.min.bytes"])))
+    checked = config_check.check_change_config("b:9092", None, {"num.io.threads": "6", "replica.fetch.min.bytes": "9",
+                                                                "log.retention.ms": None}, "4.1.2", 2)
+    assert asked == [(2, {"num.io.threads": "6", "replica.fetch.min.bytes": "9"})]  # a removed key is not parsed
+    assert checked == {"keys": ["num.io.threads", "replica.fetch.min.bytes"], "by": "broker 2", "unknown_keys": [],
+                       "not_checked": ["replica.fetch.min.bytes"]}
+
+
+def test_a_change_that_only_removes_overrides_has_nothing_to_check(monkeypatch):
+    monkeypatch.setattr(config_check, "definition_check", pytest.fail)
+    assert config_check.check_change_config("b:9092", None, {"num.io.threads": None}, "4.1.2", 1) == {}
+
+
+def test_unknown_keys_are_reported_not_refused(monkeypatch):
+    monkeypatch.setattr(config_check, "definition_check",
+                        lambda version, values: DefinitionCheck(version, unknown=["a.custom.note"]))
+    checked = config_check.check_change_config("b:9092", None, {"a.custom.note": "x"}, "3.9.2", 1)
+    assert checked["by"] == "Kafka 3.9.2's definitions" and checked["unknown_keys"] == ["a.custom.note"]
