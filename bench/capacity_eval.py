@@ -30,8 +30,8 @@ from canary.cluster import distribution  # noqa: E402
 from canary.cluster.local import LocalCluster  # noqa: E402
 from canary.cluster.traffic import TrafficSpec, UserTraffic  # noqa: E402
 from canary.rollout.broker import BROKER, Rollout  # noqa: E402
-from canary.rollout.core import run_all  # noqa: E402
-from canary.rollout.spec import load_spec  # noqa: E402
+from canary.rollout.broker.spec import load_spec  # noqa: E402
+from canary.rollout.core import RunSummary, run_all  # noqa: E402
 
 # name -> (broker config overrides, harmful?). bench/capacity_truth.py measures the harm on a whole fleet: on a
 # 2-core machine the thread and queue cuts halve the handler pool's headroom but cost one producer no throughput
@@ -83,30 +83,40 @@ def run_case(root: Path, name: str, attempt: int, window: str, rate: float, traf
         run_dir = root / "runs" / f"{name}-{attempt}"
         rollout = Rollout(load_spec(raw), run_dir)
         result = run_all(BROKER, rollout)
-        window_state = rollout.state.data.get("window") or {}
-        verdict_at = next((e["ts_ms"] for e in rollout.audit.entries() if e["action"] == "verdict"), None)
+        window_state = rollout.state.window
         # the analysis directory is kept relative to the run's directory
-        verdict = rollout.state.data.get("verdict") or {}
-        analysis = run_dir / (verdict.get("analysis") or "-") / "verdict.json"
+        verdict = rollout.state.verdict
+        analysis = run_dir / ((verdict.analysis if verdict else None) or "-") / "verdict.json"
         metrics = json.loads(analysis.read_text())["metrics"] if analysis.is_file() else []
-        failed = verdict.get("failed") or []  # a fail-fast verdict's too
-        load = window_state.get("load") or {}
-        return {"case": name, "harmful": harmful, "canary": canary, "outcome": result["outcome"],
-                "failed": failed or ([result["reason"][:80]] if result["outcome"] != "PROMOTE" else []),
-                "reason": result["reason"],
-                "decided_after_s": round((verdict_at - window_state["start_ms"]) / 1000, 1)
-                if verdict_at and window_state.get("start_ms") else None,
+        load = (window_state.load if window_state else None) or {}
+        return {"case": name, "harmful": harmful, "canary": canary, **decision_of(rollout, result),
                 "load": {lane: (t["acked_per_s"], (t["produce_latency_ms"] or {}).get("p99"))
                          for lane, t in (load.get("lanes") or {}).items()},
                 "brokers": {m["name"].removeprefix("broker_"): (m["canary"].get("value"), m["baseline"].get("value"),
                                                                  m["decision"])
                             for m in metrics if m["kind"] == "broker"},
-                "traffic_share": share_of(window_state.get("traffic") or {}),
                 "user_traffic": user_traffic.stop().line() if user_traffic else None}
     finally:
         if user_traffic:
             user_traffic.stop()
         cluster.down()
+
+
+def decision_of(rollout: Rollout, result: RunSummary) -> dict:
+    """How a finished rollout (`result`: run_all's) was decided: its outcome and verdict (an INCONCLUSIVE verdict
+    rolls back: outcome ROLLBACK), the metrics that failed (a fail-fast verdict's too; else, short of a PROMOTE, the
+    start of the reason), the reason, the seconds from the window's start to the verdict and the canary's share of
+    client traffic in the window."""
+    window_state = rollout.state.window
+    verdict_at = next((e["ts_ms"] for e in rollout.audit.entries() if e["action"] == "verdict"), None)
+    failed = rollout.state.verdict.failed if rollout.state.verdict else []
+    reason = result.reason or ""
+    return {"outcome": str(result.outcome), "verdict": result.verdict,
+            "failed": failed or ([reason[:80]] if result.outcome != "PROMOTE" else []),
+            "reason": reason,
+            "decided_after_s": round((verdict_at - window_state.start_ms) / 1000, 1)
+            if verdict_at and window_state else None,
+            "traffic_share": share_of((window_state.traffic if window_state else None) or {})}
 
 
 def share_of(traffic: dict) -> str:

@@ -25,8 +25,9 @@ from canary.containers import engine, images
 from canary.containers.cluster import DockerCluster
 from canary.kafka.wait import wait_until
 from canary.rollout import guard
-from canary.rollout.deployer import Deployer, DockerSettings, LocalDeployer
+from canary.rollout.deployers.base import Deployer, DockerSettings
 from canary.rollout.deployers.docker import DockerDeployer
+from canary.rollout.deployers.local import LocalDeployer
 from canary.roundtrip import ensure_topic
 
 

@@ -28,8 +28,8 @@ from canary.cluster.local import LocalCluster
 from canary.containers import engine, images
 from canary.containers.cluster import DockerCluster
 from canary.rollout.broker import BROKER, Rollout
+from canary.rollout.broker.spec import load_spec
 from canary.rollout.core import run_all
-from canary.rollout.spec import load_spec
 
 
 def lost_and_acked(rollout: Rollout) -> tuple[int, int]:
@@ -38,8 +38,8 @@ def lost_and_acked(rollout: Rollout) -> tuple[int, int]:
     for e in rollout.audit.entries():
         if e["action"] in ("probe", "probe during the rolls"):
             lost, acked = lost + e["lost"], acked + e["acked"]
-    window = rollout.state.data.get("window") or {}
-    for lane in (window.get("probe") or {}).values():
+    window = rollout.state.window
+    for lane in ((window.probe if window else None) or {}).values():
         lost, acked = lost + lane["lost"], acked + lane["acked"]
     return lost, acked
 
@@ -101,16 +101,16 @@ def main() -> None:
     change = ({"version": TARGET_VERSION} if args.good_change == "version"
               else {"config": {"log.retention.check.interval.ms": "290000"}})
     good = scenario(root, "good", args.window, args.engine, args.runtime, change=change)
-    judged = good.state.data["steps"].get("judge")  # absent when an interim look stopped the window
-    analysis_s = (judged["finished_ms"] - judged["started_ms"]) / 1000 if judged else 0.0
-    window_s = good.spec.window
+    judged = good.state.record.step("judge")  # absent when an interim look stopped the window
+    analysis_s = judged.took_s if judged else 0.0
+    window_s = good.spec.probe.window
     lost, acked = lost_and_acked(good)
     print(f"load average at the end: {os.getloadavg()}")
-    print(f"good canary: outcome {good.result['outcome']} ({good.result['verdict']}), total {good.total_s:.0f} s, "
+    print(f"good canary: outcome {good.result.outcome} ({good.result.verdict}), total {good.total_s:.0f} s, "
           f"probe window {window_s:.0f} s, outside the window {good.total_s - window_s:.0f} s "
           f"(of which the final {args.engine} analysis {analysis_s:.0f} s)")
-    for name, step in good.state.data["steps"].items():
-        print(f"  {name:<14} {(step['finished_ms'] - step['started_ms']) / 1000:6.1f} s")
+    for name, step in good.state.record.steps.items():
+        print(f"  {name:<14} {step.took_s:6.1f} s")
     print(f"  acked probe messages lost across the rollout: {lost} of {acked}")
 
     faults = [("bad-config", {"change": {"config": {"message.max.bytes": "100"}}})]
@@ -121,9 +121,9 @@ def main() -> None:
         live = first(bad, "deploy-canary", "broker restarted")
         rollback = first(bad, "rollback", "step started")
         lost, acked = lost_and_acked(bad)
-        print(f"{name}: outcome {bad.result['outcome']} ({bad.result['status']}), fault live → rollback started "
+        print(f"{name}: outcome {bad.result.outcome} ({bad.result.status}), fault live → rollback started "
               f"{(rollback - live) / 1000:.0f} s, total {bad.total_s:.0f} s, acked lost {lost} of {acked}; "
-              f"reason: {bad.result['reason'][:160]}")
+              f"reason: {(bad.result.reason or '')[:160]}")
     print(f"load average at the end: {os.getloadavg()}")
     print(json.dumps({"runs": str(root / "runs")}))
 

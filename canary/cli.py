@@ -1,6 +1,6 @@
-"""`kafka-canary`: the command line. Errors a user can act on print one line and exit 2; so does an unexpected
-error (never exit 1, which a release pipeline reads as ROLLBACK): its traceback goes to a file the line names, and
-to stderr as well with KAFKA_CANARY_DEBUG=1."""
+"""`kafka-canary`: the command line. Errors a user can act on print one line and exit 2 (4 when they stopped a run
+unfinished: canary.outcome has the exit codes); so does an unexpected error (never exit 1, which a release pipeline
+reads as ROLLBACK): its traceback goes to a file the line names, and to stderr as well with KAFKA_CANARY_DEBUG=1."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from canary import process
 from canary.cluster import distribution, metrics_agent
 from canary.errors import CanaryError
 from canary.kafka.secrets import redact_urls
+from canary.outcome import Outcome
 
 DEBUG_ENV = "KAFKA_CANARY_DEBUG"  # 1: an unexpected error's traceback on stderr too
 
@@ -100,12 +101,12 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except CanaryError as exc:
         print(f"error: {_one_line(str(exc))}", file=sys.stderr)
-        return 2
+        return exc.exit_code  # 2; 4 for a run that stopped unfinished (canary.outcome)
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a bug or an input nobody foresaw: one line and exit 2, the traceback kept
         print(f"error: {unexpected(exc)}", file=sys.stderr)
-        return 2
+        return Outcome.ERROR.exit_code
 
 
 def _one_line(text: str) -> str:

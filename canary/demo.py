@@ -32,6 +32,8 @@ from canary.cluster.distribution import BASELINE_VERSION, TARGET_VERSION
 from canary.cluster.local import LocalCluster
 from canary.cluster.traffic import TrafficSpec, UserTraffic
 from canary.errors import CanaryError
+from canary.outcome import Outcome
+from canary.rollout.core.record import RunRecord
 
 DAG_ID = "kafka_broker_canary"
 PROJECT_ENV = "KAFKA_CANARY_PROJECT"
@@ -176,10 +178,10 @@ def task_states(home: Path, dag_id: str = DAG_ID) -> list[tuple[str, str | None,
         return [tuple(r) for r in rows]
 
 
-def run_outcome(runs: Path) -> dict | None:
-    """The newest rollout's run.json under `runs` (None when no rollout started)."""
+def run_outcome(runs: Path) -> tuple[RunRecord, Path] | None:
+    """The newest rollout's record under `runs` and its run directory (None when no rollout started)."""
     found = sorted(runs.glob("*/run.json"), key=lambda p: p.stat().st_mtime)
-    return json.loads(found[-1].read_text()) | {"run_dir": str(found[-1].parent)} if found else None
+    return (RunRecord.load(json.loads(found[-1].read_text())), found[-1].parent) if found else None
 
 
 def run_demo(brokers: int = 4, version: str = BASELINE_VERSION, directory: Path | None = None,
@@ -216,7 +218,7 @@ def run_demo(brokers: int = 4, version: str = BASELINE_VERSION, directory: Path 
         if migrate.returncode != 0:
             print(output[-3000:])
             print(f"error: `airflow db migrate` failed (exit {migrate.returncode})")
-            return 2
+            return Outcome.ERROR.exit_code
         setup_s = time.monotonic() - started
         print(f"set up in {setup_s:.1f}s; bootstrap servers {cluster.bootstrap_servers}", flush=True)
         traffic.check()  # a rollout under traffic that already died would show nothing the demo promises
@@ -226,23 +228,26 @@ def run_demo(brokers: int = 4, version: str = BASELINE_VERSION, directory: Path 
         rollout_started = time.monotonic()
         code = run_dag_test(env, params, log_path)
         rollout_s = time.monotonic() - rollout_started
-        outcome = run_outcome(runs)
+        found = run_outcome(runs)
         print(f"\nairflow dags test exited {code} after {rollout_s:.1f}s; full log {log_path}")
-        if outcome is None:
+        if found is None:
             print("error: no rollout ran (see the log)")
-            return 2
-        verdict = outcome.get("verdict") or {}
+            return Outcome.ERROR.exit_code
+        record, run_dir = found
+        verdict = record.verdict
         states = ", ".join(f"{t} {s or 'none'}" + (f" (try {n})" if n > 1 else "") for t, s, n in task_states(home))
         print(f"tasks:   {states}")
-        print(f"VERDICT: {verdict.get('verdict', 'none')} ({verdict.get('engine')}) — {verdict.get('reason')}")
-        if verdict.get("traffic"):
-            print(f"judged:  {verdict['traffic']['reason']}")
-        print(f"status:  {outcome['status']}")
-        print(f"report:  {Path(outcome['run_dir']) / 'report.html'}")
-        analysis = Path(outcome["run_dir"]) / verdict["analysis"] if verdict.get("analysis") else None
+        print(f"VERDICT: {verdict.verdict if verdict else 'none'} ({verdict.engine if verdict else None}) — "
+              f"{verdict.reason if verdict else None}")
+        if verdict and verdict.traffic:
+            print(f"judged:  {verdict.traffic.get('reason')}")
+        print(f"status:  {record.status} (outcome {record.outcome()})")
+        print(f"report:  {run_dir / 'report.html'}")
+        analysis = run_dir / verdict.analysis if verdict and verdict.analysis else None
         if analysis and (analysis / "report.html").exists():
             print(f"analysis report: {analysis / 'report.html'}")
-        return 0 if code == 0 and outcome["status"].startswith("verified") else 1
+        # The demo shows a whole rollout: verified either way is its success; anything else stopped it unfinished.
+        return 0 if code == 0 and record.status.verified else Outcome.UNFINISHED.exit_code
     finally:
         try:
             if traffic is not None:  # before the cluster goes, or the tools would report its absence

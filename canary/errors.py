@@ -1,8 +1,21 @@
 """Exceptions of the library. Each message says what went wrong and what to do about it."""
 
+from canary.outcome import Outcome
+
 
 class CanaryError(Exception):
-    """Base class: a problem the user can act on; the CLI prints the message and exits 2."""
+    """Base class: a problem the user can act on; the CLI prints the message and exits with `exit_code` (2: an
+    error that decided nothing, canary.outcome)."""
+
+    exit_code: int = Outcome.ERROR.exit_code
+
+
+class ConfigError(CanaryError):
+    """Settings or a config file that cannot be used as given (client settings, the probe's, the judge's)."""
+
+    # The judge config's errors start with this; a spec's field naming the judge config drops it (the field's name
+    # says the same).
+    PREFIX = "judge config: "
 
 
 class SetupError(CanaryError):

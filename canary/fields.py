@@ -26,10 +26,10 @@ from pydantic import (
     WithJsonSchema,
 )
 
+from canary.errors import ConfigError
 from canary.files import MAX_SHOWN, shown
 from canary.kafka import broker_config
 from canary.kafka.secrets import is_secret, refuse_credentials
-from canary.kafka.settings import ConfigError
 from canary.kafka.versions import BASELINE_VERSION, TARGET_VERSION, VERSION_PATTERN, parse_version
 
 DURATION_PATTERN = r"^\s*\d+(\.\d+)?\s*(ms|s|m|h)?\s*$"
@@ -58,7 +58,8 @@ def parse_duration(text: str | float | int | None) -> float | None:
     return float(number[1]) * _UNITS[number[2] or "s"]
 
 
-def _human(seconds: float) -> str:
+def format_duration(seconds: float) -> str:
+    """Seconds as a person writes them, in the largest whole unit: 120 -> '2m', 30 -> '30s', 1.5 -> '1.5s'."""
     for unit in ("h", "m"):
         if seconds >= _UNITS[unit] and seconds % _UNITS[unit] == 0:
             return f"{seconds / _UNITS[unit]:g}{unit}"
@@ -80,8 +81,8 @@ class Duration(GroupedMetadata):
         except ConfigError:
             parsed = None
         if parsed is None or not self.low <= parsed <= self.high:
-            raise ValueError(f"{shown(value)} must be a duration between {_human(self.low)} and {_human(self.high)}, "
-                             f"such as {self.example}")
+            raise ValueError(f"{shown(value)} must be a duration between {format_duration(self.low)} and "
+                             f"{format_duration(self.high)}, such as {self.example}")
         return parsed
 
     def __iter__(self) -> Iterator[object]:
@@ -152,10 +153,9 @@ def _config_key(key: str) -> str:
 
 
 ConfigKey = Annotated[str, AfterValidator(_config_key)]
+# A broker config override's value: one line, or null to remove the override.
 ConfigValue = Annotated[str | None, BeforeValidator(_one_line_value),
                         WithJsonSchema({"type": ["string", "number", "boolean", "null"]})]
-# Broker config overrides: key -> one-line value, or null to remove an override.
-BrokerConfig = dict[ConfigKey, ConfigValue]
 
 
 def _client_settings(value: object) -> dict[str, str]:

@@ -1,7 +1,9 @@
 """The DAGs' trigger forms, generated from the spec models, so each rule is written once.
 
 A form is a flat list of fields (the Airflow trigger params), each pointing at a field of a spec model (`path`) or
-at an option the DAG reads itself (`path=()`, validated by the form's small `options` model). From it come:
+at an option the DAG reads itself (`path=()`, validated by the form's small `options` model). A field's default is
+its model field's, as the form shows it (a duration as "2m", not 120.0); only where the model has none (a required
+field, or None meaning "not given") does the form propose one. From it come:
 - `json_schema(name)`: the param's JSON schema, the model field's own (type, range, pattern, enum), which the
   provider turns into an Airflow `Param` (kafka_canary_provider.forms);
 - `spec(params, ...)`: the nested spec mapping a run's params ask for (an empty value means "not set": a form
@@ -12,20 +14,24 @@ at an option the DAG reads itself (`path=()`, validated by the form's small `opt
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, ValidationError
+from pydantic.fields import FieldInfo
 
 from canary.errors import CanaryError
-from canary.fields import SpecModel, problem_items
+from canary.fields import DURATION_PATTERN, SpecModel, format_duration, problem_items
 from canary.files import shown
 from canary.kafka.versions import TARGET_VERSION
-from canary.rollout.client_spec import ClientRolloutModel
-from canary.rollout.spec import BrokerRolloutModel
+from canary.rollout.broker.spec import BrokerRolloutSpec
+from canary.rollout.client.spec import ClientRolloutSpec
 from canary.sweep.config import SweepConfig
 
 
@@ -38,13 +44,23 @@ class FormError(CanaryError):
         super().__init__("the trigger params are not valid, nothing was started:" + listed)
 
 
+class _FromModel:
+    """A form field's default that is its model field's: Form fills it in."""
+
+    def __repr__(self) -> str:
+        return "FROM_MODEL"
+
+
+FROM_MODEL: Any = _FromModel()
+
+
 @dataclass(frozen=True)
 class FormField:
     name: str                    # the trigger param
     path: tuple[str, ...]        # where its value goes in the spec; () = an option of the DAG (the options model)
     title: str
     description: str
-    default: Any                 # as the form shows it ("2m", not 120.0)
+    default: Any = FROM_MODEL    # as the form shows it; given only where the model field has no default
     unless: str | None = None    # left out of the spec when this other param is given
     schema: Mapping[str, Any] | None = None  # replaces the model's where a form takes another shape
 
@@ -61,12 +77,24 @@ def _names(model: type[BaseModel], part: str) -> tuple[str, str]:
     raise KeyError(f"{model.__name__} has no field {part!r}")
 
 
-def _leaf_schema(model: type[BaseModel], path: tuple[str, ...]) -> dict[str, Any]:
+def _owner(model: type[BaseModel], path: tuple[str, ...]) -> type[BaseModel]:
+    """The model (a section of `model`) that holds the last field of `path`."""
     for part in path[:-1]:
         section = model.model_fields[_names(model, part)[0]].annotation
         assert isinstance(section, type) and issubclass(section, BaseModel), path
         model = section
-    return dict(model.model_json_schema(by_alias=True)["properties"][_names(model, path[-1])[1]])
+    return model
+
+
+@functools.cache
+def _properties(model: type[BaseModel]) -> Mapping[str, Any]:
+    """The JSON schema of each field of `model`, built once per model (a DAG file builds every form's params)."""
+    return MappingProxyType(model.model_json_schema(by_alias=True)["properties"])
+
+
+def _leaf_schema(model: type[BaseModel], path: tuple[str, ...]) -> dict[str, Any]:
+    owner = _owner(model, path)
+    return copy.deepcopy(_properties(owner)[_names(owner, path[-1])[1]])
 
 
 def _form_schema(schema: dict[str, Any], default: Any) -> dict[str, Any]:
@@ -93,6 +121,31 @@ class Form:
     fields: tuple[FormField, ...]
     placeholders: Mapping[str, Any]        # what the DAG adds at run time (cluster, run id), for `check`
 
+    def __post_init__(self) -> None:
+        resolved = tuple(replace(f, default=self.model_default(f.name)) if f.default is FROM_MODEL else f
+                         for f in self.fields)
+        object.__setattr__(self, "fields", resolved)
+
+    def _where(self, f: FormField) -> tuple[type[BaseModel], tuple[str, ...]]:
+        """The model a field's value is validated by, and the path to it there."""
+        return (self.model, f.path) if f.path else (self.options, (f.name,))
+
+    def model_field(self, name: str) -> FieldInfo:
+        """The model field behind the param `name`."""
+        model, path = self._where(self.field(name))
+        owner = _owner(model, path)
+        return owner.model_fields[_names(owner, path[-1])[0]]
+
+    def model_default(self, name: str) -> Any:
+        """The model field's default as the form shows it: a duration as text ("2m", not 120.0), a section as {}.
+        Raises ValueError when the model field has none (the form must propose one)."""
+        info = self.model_field(name)
+        if info.is_required():
+            raise ValueError(f"form field {name}: its model field is required; give the form's default")
+        value = info.get_default(call_default_factory=True)
+        duration = _leaf_schema(*self._where(self.field(name))).get("pattern") == DURATION_PATTERN
+        return format_duration(value) if duration and isinstance(value, int | float) else value
+
     @property
     def names(self) -> frozenset[str]:
         return frozenset(f.name for f in self.fields)
@@ -107,8 +160,7 @@ class Form:
         f = self.field(name)
         if f.schema is not None:
             return dict(f.schema)
-        model: type[BaseModel] = self.options if not f.path else self.model
-        return _form_schema(_leaf_schema(model, f.path or (f.name,)), f.default)
+        return _form_schema(_leaf_schema(*self._where(f)), f.default)
 
     def parse(self, name: str, text: str) -> Any:
         """A param given as text on a command line: JSON where it parses ("ask" quoted too), but a text param
@@ -199,74 +251,70 @@ class SweepOptions(SpecModel):
 
 
 _CONNECTION = FormField("cluster_conn_id", (), "Cluster connection",
-                        "Airflow connection (type kafka_canary) of the cluster to roll", "kafka_canary_default")
+                        "Airflow connection (type kafka_canary) of the cluster to roll")
 _ON_INCONCLUSIVE = FormField("on_inconclusive", (), "On INCONCLUSIVE", "ask: a person approves or rejects (rollback "
-                             "after 4 h); rollback: roll back without asking", "ask")
+                             "after 4 h); rollback: roll back without asking")
 _INTERIM = "Time between interim looks that can stop the window early"
 _ENGINE = "spark: the Spark analysis task decides; inline: the judge in-process"
 _IN_SPEC = {"cluster": {"deployer": "local", "dir": "(the connection's)"}, "run_id": "form-check"}
 
-BROKER_FORM = Form(BrokerRolloutModel, RolloutOptions, (
+BROKER_FORM = Form(BrokerRolloutSpec, RolloutOptions, (
     _CONNECTION,
     FormField("target_version", ("change", "version"), "Target Kafka version",
               "Version the canary brokers get, then the fleet; empty keeps each broker's version (a config-only "
               "change)", TARGET_VERSION),
     FormField("config_overrides", ("change", "config"), "Broker config overrides",
-              'Broker settings the change applies, e.g. {"num.io.threads": "6"}; null removes an override', {}),
+              'Broker settings the change applies, e.g. {"num.io.threads": "6"}; null removes an override'),
     FormField("canary_count", ("canary", "count"), "Canary brokers (count)",
               "How many brokers become canaries (the highest ids), unless canary broker ids are given", 1,
               unless="canary_brokers"),
     FormField("canary_brokers", ("canary", "brokers"), "Canary broker ids",
               "Explicit canary broker ids; empty uses the count", []),
-    FormField("window", ("probe", "window"), "Probe window", "How long probe traffic is judged, e.g. 90s or 2m",
-              "2m"),
-    FormField("interim_interval", ("probe", "interim_interval"), "Interim look interval", _INTERIM, "30s"),
-    FormField("probe_rate", ("probe", "rate"), "Probe rate", "Probe messages per second per partition", 20),
+    FormField("window", ("probe", "window"), "Probe window", "How long probe traffic is judged, e.g. 90s or 2m"),
+    FormField("interim_interval", ("probe", "interim_interval"), "Interim look interval", _INTERIM),
+    FormField("probe_rate", ("probe", "rate"), "Probe rate", "Probe messages per second per partition"),
     FormField("preflight_probe", ("probe", "preflight"), "Preflight probe",
-              "Length of the green baseline probe in preflight and verify", "10s"),
+              "Length of the green baseline probe in preflight and verify"),
     FormField("calibration_probe", ("probe", "calibration"), "Calibration probe",
-              "Preflight's probe runs at least this long to measure each broker before the change; 0s: none",
-              "30s"),
+              "Preflight's probe runs at least this long to measure each broker before the change; 0s: none"),
     FormField("judge_config", ("judge", "config"), "Judge config",
               'Judge thresholds (canary/judge/README.md), e.g. {"warmup_s": 5}; empty uses the defaults', {},
               schema={"type": "object"}),
-    FormField("engine", ("judge", "engine"), "Analysis engine", _ENGINE, "spark"),
+    FormField("engine", ("judge", "engine"), "Analysis engine", _ENGINE),
     FormField("finalize", ("finalize",), "Finalize features",
-              "Raise finalized feature levels after promoting (no binary rollback after)", True),
+              "Raise finalized feature levels after promoting (no binary rollback after)"),
     _ON_INCONCLUSIVE,
     FormField("lead_topics", ("lead_topics",), "Lead topics",
               'Whose partitions the canary brokers lead (their preferred ones), so the canary carries its share of '
               'real traffic: "all" (every topic, as a finished roll would), a list such as ["orders"], or "none" '
-              "(the probe's alone)", "all"),
+              "(the probe's alone)"),
     FormField("capacity", ("capacity",), "Capacity judgement",
               "required: a PROMOTE whose window had no representative traffic through a canary carrying its fair "
               "share is INCONCLUSIVE (a person decides); not_required: the probe may promote alone, and the report "
-              "says capacity was not judged", "required"),
+              "says capacity was not judged"),
     FormField("traffic", ("traffic",), "Traffic share",
               'When the canary\'s share of client traffic counts: {"tolerance": 0.5, "min_bytes_per_s": 100000, '
-              '"wait": "1m"} (docs/broker-rollout.md); {} uses these defaults', {}, schema={"type": "object"}),
+              '"wait": "1m"} (docs/broker-rollout.md); {} uses these defaults', schema={"type": "object"}),
     FormField("load_rate", ("load", "rate"), "Load (records/s per partition)",
               "Load through every broker alike during the window, so a change that cuts capacity shows in the "
               "brokers' metrics; auto: only what the cluster's own traffic lacks to be representative, within "
-              "load.ceiling_bytes_per_s per broker and none on a busy cluster (docs/broker-rollout.md); 0: none",
-              "auto"),
-    FormField("load_record_size", ("load", "record_size"), "Load record size (bytes)",
-              "Bytes per load record", 1000),
+              "load.ceiling_bytes_per_s per broker and none on a busy cluster (docs/broker-rollout.md); 0: none"),
+    FormField("load_record_size", ("load", "record_size"), "Load record size (bytes)", "Bytes per load record"),
     FormField("broker_metrics", ("broker_metrics",), "Broker metrics",
               'Where the brokers\' own metrics are read: {} the deployer\'s (the metrics agents of brokers in our '
               'images); {"prometheus": {"url": …, "brokers": {"1": "kafka-1"}}}; {"exporters": {"1": "http://…"}}; '
-              '{"enabled": false} judges the probe alone', {}, schema={"type": "object"}),
+              '{"enabled": false} judges the probe alone', schema={"type": "object"}),
     FormField("client_delay_ms", ("fault", "client_delay_ms"), "Fault: client delay (ms)",
-              "Scenarios only: a delay proxy in front of each canary broker", 0),
+              "Scenarios only: a delay proxy in front of each canary broker"),
     FormField("warm_up_timeout", ("timeouts", "warm_up"), "Warm-up timeout",
-              "How long a canary broker may take to rejoin every ISR", "5m"),
+              "How long a canary broker may take to rejoin every ISR"),
     FormField("guard_timeout", ("timeouts", "guard"), "Safe-roll guard timeout",
-              "How long the safe-roll guard may take to allow a restart", "5m"),
+              "How long the safe-roll guard may take to allow a restart"),
 ), _IN_SPEC)
 
-CLIENT_FORM = Form(ClientRolloutModel, RolloutOptions, (
+CLIENT_FORM = Form(ClientRolloutSpec, RolloutOptions, (
     FormField(_CONNECTION.name, (), _CONNECTION.title,
-              "Airflow connection (type kafka_canary) of the service's cluster", _CONNECTION.default),
+              "Airflow connection (type kafka_canary) of the service's cluster"),
     FormField("service_name", ("service", "name"), "Service",
               "The service; its instances are named <service>-producer-0, …", "orders"),
     FormField("topic", ("service", "topic"), "Topic", "The topic the service produces to and consumes from",
@@ -274,42 +322,42 @@ CLIENT_FORM = Form(ClientRolloutModel, RolloutOptions, (
     FormField("group", ("service", "group"), "Consumer group", "The consumers' group id (their committed offsets)",
               "orders-billing"),
     FormField("fleet_dir", ("service", "dir"), "Fleet directory",
-              "The service deployer's directory: instance state, logs", ""),
+              "The service deployer's directory: instance state, logs"),
     FormField("producers", ("service", "producers"), "Baseline producer instances",
-              "Producer instances of the baseline lane (a canary one is added)", 1),
+              "Producer instances of the baseline lane (a canary one is added)"),
     FormField("consumers", ("service", "consumers"), "Baseline consumer instances",
-              "Consumer instances of the baseline lane (a canary one is added)", 2),
+              "Consumer instances of the baseline lane (a canary one is added)"),
     FormField("rate", ("service", "rate"), "Records/s per producer",
-              "The sample producer's rate (records per second per instance)", 20),
+              "The sample producer's rate (records per second per instance)"),
     FormField("observation_id", ("service", "observation_id"), "Observation run id",
-              "The run id the fleet's observations carry; empty: <service>-service", ""),
+              "The run id the fleet's observations carry; empty: <service>-service"),
     FormField("from_version", ("change", "from"), "Current version",
               "The version every instance runs before the rollout", "v1"),
     FormField("to_version", ("change", "to"), "New version",
               "The version the canary instances get, then the fleet", "v2"),
     FormField("canary_partitions", ("lane", "partitions"), "Canary partitions",
-              "How many of the topic's partitions the canary lane gets", 1),
-    FormField("window", ("window", "duration"), "Window", "How long the lanes are compared, e.g. 60s or 5m", "60s"),
-    FormField("interim_interval", ("window", "interim_interval"), "Interim look interval", _INTERIM, "15s"),
+              "How many of the topic's partitions the canary lane gets"),
+    FormField("window", ("window", "duration"), "Window", "How long the lanes are compared, e.g. 60s or 5m"),
+    FormField("interim_interval", ("window", "interim_interval"), "Interim look interval", _INTERIM),
     FormField("judge_config", ("judge", "config"), "Judge config",
               "Judge thresholds; empty uses the client rollout's defaults", {}, schema={"type": "object"}),
-    FormField("engine", ("judge", "engine"), "Analysis engine", _ENGINE, "spark"),
+    FormField("engine", ("judge", "engine"), "Analysis engine", _ENGINE),
     _ON_INCONCLUSIVE,
     FormField("stop_timeout", ("timeouts", "stop"), "Stop timeout",
-              "How long an instance may take to stop before it is killed", "20s"),
+              "How long an instance may take to stop before it is killed"),
     FormField("drain_timeout", ("timeouts", "drain"), "Drain timeout",
-              "Rollback: how long canary consumers may take to finish the canary partitions", "1m"),
+              "Rollback: how long canary consumers may take to finish the canary partitions"),
     FormField("lane_timeout", ("timeouts", "lane"), "Lane timeout",
-              "How long opening or closing the lane may take (reassignments, elections)", "1m"),
+              "How long opening or closing the lane may take (reassignments, elections)"),
 ), _IN_SPEC)
 
 SWEEP_FORM = Form(SweepConfig, SweepOptions, (
     FormField("clusters", (), "Clusters", "Connection ids to sweep; empty: the Variable kafka_canary_sweep_clusters "
-              '(default ["kafka_canary_default"])', []),
-    FormField("duration", ("duration",), "Probe duration", "Probe traffic per cluster, e.g. 30s or 1m", "30s"),
-    FormField("probe_rate", ("rate",), "Probe rate", "Probe messages per second per partition", 20),
+              '(default ["kafka_canary_default"])'),
+    FormField("duration", ("duration",), "Probe duration", "Probe traffic per cluster, e.g. 30s or 1m"),
+    FormField("probe_rate", ("rate",), "Probe rate", "Probe messages per second per partition"),
     FormField("reference_sweeps", ("reference_sweeps",), "Reference sweeps",
-              "How many of the cluster's latest healthy sweeps are pooled as the reference", 6),
+              "How many of the cluster's latest healthy sweeps are pooled as the reference"),
     FormField("judge_config", ("judge",), "Judge config",
               "Judge thresholds merged over the sweep's defaults (canary/judge/README.md), e.g. "
               '{"metrics": {"e2e_latency_p99": {"slo": 500}}}', {}, schema={"type": "object"}),

@@ -1,9 +1,11 @@
 """`kafka-canary release`: the release-pipeline hook. Triggers the broker rollout DAG through Airflow's REST API
-(v2, token auth), streams step progress, and exits with the rollout's outcome:
+(v2, token auth), streams step progress, and exits with the rollout's outcome (canary.outcome), as the run's report
+task read it from the run's record:
 
     0  promoted and verified          1  rolled back and verified
     3  a person must decide (the DAG waits for an approval in the Airflow UI)
-    2  error: Airflow unreachable, refused, the run failed, or --timeout passed
+    4  the run ended unfinished: a task failed (the lock, the cluster, the storage, a step), not a verdict
+    2  error: Airflow unreachable or refused, nothing triggered, or --timeout passed (the run goes on)
 
 Credentials: $AIRFLOW_API_TOKEN, or $AIRFLOW_USERNAME and $AIRFLOW_PASSWORD (exchanged at POST /auth/token).
 They are sent only in the Authorization header and never printed.
@@ -24,13 +26,14 @@ from typing import TextIO
 import requests
 
 from canary.errors import CanaryError
+from canary.fields import parse_duration
 from canary.forms import BROKER_FORM
 from canary.kafka.secrets import refuse_credentials
-from canary.probe.config import parse_duration
+from canary.outcome import Outcome
 
 DAG_ID = "kafka_broker_canary"
 APPROVAL_TASK = "ask_a_person"
-VERIFY_TASK = "verify"
+REPORT_TASK = "report"  # its XCom is the run's summary, with the outcome (also when the run did not finish)
 # Task states in which a human-in-the-loop task waits for a person.
 WAITING_FOR_PERSON = ("deferred", "awaiting_input", "up_for_reschedule")
 # Seconds between progress polls: often enough to show progress, never a flood of requests on Airflow.
@@ -147,15 +150,23 @@ class AirflowClient:
         return value
 
 
-def outcome(client: AirflowClient, dag_id: str, run_id: str, run_state: str) -> tuple[int, str]:
-    """The exit code and a line saying why, for a finished DAG run."""
-    verified = client.xcom(dag_id, run_id, VERIFY_TASK) or {}
-    status = verified.get("status") if isinstance(verified, dict) else None
-    if status == "promoted":
-        return 0, "PROMOTE: the change reached the whole fleet and was verified"
-    if status == "rolled_back":
-        return 1, "ROLLBACK: the canary was rolled back and the cluster verified equal to before"
-    return 2, f"the rollout run ended {run_state} without a verified outcome; see the run in Airflow"
+# What each outcome of a finished DAG run means for the release.
+MEANING = {Outcome.PROMOTE: "the change reached the whole fleet and was verified",
+           Outcome.ROLLBACK: "the canary was rolled back and the cluster verified equal to before",
+           Outcome.INCONCLUSIVE: "a person must decide in the Airflow UI"}
+
+
+def outcome(client: AirflowClient, dag_id: str, run_id: str, run_state: str) -> tuple[Outcome, str]:
+    """The outcome of a finished DAG run and a line saying why: what its report task read from the run's record
+    (RunStatus.outcome), UNFINISHED when the report says nothing."""
+    summary = client.xcom(dag_id, run_id, REPORT_TASK)
+    said = str(summary.get("outcome")) if isinstance(summary, dict) else ""
+    found = Outcome(said) if said in Outcome.__members__ else Outcome.UNFINISHED
+    if found in MEANING:
+        return found, f"{found}: {MEANING[found]}"
+    status = f" at '{_printable(str(summary.get('status')))}'" if isinstance(summary, dict) else ""
+    return Outcome.UNFINISHED, (f"UNFINISHED: the rollout run ended {run_state} without a verified outcome{status}; "
+                                f"see the run in Airflow")
 
 
 def _detail(response: requests.Response) -> str:
@@ -221,7 +232,7 @@ def follow(client: AirflowClient, run_id: str, *, dag_id: str = DAG_ID, poll: fl
                 return code
         time.sleep(poll)
     print(f"error: run {run_id} did not finish within {timeout:.0f}s; it goes on in Airflow", file=out, flush=True)
-    return 2
+    return Outcome.ERROR.exit_code
 
 
 def _poll(client: AirflowClient, dag_id: str, run_id: str, seen: dict[str, str | None], out: TextIO) -> int | None:
@@ -235,12 +246,12 @@ def _poll(client: AirflowClient, dag_id: str, run_id: str, seen: dict[str, str |
     if states.get(APPROVAL_TASK) in WAITING_FOR_PERSON:
         print(f"INCONCLUSIVE: a person must decide in the Airflow UI ({client.url}, DAG {dag_id}, run {run_id}, "
               f"task {APPROVAL_TASK})", file=out, flush=True)
-        return 3
+        return Outcome.INCONCLUSIVE.exit_code
     run_state = client.dag_run(dag_id, run_id).get("state")
     if run_state in ("success", "failed"):
-        code, why = outcome(client, dag_id, run_id, run_state)
+        ended, why = outcome(client, dag_id, run_id, run_state)
         print(why, file=out, flush=True)
-        return code
+        return ended.exit_code
     return None
 
 
@@ -309,7 +320,8 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("release", help="trigger the broker rollout DAG in Airflow (release pipelines); exit 0 "
-                                       "promoted, 1 rolled back, 3 a person decides, 2 error",
+                                       "promoted, 1 rolled back, 3 a person decides, 4 the run ended unfinished, "
+                                       "2 error",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cluster", help="the Airflow connection id of the cluster (required unless --follow)")
     p.add_argument("--version", help="target Kafka version, e.g. 4.1.2")

@@ -2,7 +2,7 @@
 judge's verdict, written to a directory.
 
     result = analyze(AnalysisRequest("observations.jsonl", "out/"), engine="inline")
-    result.verdict["verdict"], result.exit_code   # 'PROMOTE', 0
+    Brief.of(result.verdict).verdict, result.exit_code   # 'PROMOTE', 0  (Brief: canary.judge)
 
 Two engines: `spark` (the analysis job run with spark-submit: any source, the observations topic included, and
 the aggregates history and report besides the verdict) and `inline` (one JSON-lines file judged in this process,

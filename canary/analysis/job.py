@@ -32,7 +32,7 @@ from canary.analysis.inline import calibration
 from canary.analysis.request import AnalysisRequest, add_arguments
 from canary.analysis.result import summary
 from canary.errors import CanaryError
-from canary.judge import EXIT_CODES, Aggregates, judge, load_config
+from canary.judge import Aggregates, Brief, judge, load_config
 from canary.judge import histogram as H
 from canary.judge.aggregates import BAD_LANE, BAD_PREFIX, BROKER_PREFIX, OUTCOME_PREFIX
 from canary.observations import (
@@ -44,6 +44,7 @@ from canary.observations import (
     OUTCOMES,
     SCHEMA_VERSION,
 )
+from canary.outcome import Outcome
 
 OBSERVATION_SCHEMA = T.StructType([
     T.StructField("run_id", T.StringType()), T.StructField("kind", T.StringType()),
@@ -255,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         request = AnalysisRequest.from_args(args)
     except CanaryError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     builder = SparkSession.builder.appName("kafka-canary-analysis")
     if args.master:
         builder = builder.master(args.master)
@@ -265,12 +266,12 @@ def main(argv: list[str] | None = None) -> int:
         verdict = run(spark, request)
     except Exception as exc:  # one line for the user and exit 2; Spark has logged the details
         print(f"error: analysis failed: {exc}", file=sys.stderr)
-        return 2
+        return Outcome.ERROR.exit_code
     finally:
         spark.stop()
     print(summary(verdict))
     print(f"wrote {request.out}/verdict.json, aggregates.parquet, report.html")
-    return EXIT_CODES[verdict["verdict"]]
+    return Brief.of(verdict).outcome.exit_code
 
 
 if __name__ == "__main__":

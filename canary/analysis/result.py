@@ -6,9 +6,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from canary.judge import EXIT_CODES
-
-ERROR_EXIT = 2  # the analysis failed: no verdict
+from canary.judge import Brief
+from canary.outcome import Outcome
 
 
 @dataclass(frozen=True)
@@ -27,15 +26,16 @@ class AnalysisResult:
 
     @classmethod
     def judged(cls, engine: str, out: Path, verdict: dict) -> AnalysisResult:
-        return cls(engine, EXIT_CODES[verdict["verdict"]], out, verdict)
+        return cls(engine, Brief.of(verdict).outcome.exit_code, out, verdict)
 
     @classmethod
     def from_job(cls, engine: str, exit_code: int, out: Path, log: Path | None = None) -> AnalysisResult:
         """The result of a job whose exit code is its verdict and which wrote out/verdict.json: an exit code other
         than a verdict's, or no verdict.json, is a failure (exit 2, no verdict)."""
         verdict_file = out / "verdict.json"
-        if exit_code not in EXIT_CODES.values() or not verdict_file.exists():
-            return cls(engine, ERROR_EXIT, out, None, log)
+        verdicts = (Outcome.PROMOTE, Outcome.ROLLBACK, Outcome.INCONCLUSIVE)
+        if Outcome.of_exit_code(exit_code) not in verdicts or not verdict_file.exists():
+            return cls(engine, Outcome.ERROR.exit_code, out, None, log)
         return cls(engine, exit_code, out, json.loads(verdict_file.read_text()), log)
 
 

@@ -28,8 +28,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
+from canary.judge.brief import INCONCLUSIVE, PROMOTE, ROLLBACK, Brief
 from canary.judge.evidence import FAIL, INSUFFICIENT, PASS
-from canary.judge.verdict import INCONCLUSIVE, PROMOTE, ROLLBACK
 from canary.observations import LANES, Lane
 
 EventKind = Literal["assigned", "revoked", "lost", "closing"]
@@ -214,9 +214,9 @@ def compare(lanes: Mapping[Lane, LaneDisruption], disturbances: int, min_disturb
 def combine(disruption: dict, judged: dict) -> tuple[str, str]:
     """One verdict from the disruption comparison and the judge's lag/processing verdict: any ROLLBACK rolls back,
     else any INCONCLUSIVE is inconclusive, else PROMOTE."""
-    parts = (("rebalance disruption", disruption), ("lag and processing", judged))
+    briefs = [("rebalance disruption", Brief.of(disruption)), ("lag and processing", Brief.of(judged))]
     for wanted in (ROLLBACK, INCONCLUSIVE):
-        hit = [f"{name}: {v['reason']}" for name, v in parts if v["verdict"] == wanted]
+        hit = [f"{name}: {brief.reason}" for name, brief in briefs if brief.verdict == wanted]
         if hit:
             return wanted, "; ".join(hit)
-    return PROMOTE, "; ".join(f"{name}: {v['reason']}" for name, v in parts)
+    return PROMOTE, "; ".join(f"{name}: {brief.reason}" for name, brief in briefs)

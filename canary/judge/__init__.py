@@ -4,11 +4,12 @@ The pipeline: aggregates (the input and the window), alpha (the budget split), r
 per-metric lane comparisons), evidence (a metric's result and decision), verdict (the judge itself).
 """
 
+from canary.errors import ConfigError
 from canary.judge.aggregates import Aggregates
-from canary.judge.config import DEFAULT_METRICS, ConfigError, JudgeConfig, MetricSpec, load_config
-from canary.judge.verdict import INCONCLUSIVE, PROMOTE, ROLLBACK, VERDICT_SCHEMA_VERSION, brief, failed_metrics, judge
+from canary.judge.brief import INCONCLUSIVE, PROMOTE, ROLLBACK, Brief, VerdictWord, brief, failed_metrics
+from canary.judge.config import DEFAULT_METRICS, JudgeConfig, MetricSpec, load_config
+from canary.judge.verdict import VERDICT_SCHEMA_VERSION, judge
 
-EXIT_CODES = {PROMOTE: 0, ROLLBACK: 1, INCONCLUSIVE: 3}
-
-__all__ = ["DEFAULT_METRICS", "EXIT_CODES", "INCONCLUSIVE", "PROMOTE", "ROLLBACK", "VERDICT_SCHEMA_VERSION",
-           "Aggregates", "ConfigError", "JudgeConfig", "MetricSpec", "brief", "failed_metrics", "judge", "load_config"]
+__all__ = ["DEFAULT_METRICS", "INCONCLUSIVE", "PROMOTE", "ROLLBACK", "VERDICT_SCHEMA_VERSION", "Aggregates", "Brief",
+           "ConfigError", "JudgeConfig", "MetricSpec", "VerdictWord", "brief", "failed_metrics", "judge",
+           "load_config"]

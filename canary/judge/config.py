@@ -15,7 +15,7 @@ import yaml
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from canary.broker_metrics.catalogue import UNITS
-from canary.errors import CanaryError, one_line
+from canary.errors import ConfigError, one_line
 from canary.fields import SpecModel, problems
 from canary.files import read_spec_file, shown_path
 from canary.observations import OUTCOMES
@@ -25,10 +25,6 @@ Source = Literal["e2e_latency_ms", "produce_latency_ms", "processing_ms", "lag"]
 SOURCES: tuple[str, ...] = get_args(Source)
 BROKER_SOURCES: tuple[str, ...] = tuple(UNITS)  # broker metrics: the catalogue's and the load's names
 FAILURES = ("produce_error", "lost", "consume_error")
-
-
-class ConfigError(CanaryError):
-    PREFIX = "judge config: "  # a spec's field naming the judge config drops it
 
 
 Kind = Literal["rate", "quantile", "throughput", "broker"]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from canary.judge import histogram as H
 from canary.judge.aggregates import Aggregates
+from canary.judge.brief import Brief
 
 COLOURS = {"canary": "#d95f02", "baseline": "#1b9e77", "PROMOTE": "#1b7e3c", "ROLLBACK": "#b2182b",
            "INCONCLUSIVE": "#8c6d1f"}
@@ -109,15 +110,17 @@ def write_report(out: Path, verdict: dict, agg: Aggregates) -> Path:
             f'<tr style="background:{colour}"><td>{html.escape(m["name"])}{" ⚑" if m["critical"] else ""}</td>'
             f'<td>{m["decision"]}</td><td>{lane_value(m["canary"])}</td><td>{lane_value(m["baseline"])}</td>'
             f'<td>{effect_text(m["effect"])}</td><td>{html.escape(m["reason"])}</td></tr>')
+    judged = Brief.of(verdict)
     dq = verdict["data_quality"]
     excluded = ", ".join(f"{k}: {v}" for k, v in dq["excluded"].items()) or "none"
     lanes = ", ".join(f"{k}: {v['observations']} observations on {v['partitions']} partition(s)"
                       for k, v in verdict["lanes"].items())
-    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>Canary verdict: {verdict['verdict']}</title>
+    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>Canary verdict: {judged.verdict}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:1200px}}td,th{{padding:4px 8px;text-align:left;
 vertical-align:top;font-size:90%}}table{{border-collapse:collapse}}tr{{border-bottom:1px solid #ccc}}</style></head>
-<body><h1 style="color:{COLOURS[verdict['verdict']]}">{verdict['verdict']} <small>score {verdict['score']}</small></h1>
-<p><b>{html.escape(verdict['reason'])}</b></p>
+<body><h1 style="color:{COLOURS[judged.verdict]}">{judged.verdict} <small>score {verdict['score']} · exit code
+{judged.outcome.exit_code}</small></h1>
+<p><b>{html.escape(judged.reason)}</b></p>
 <p>{'final verdict' if verdict['final'] else 'interim look'}; {lanes};
 {verdict['window']['buckets_analysed']} buckets of {verdict['window']['bucket_ms'] / 1000:g} s analysed after
 {verdict['window']['buckets_warmup']} warm-up bucket(s); false-rollback budget alpha {verdict['alpha']['total']}.</p>

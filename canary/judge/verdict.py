@@ -10,6 +10,7 @@ import numpy as np
 
 from canary.judge.aggregates import Aggregates, Window
 from canary.judge.alpha import Alphas, count_tests, metric_shares
+from canary.judge.brief import INCONCLUSIVE, PROMOTE, ROLLBACK
 from canary.judge.brokers import broker_test
 from canary.judge.calibration import Calibration
 from canary.judge.config import JudgeConfig, MetricSpec
@@ -20,7 +21,6 @@ from canary.observations import LANES, Lane
 
 VERDICT_SCHEMA = "kafka-canary/verdict"
 VERDICT_SCHEMA_VERSION = 1
-PROMOTE, ROLLBACK, INCONCLUSIVE = "PROMOTE", "ROLLBACK", "INCONCLUSIVE"
 CONCURRENT_SHARE = 0.5   # of the buckets either lane has, both lanes must have (see _not_concurrent)
 
 
@@ -72,16 +72,6 @@ def judge(agg: Aggregates, config: JudgeConfig | None = None, final: bool = True
         "metrics": results,
         "config": config.to_dict(),
     }
-
-
-def failed_metrics(verdict: dict) -> list[str]:
-    """The names of the metrics that failed in `verdict` (what decided its ROLLBACK, if a metric did)."""
-    return [m["name"] for m in verdict.get("metrics", []) if m["decision"] == FAIL]
-
-
-def brief(verdict: dict) -> dict:
-    """What a rollout keeps of a verdict: the verdict, its reason and the metrics that failed."""
-    return {"verdict": verdict["verdict"], "reason": verdict["reason"], "failed": failed_metrics(verdict)}
 
 
 def judge_metric(window: Window, metric: MetricSpec, share: float) -> dict:

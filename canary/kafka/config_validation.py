@@ -1,7 +1,8 @@
 """A running broker's own check of config values: a validate-only AlterConfigs (KIP-339) per key, which parses the
 value with the broker's definitions and changes nothing. Only dynamic keys can be checked so: for a static one the
 broker answers that it cannot be updated dynamically, whatever the value (canary.cluster.config_definitions checks
-those against the release's definitions)."""
+those against the release's definitions), and a thread count more than double or less than half the current one is
+refused as a live change only (a restart takes it): neither is a refusal of the value."""
 
 from __future__ import annotations
 
@@ -15,12 +16,15 @@ from canary.errors import ClusterError
 from canary.kafka.clients import admin_client
 
 STATIC = "Cannot update these configs dynamically"
+# A live change of a thread pool may at most double or halve it; a restart takes any valid count.
+LIVE_ONLY = "the current value"
 
 
 @dataclass
 class BrokerCheck:
     refused: dict[str, str] = field(default_factory=dict)  # key -> the broker's own message
-    static: list[str] = field(default_factory=list)        # keys it could not check: static configs
+    static: list[str] = field(default_factory=list)        # keys it could not check: static configs, and values
+                                                           # refused only as a live change (a thread count's step)
 
 
 def broker_check(bootstrap_servers: str, client: Mapping[str, object] | None, broker_id: int,
@@ -38,7 +42,7 @@ def broker_check(bootstrap_servers: str, client: Mapping[str, object] | None, br
         except KafkaException as exc:
             error = exc.args[0]
             message = error.str() if hasattr(error, "str") else str(error)
-            if message.startswith(STATIC):
+            if message.startswith(STATIC) or LIVE_ONLY in message:
                 result.static.append(key)
             elif hasattr(error, "name") and error.name() in ("INVALID_REQUEST", "INVALID_CONFIG"):
                 result.refused[key] = message

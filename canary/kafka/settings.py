@@ -9,16 +9,12 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from canary.errors import CanaryError
+from canary.errors import ConfigError
 
 ENV_PREFIX = "KAFKA_CANARY_CLIENT_"
 # The project's own variables that share the prefix: never client settings.
 CLIENT_MARKER_ENV = "KAFKA_CANARY_CLIENT_MARKER"   # the client lane's token (canary.lanes)
 OWN_VARIABLES = frozenset({CLIENT_MARKER_ENV})
-
-
-class ConfigError(CanaryError):
-    """Settings that cannot be used as given."""
 
 
 def read_settings_file(path: str | Path) -> dict[str, str]:

@@ -11,6 +11,7 @@ import signal
 import sys
 from pathlib import Path
 
+from canary.fields import parse_duration
 from canary.kafka.secrets import redacted
 from canary.probe import config as probe_config
 from canary.probe.runner import Probe
@@ -77,10 +78,10 @@ def file_to_append(text: str) -> str:
 def cmd_probe(args: argparse.Namespace) -> int:
     cfg = probe_config.load(
         args.bootstrap_servers, args.config,
-        duration=probe_config.parse_duration(args.duration), rate=args.rate, message_size=args.message_size,
+        duration=parse_duration(args.duration), rate=args.rate, message_size=args.message_size,
         http_port=args.http_port, topic=args.topic, run_id=args.run_id, producer_id=args.producer_id,
         observations_file=args.observations_file, observations_topic="" if args.no_observations_topic else None,
-        reconcile=False if args.no_reconcile else None, rtt_sla=probe_config.parse_duration(args.rtt_sla))
+        reconcile=False if args.no_reconcile else None, rtt_sla=parse_duration(args.rtt_sla))
     probe = Probe(cfg)
     probe.check_local()
     signal.signal(signal.SIGTERM, lambda *_: probe._stop_producing.set())

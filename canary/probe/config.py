@@ -22,9 +22,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from canary.fields import parse_duration as parse_duration  # the one duration rule, re-exported
+from canary.errors import ConfigError
+from canary.fields import parse_duration
 from canary.kafka.secrets import redacted, refuse_credentials
-from canary.kafka.settings import ConfigError, client_settings_from_env, read_settings_file
+from canary.kafka.settings import client_settings_from_env, read_settings_file
 
 # Keys a probe manages itself; a passthrough value for them would break the probe's guarantees.
 _MANAGED = {"bootstrap.servers", "acks", "group.id", "enable.auto.commit", "auto.offset.reset"}

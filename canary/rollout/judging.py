@@ -9,7 +9,7 @@ from pathlib import Path
 from canary import analysis
 from canary.analysis import AnalysisRequest, inline, write_judge_config
 from canary.judge import INCONCLUSIVE, brief
-from canary.rollout.core import ClusterRun
+from canary.rollout.core import ClusterRun, Verdict
 
 SPARK_TIMEOUT_S = 900
 
@@ -28,14 +28,14 @@ def analysis_request(run: ClusterRun, *, observations: Path, from_ms: int, to_ms
             "config": str(write_judge_config(config, out / "judge.yaml")), "before": str(before or "")}
 
 
-def final_verdict(run: ClusterRun, request: dict, observations: Path, config) -> dict:
+def final_verdict(run: ClusterRun, request: dict, observations: Path, config) -> Verdict:
     """The final analysis by the run's engine: the Spark job, or the judge in-process (engine: inline)."""
-    if run.spec.engine == "inline":
+    if run.spec.judge.engine == "inline":
         return inline_verdict(observations, Path(request["out"]), config, request.get("before") or None)
     return spark_verdict(request)
 
 
-def spark_verdict(request: dict) -> dict:
+def spark_verdict(request: dict) -> Verdict:
     """The Spark job's verdict for `request` (analysis_request): the verdict.json it already wrote (the Airflow
     DAG's Spark task), else the job run now."""
     out = Path(request["out"])
@@ -50,11 +50,11 @@ def spark_verdict(request: dict) -> dict:
             verdict, failure = None, f"{type(exc).__name__}: {exc}"
     if verdict is None:
         # A failed analysis never promotes: a person decides, or the rollout rolls back.
-        return {"verdict": INCONCLUSIVE, "reason": f"the Spark analysis failed ({failure}); see "
-                                                   f"{out / 'spark.log'}", "engine": "spark"}
-    return brief(verdict) | {"engine": "spark"}
+        return Verdict(verdict=INCONCLUSIVE, reason=f"the Spark analysis failed ({failure}); see "
+                                                    f"{out / 'spark.log'}", engine="spark")
+    return Verdict(**brief(verdict).model_dump(), engine="spark")
 
 
-def inline_verdict(observations: Path, out: Path, config, before: str | None = None) -> dict:
+def inline_verdict(observations: Path, out: Path, config, before: str | None = None) -> Verdict:
     verdict = inline.judge_file(observations, out, config, before=before)
-    return brief(verdict) | {"engine": "inline"}
+    return Verdict(**brief(verdict).model_dump(), engine="inline")

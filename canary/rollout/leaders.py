@@ -6,16 +6,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from canary.kafka.admin import TopicAdmin
+from canary.kafka.admin import ROLLOUT_LOCK_TOPIC, TopicAdmin
 from canary.kafka.wait import POLL
 from canary.rollout import guard
 from canary.rollout.core import ClusterRun
-from canary.rollout.core.lock import LOCK_TOPIC
 
 
 def leaders(run: ClusterRun) -> dict[str, dict]:
     return {p.name: {"leader": p.leader, "preferred": p.replicas[0] if p.replicas else -1}
-            for p in run.partitions() if p.topic != LOCK_TOPIC}
+            for p in run.partitions() if p.topic != ROLLOUT_LOCK_TOPIC}
 
 
 def elect_preferred(run: ClusterRun, names: list[str]) -> list[str]:
@@ -50,8 +49,8 @@ def elect_until_led(run: ClusterRun, select: Callable[[list[guard.PartitionView]
 
 def restore_preferred(run: ClusterRun) -> list[str]:
     """Every partition back on its preferred leader (bounded wait); returns the partitions elected."""
-    elected, _ = elect_until_led(run, lambda parts: [p.name for p in parts if p.topic != LOCK_TOPIC and p.replicas
-                                                    and p.leader != p.replicas[0]])
+    elected, _ = elect_until_led(run, lambda parts: [p.name for p in parts if p.topic != ROLLOUT_LOCK_TOPIC
+                                                    and p.replicas and p.leader != p.replicas[0]])
     return elected
 
 

@@ -6,21 +6,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
-from canary.judge import ROLLBACK
+from canary.judge import ROLLBACK, Brief
 from canary.kafka.wait import POLL
-from canary.rollout.core import RolloutRun
+from canary.rollout.core import Look, RolloutRun, Verdict
 from canary.rollout.core.verdict import record_verdict
 
 
-def watch_window(run: RolloutRun, seconds: float, interval: float, look: Callable[[], dict],
-                 tick: Callable[[float, bool], dict | None]) -> tuple[list[dict], dict | None]:
-    """Runs the window for `seconds`. `tick(at_s, look_due)` is called about every second; a dict it returns
-    ({"verdict": ROLLBACK, "reason"}) stops the window. `look()` runs every `interval` seconds (not in the last
-    second) and returns {"verdict", "reason", …}; a ROLLBACK look stops the window. Every look is audited.
-    Returns (the interim looks, what stopped the window or None), each with its `at_s`."""
+def watch_window(run: RolloutRun, seconds: float, interval: float, look: Callable[[], Look],
+                 tick: Callable[[float, bool], Brief | None]) -> tuple[list[Look], Look | None]:
+    """Runs the window for `seconds`. `tick(at_s, look_due)` is called about every second; a brief it returns
+    (ROLLBACK and why) stops the window. `look()` runs every `interval` seconds (not in the last second); a ROLLBACK
+    look stops the window. Every look is audited. Returns (the interim looks, what stopped the window or None), each
+    with its `at_s`."""
     started = time.monotonic()
-    interim: list[dict] = []
+    interim: list[Look] = []
     next_look = started + interval
     while (elapsed := time.monotonic() - started) < seconds:
         time.sleep(min(POLL, max(0.0, seconds - elapsed)))
@@ -28,19 +29,20 @@ def watch_window(run: RolloutRun, seconds: float, interval: float, look: Callabl
         due = now >= next_look and now - started < seconds - 1
         stop = tick(now - started, due)
         if stop:
-            return interim, stop | {"at_s": round(now - started, 1)}
+            return interim, Look(**stop.model_dump(include={"verdict", "reason", "failed"}),
+                                 at_s=round(now - started, 1))
         if due:
             next_look += interval
-            result = look() | {"at_s": round(time.monotonic() - started, 1)}
+            result = look().model_copy(update={"at_s": round(time.monotonic() - started, 1)})
             interim.append(result)
-            run.say("interim look at %.0fs: %s (%s)", result["at_s"], result["verdict"], result["reason"])
-            run.audit.record(run.step, "interim look", **result)
-            if result["verdict"] == ROLLBACK:
+            run.say("interim look at %.0fs: %s", result.at_s, result.line())
+            run.audit.record(run.step, "interim look", **result.model_dump(mode="json"))
+            if result.verdict == ROLLBACK:
                 return interim, result
     return interim, None
 
 
-def fail_fast_verdict(run: RolloutRun, stopped: dict, **details: object) -> dict:
+def fail_fast_verdict(run: RolloutRun, stopped: Look, **details: Any) -> dict:
     """The ROLLBACK verdict of a window that stopped early (window already in run.json)."""
-    return record_verdict(run, {"verdict": ROLLBACK, "engine": "interim", "failed": stopped.get("failed") or [],
-                                "reason": f"fail fast after {stopped['at_s']}s: {stopped['reason']}"}, **details)
+    return record_verdict(run, Verdict(verdict=ROLLBACK, engine="interim", failed=stopped.failed,
+                                       reason=f"fail fast after {stopped.at_s}s: {stopped.reason}"), **details)

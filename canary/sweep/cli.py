@@ -1,4 +1,5 @@
-"""`kafka-canary sweep …`: one sweep from the command line (exit 0 healthy, 1 degraded, 3 inconclusive, 2 error)."""
+"""`kafka-canary sweep …`: one sweep from the command line (exit 0 healthy, 1 degraded, 3 inconclusive, 2 error:
+SWEEP_OUTCOMES and canary.outcome)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,11 @@ import os
 import sys
 from pathlib import Path
 
-from canary.judge import INCONCLUSIVE
 from canary.probe import cli as probe_cli
 from canary.sweep.alerts import WEBHOOK_ENV, Alert, send_alert
-from canary.sweep.config import DEFAULT_HISTORY, DEGRADED, HEALTHY, HISTORY_ENV, SweepConfig, history_root
+from canary.sweep.config import DEFAULT_HISTORY, DEGRADED, HISTORY_ENV, SWEEP_OUTCOMES, SweepConfig, history_root
 from canary.sweep.run import run_sweep
 from canary.sweep.summary import ms_text, percent_text
-
-EXIT_CODES = {HEALTHY: 0, DEGRADED: 1, INCONCLUSIVE: 3}
 
 
 def register(sub) -> None:
@@ -55,7 +53,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     print(f"sweeping {config.cluster} ({config.bootstrap_servers}) for {config.duration:g}s at {config.rate:g} "
           f"msg/s per partition ...", file=sys.stderr, flush=True)
     result = run_sweep(config)
-    if args.alert and result["verdict"] == DEGRADED:
+    verdict = result["verdict"]  # the sweep's own: HEALTHY, DEGRADED or INCONCLUSIVE
+    if args.alert and verdict == DEGRADED:
         sent = send_alert(Alert(config.cluster, DEGRADED, result["reason"], result["sweep_id"], result["report"]),
                           config.history or history_root(), os.environ.get(WEBHOOK_ENV))
         result["alert"] = sent
@@ -63,7 +62,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
     else:
         _print_result(result)
-    return EXIT_CODES[result["verdict"]]
+    return SWEEP_OUTCOMES[verdict].exit_code
 
 
 def _print_result(result: dict) -> None:

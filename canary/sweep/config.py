@@ -11,13 +11,17 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, Field
 
-from canary.errors import CanaryError
+from canary.errors import CanaryError, ConfigError
 from canary.fields import BuiltSpec, ClientSettings, Duration, Location, TopicName, required
-from canary.judge import JudgeConfig
-from canary.judge.config import ConfigError, config_from_dict, merged, read_config_file
+from canary.judge import INCONCLUSIVE, JudgeConfig
+from canary.judge.config import config_from_dict, merged, read_config_file
+from canary.outcome import Outcome
 from canary.storage import Store, open_store
 
 HEALTHY, DEGRADED = "HEALTHY", "DEGRADED"
+# A sweep's verdict as the outcome whose exit code `kafka-canary sweep` ends with (canary.outcome): healthy as a
+# promote, degraded as a rollback, inconclusive as itself.
+SWEEP_OUTCOMES = {HEALTHY: Outcome.PROMOTE, DEGRADED: Outcome.ROLLBACK, INCONCLUSIVE: Outcome.INCONCLUSIVE}
 HISTORY_ENV = "KAFKA_CANARY_HISTORY"
 DEFAULT_HISTORY = "~/.local/state/kafka-canary/history"
 

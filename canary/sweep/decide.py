@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from canary.judge import INCONCLUSIVE, PROMOTE, ROLLBACK
+from canary.judge import INCONCLUSIVE, PROMOTE, ROLLBACK, Brief
 from canary.sweep.config import DEGRADED, HEALTHY
 from canary.sweep.summary import percent_text
 
@@ -26,12 +26,13 @@ def decide(guards: dict | None, comparison: dict | None, reference: int, history
     if comparison is None:
         return _decide_without_reference(guards, history)
     against = f"the last {reference} healthy sweep(s)" if reference != 1 else "the last healthy sweep"
-    if comparison["verdict"] == ROLLBACK:
-        return DEGRADED, f"worse than {against}: {relabel(comparison['reason'])}"
-    if comparison["verdict"] == INCONCLUSIVE:
-        return INCONCLUSIVE, f"compared with {against}: {relabel(comparison['reason'])}"
-    if guards is not None and guards["verdict"] != PROMOTE:
-        return INCONCLUSIVE, f"SLO guards: {relabel(guards['reason'])}"
+    compared, guarded = Brief.of(comparison), Brief.of(guards) if guards is not None else None
+    if compared.verdict == ROLLBACK:
+        return DEGRADED, f"worse than {against}: {relabel(compared.reason)}"
+    if compared.verdict == INCONCLUSIVE:
+        return INCONCLUSIVE, f"compared with {against}: {relabel(compared.reason)}"
+    if guarded is not None and guarded.verdict != PROMOTE:
+        return INCONCLUSIVE, f"SLO guards: {relabel(guarded.reason)}"
     decided = sum(1 for metric in comparison["metrics"] if metric["decision"] in ("PASS", "FAIL"))
     return HEALTHY, (f"no regression against {against} in {decided} metric(s)"
                      + (" and within every SLO guard" if guards is not None else ""))
@@ -45,10 +46,11 @@ def _decide_without_reference(guards: dict | None, history: int) -> tuple[str, s
              f"history)") + "; judged by the SLO guards only"
     if guards is None:
         return INCONCLUSIVE, first + ", and no metric has an SLO guard"
-    if guards["verdict"] == PROMOTE:
+    judged = Brief.of(guards)
+    if judged.verdict == PROMOTE:
         guarded = ", ".join(metric["name"] for metric in guards["metrics"])
         return HEALTHY, f"{first}: within every guard ({guarded})"
-    return INCONCLUSIVE, f"{first}: {relabel(guards['reason'])}"
+    return INCONCLUSIVE, f"{first}: {relabel(judged.reason)}"
 
 
 def breach_text(metric: dict) -> str:

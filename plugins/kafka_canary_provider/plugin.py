@@ -43,20 +43,28 @@ def page_key(run_id: str, page: str) -> str:
 
 
 def _index(store: Store) -> str:
+    from canary.rollout.core.record import RunRecord
+
     rows = []
     for run, _ in sorted(store.runs(), key=lambda found: found[1], reverse=True)[:200]:
         try:
-            data = json.loads(store.child(run).read("run.json") or b"{}")
-        except (OSError, ValueError, StoreError):
+            raw = store.child(run).read("run.json")
+        except (OSError, StoreError):
             continue
-        run_id = html.escape(data.get("run_id", run))
-        verdict = html.escape(str((data.get("verdict") or {}).get("verdict") or "—"))
+        try:
+            record = RunRecord.load(json.loads(raw or b"{}"))
+        except ValueError:  # not JSON, or not a record this version reads
+            cells = ("—", "—", "run.json not readable by this kafka-canary")
+        else:
+            verdict = record.verdict.verdict if record.verdict else "—"
+            cells = (verdict, str(record.outcome()), str(record.status))
+        run_id = html.escape(run)
         rows.append(f'<tr><td><a href="{URL_PREFIX}/runs/{run_id}/report.html">{run_id}</a></td>'
-                    f'<td>{verdict}</td><td>{html.escape(str(data.get("status")))}</td></tr>')
+                    + "".join(f"<td>{html.escape(cell)}</td>" for cell in cells) + "</tr>")
     return ("<!doctype html><html><head><meta charset='utf-8'><title>Canary rollouts</title></head>"
             "<body style='font:14px system-ui,sans-serif;margin:2em'><h1>Canary rollouts</h1>"
             "<table border=1 cellpadding=4 style='border-collapse:collapse'>"
-            f"<tr><th>run</th><th>verdict</th><th>status</th></tr>{''.join(rows)}</table></body></html>")
+            f"<tr><th>run</th><th>verdict</th><th>outcome</th><th>status</th></tr>{''.join(rows)}</table></body></html>")
 
 
 def create_app() -> FastAPI:

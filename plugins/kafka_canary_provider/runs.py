@@ -51,12 +51,12 @@ __all__ = ["client_spec_from_params", "rollout_run_id", "run_dir", "run_file", "
 
 
 def spec_from_params(params: dict, cluster: dict, run_id: str) -> dict:
-    """The rollout spec (canary.rollout.spec format) a broker rollout DAG run's params ask for, with the cluster
+    """The rollout spec (canary.rollout.broker.spec format) a broker rollout DAG run's params ask for, with the cluster
     section built by KafkaCanaryHook; an unknown param (Airflow passes any key of a run's conf through) is refused
     rather than left to fall back to its default without a word."""
     return BROKER_FORM.spec(params, cluster=cluster, run_id=run_id)
 
 
 def client_spec_from_params(params: dict, cluster: dict, run_id: str) -> dict:
-    """The client rollout spec (canary.rollout.client_spec format) for the client DAG's params, as above."""
+    """The client rollout spec (canary.rollout.client.spec format) for the client DAG's params, as above."""
     return CLIENT_FORM.spec(params, cluster=cluster, run_id=run_id)

@@ -45,8 +45,11 @@ def test_bad_canary_is_rolled_back_and_verified(cluster_factory, tmp_path, monke
     log = (tmp_path / "dags-test.log").read_text()
 
     assert code == 0, log[-5000:]
-    outcome = run_outcome(runs)
-    assert outcome is not None, log[-5000:]
+    found = run_outcome(runs)
+    assert found is not None, log[-5000:]
+    record, _ = found
+    assert record.outcome() == "ROLLBACK" and record.status.exit_code == 1, record.status
+    outcome = record.to_json()  # as run.json holds it
     assert outcome["verdict"]["verdict"] == "ROLLBACK", outcome["verdict"]
     assert outcome["status"] == "verified rolled_back", json.dumps(outcome["steps"], indent=1)[-3000:]
     assert outcome["steps"]["verify"]["status"] == "done"

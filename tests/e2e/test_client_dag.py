@@ -73,8 +73,9 @@ def test_good_client_version_is_promoted_by_the_dag(run_root, tmp_path):
             code = run_dag_test(env, params, tmp_path / "dags-test.log", echo=False, timeout=900,
                                 dag_id="kafka_client_canary")
             log = (tmp_path / "dags-test.log").read_text()
-            outcome = run_outcome(runs)
-            assert code == 0 and outcome is not None, log[-5000:]
+            found = run_outcome(runs)
+            assert code == 0 and found is not None, log[-5000:]
+            outcome = found[0].to_json()  # as run.json holds it
             print(f"\nclient DAG: {outcome['status']} in {time.monotonic() - began:.0f}s, verdict "
                   f"{outcome['verdict']}")
             assert outcome["verdict"]["engine"] == "spark", outcome["verdict"]

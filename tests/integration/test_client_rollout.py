@@ -23,7 +23,7 @@ from canary.kafka.admin import TopicAdmin
 from canary.lanes import canary_rack
 from canary.rollout.client import CLIENT, ClientRollout, fleet
 from canary.rollout.client.fleet import converge
-from canary.rollout.client_spec import load_client_spec
+from canary.rollout.client.spec import load_client_spec
 from canary.rollout.core import run_all
 
 pytestmark = pytest.mark.integration
@@ -109,7 +109,7 @@ def _run(cluster: LocalCluster, run_root: Path, tmp_path: Path, topic: str, to: 
         time.sleep(5)
         started = time.monotonic()
         result = run_all(CLIENT, r)
-        print(f"\n{topic}: {result['outcome']} in {time.monotonic() - started:.0f}s ({result['reason']})")
+        print(f"\n{topic}: {result.outcome} in {time.monotonic() - started:.0f}s ({result.reason})")
         instances = {s.instance.name: (s.instance.version, s.running) for s in r.services.instances()}
         time.sleep(5)  # the baseline reads on after the rollout
     finally:
@@ -119,8 +119,8 @@ def _run(cluster: LocalCluster, run_root: Path, tmp_path: Path, topic: str, to: 
 
 def test_good_v2_is_promoted_to_every_instance_and_nothing_is_lost(canary_cluster, run_root, tmp_path):
     r, result, instances, acked, processed = _run(canary_cluster, run_root, tmp_path, "orders-good", "v2")
-    assert result["outcome"] == "PROMOTE", result
-    assert result["status"] == "verified promoted"
+    assert result.outcome == "PROMOTE", result
+    assert result.status == "verified promoted"
     assert instances == {f"orders-good-{n}": ("v2", True)
                          for n in ("producer-0", "consumer-0", "consumer-1")}  # canary instances gone
     before = r.state.before
@@ -137,8 +137,8 @@ def test_good_v2_is_promoted_to_every_instance_and_nothing_is_lost(canary_cluste
 def test_bad_v2_is_rolled_back_and_its_malformed_records_never_reach_the_baseline(canary_cluster, run_root,
                                                                                  tmp_path):
     r, result, instances, acked, processed = _run(canary_cluster, run_root, tmp_path, "orders-bad", "v2-bad")
-    assert result["outcome"] == "ROLLBACK", result
-    assert result["status"] == "verified rolled_back"
+    assert result.outcome == "ROLLBACK", result
+    assert result.status == "verified rolled_back"
     assert instances == {f"orders-bad-{n}": ("v1", True) for n in ("producer-0", "consumer-0", "consumer-1")}
     lane = {int(p) for p in r.state.before["lane"]}
     malformed = {i: e for i, e in acked.items() if e["malformed"]}
@@ -147,7 +147,7 @@ def test_bad_v2_is_rolled_back_and_its_malformed_records_never_reach_the_baselin
     partitions = {e["partition"] for e in malformed.values()}
     print(f"\nisolation at rollback: {len(malformed)} malformed records acknowledged, all in partitions "
           f"{sorted(partitions)} (canary partitions {sorted(lane)}); {len(baseline_got)} delivered to baseline "
-          f"consumers; verdict: {result['reason']}")
+          f"consumers; verdict: {result.reason}")
     assert malformed and partitions <= lane
     assert baseline_got == []
     figures = _handoff("rollback", acked, processed)

@@ -22,13 +22,17 @@ from canary.containers.cluster import DockerCluster
 from canary.containers.spec import CLUSTER, METRICS_PORT, VERSION
 from canary.kafka.versions import BASELINE_VERSION, TARGET_VERSION
 from canary.rollout.broker import BROKER, Rollout
+from canary.rollout.broker.spec import load_spec
 from canary.rollout.core import run_all
-from canary.rollout.spec import load_spec
 from canary.roundtrip import ensure_topic
 
 pytestmark = pytest.mark.integration
 NAME = f"kcc{os.getpid()}"
 SCRIPT = Path(__file__).parent / "fleet" / "kafka-node.sh"
+# A change preflight cannot refuse: a static key (no validate-only check) whose value is valid alone (the release's
+# definitions pass it) but breaks a condition between keys that only a starting broker checks (replica.socket.timeout.ms
+# must be at least the fetch wait). The broker exits at start.
+CANNOT_START = {"replica.fetch.wait.max.ms": "60000"}
 
 
 @pytest.fixture(scope="module")
@@ -118,13 +122,13 @@ def test_kafka_canary_rollout_describe_shows_the_fleet_through_the_spec(fleet, t
 def test_a_change_the_broker_cannot_start_with_is_rolled_back_by_the_same_commands(docker_client, fleet,
                                                                                     tmp_path) -> None:
     before = {n: broker_env(docker_client, n) for n in (1, 2, 3)}
-    run, result = rollout(fleet, tmp_path, "command-refused", {"config": {"num.io.threads": "0"}})
-    assert (result["outcome"], result["verdict"]) == ("ROLLBACK", "ROLLBACK"), result
-    assert "deploy-canary" in result["reason"] and "exited with status 1" in result["reason"]
-    assert run.state.data["steps"]["verify"]["result"]["status"] == "rolled_back"
+    run, result = rollout(fleet, tmp_path, "command-refused", {"config": CANNOT_START})
+    assert (result.outcome, result.verdict) == ("ROLLBACK", "ROLLBACK"), result
+    assert "deploy-canary" in result.reason and "exited with status 1" in result.reason
+    assert run.state.record.steps["verify"].result["status"] == "rolled_back"
     assert {n: broker_env(docker_client, n) for n in (1, 2, 3)} == before
     failed = commands_run(run, "deployer command failed")
-    assert failed and "exited at start" in failed[0]["error"] and "num.io.threads" in failed[0]["output"]
+    assert failed and "exited at start" in failed[0]["error"] and "replica.fetch.wait.max.ms" in failed[0]["output"]
     rolled_back = [e for e in commands_run(run, "deployer command") if e["step"] == "rollback"]
     assert [e["exit_code"] for e in rolled_back] == [0] and "started on" in rolled_back[0]["output"]
 
@@ -132,29 +136,29 @@ def test_a_change_the_broker_cannot_start_with_is_rolled_back_by_the_same_comman
 def test_a_broker_that_dies_after_its_roll_returned_fails_the_roll_then_not_at_the_warm_up_timeout(docker_client,
                                                                                                   fleet, tmp_path):
     """A roll command that returns as soon as the container runs (as a script that checks nothing after start
-    would): the broker refuses num.io.threads=0 and exits a few seconds later. The rollout's describe sees it stopped
+    would): the broker refuses its config and exits a few seconds later. The rollout's describe sees it stopped
     and fails the roll at the second such answer, long before the warm-up timeout, and rolls back."""
     before = {n: broker_env(docker_client, n) for n in (1, 2, 3)}
     roll = "RETURN_AT_START=1 " + cluster_section(fleet)["command"]["roll"]
-    run, result = rollout(fleet, tmp_path, "command-died", {"config": {"num.io.threads": "0"}}, {"roll": roll},
+    run, result = rollout(fleet, tmp_path, "command-died", {"config": CANNOT_START}, {"roll": roll},
                           timeouts={"warm_up": "10m"})
-    assert (result["outcome"], result["verdict"]) == ("ROLLBACK", "ROLLBACK"), result
-    assert "broker 2 stopped after its roll: the deployer reports its process not running" in result["reason"], result
-    assert run.state.data["steps"]["verify"]["result"]["status"] == "rolled_back"
+    assert (result.outcome, result.verdict) == ("ROLLBACK", "ROLLBACK"), result
+    assert "broker 2 stopped after its roll: the deployer reports its process not running" in result.reason, result
+    assert run.state.record.steps["verify"].result["status"] == "rolled_back"
     assert {n: broker_env(docker_client, n) for n in (1, 2, 3)} == before
 
 
 def test_a_good_change_is_promoted_through_the_commands_with_no_message_lost(docker_client, fleet, tmp_path) -> None:
     run, result = rollout(fleet, tmp_path, "command-good", {"config": {"num.io.threads": "6"}})
-    assert (result["outcome"], result["verdict"]) == ("PROMOTE", "PROMOTE"), result
-    assert run.state.data["steps"]["verify"]["result"]["status"] == "promoted"
+    assert (result.outcome, result.verdict) == ("PROMOTE", "PROMOTE"), result
+    assert run.state.record.steps["verify"].result["status"] == "promoted"
     assert {n: broker_env(docker_client, n)[env.variable("num.io.threads")] for n in (1, 2, 3)} == {
         1: "6", 2: "6", 3: "6"}
-    assert run.state.data["steps"]["preflight"]["result"]["broker_metrics"] == "deployer"
+    assert run.state.record.steps["preflight"].result["broker_metrics"] == "deployer"
     rolls = commands_run(run, "deployer command")
     assert [(e["step"], e["name"]) for e in rolls] == [("deploy-canary", "roll"), ("promote", "roll"),
                                                          ("promote", "roll"), ("promote", "roll")]
-    steps = run.state.data["steps"]
+    steps = run.state.record.to_json()["steps"]
     assert [steps[s]["result"]["probe"]["lost"] for s in ("deploy-canary", "promote")] == [0, 0]
 
 

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from ssh_host import SshHost, ssh_host
 
+from canary.rollout.broker.spec import load_spec
+from canary.rollout.core.spec import SpecError
 from canary.rollout.deployers import commands
 from canary.rollout.deployers.base import CommandSettings
 from canary.rollout.deployers.command import CommandDeployer
-from canary.rollout.spec import SpecError, load_spec
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,8 @@ from canary.kafka.config_validation import broker_check
 pytestmark = pytest.mark.integration
 
 VALUES = {"num.io.threads": ".nan", "num.network.threads": "0", "replica.fetch.min.bytes": "abc",
-          "message.max.bytes": "100", "a.custom.note": "x"}
+          "message.max.bytes": "100", "a.custom.note": "x", "log.cleaner.dedupe.buffer.size": "1",
+          "num.replica.fetchers": "50"}
 
 
 def _dynamic_config(bootstrap: str) -> dict[str, str]:
@@ -26,8 +27,12 @@ def test_a_running_broker_refuses_bad_dynamic_values_in_its_own_words_and_change
     checked = broker_check(shared_cluster.bootstrap_servers, None, 1, VALUES)
     assert checked.refused == {
         "num.io.threads": "Invalid value .nan for configuration num.io.threads: Not a number of type INT",
-        "num.network.threads": "Invalid value 0 for configuration num.network.threads: Value must be at least 1"}
-    assert checked.static == ["replica.fetch.min.bytes"]
+        "num.network.threads": "Invalid value 0 for configuration num.network.threads: Value must be at least 1",
+        # a condition between keys, which only a broker building its whole config sees
+        "log.cleaner.dedupe.buffer.size": "requirement failed: log.cleaner.dedupe.buffer.size must be at least 1MB "
+                                          "per cleaner thread."}
+    # static, and a thread count beyond double the current one (refused as a live change only: a restart takes it)
+    assert checked.static == ["num.replica.fetchers", "replica.fetch.min.bytes"]
     assert broker_check(shared_cluster.bootstrap_servers, None, 1, {"message.max.bytes": "100"}).refused == {}
     assert _dynamic_config(shared_cluster.bootstrap_servers) == before  # validate-only: nothing was set
 
@@ -36,6 +41,7 @@ def test_a_running_broker_refuses_bad_dynamic_values_in_its_own_words_and_change
 def test_a_release_s_definitions_refuse_bad_values_static_keys_too(version):
     checked = definition_check(version, VALUES)
     assert checked is not None, f"Kafka {version}'s jars are in the cache (make setup) and javac is installed"
+    # each value alone: the cleaner's buffer is a valid size, too small only for its threads (the broker's part)
     assert set(checked.invalid) == {"num.io.threads", "num.network.threads", "replica.fetch.min.bytes"}
     assert checked.invalid["replica.fetch.min.bytes"].endswith("Not a number of type INT")
     assert checked.unknown == ["a.custom.note"]

@@ -18,10 +18,10 @@ from canary.errors import ClusterError, SetupError
 from canary.kafka.admin import broker_facts
 from canary.kafka.versions import BASELINE_VERSION, TARGET_VERSION
 from canary.rollout.broker import BROKER, Rollout
+from canary.rollout.broker.spec import load_spec
 from canary.rollout.core import run_all
-from canary.rollout.deployer import DockerSettings
+from canary.rollout.deployers.base import DockerSettings
 from canary.rollout.deployers.docker import DockerDeployer
-from canary.rollout.spec import load_spec
 
 pytestmark = pytest.mark.integration
 NAME = f"kct{os.getpid()}"
@@ -180,16 +180,16 @@ def test_rollouts_on_the_docker_runtime_roll_back_a_bad_canary_and_promote_an_up
 
     before = {n: comparable(spec_now(docker_client, "broker", n)) for n in (1, 2, 3)}
     bad, result = rollout("docker-bad", {"config": {"message.max.bytes": "100"}}, "120s")
-    assert (result["outcome"], result["verdict"]) == ("ROLLBACK", "ROLLBACK")
-    assert bad.state.data["steps"]["verify"]["result"]["status"] == "rolled_back"
+    assert (result.outcome, result.verdict) == ("ROLLBACK", "ROLLBACK")
+    assert bad.state.record.steps["verify"].result["status"] == "rolled_back"
     assert {n: comparable(spec_now(docker_client, "broker", n)) for n in (1, 2, 3)} == before
 
     good, result = rollout("docker-upgrade", {"version": TARGET_VERSION, "config": {"num.io.threads": "6"}}, "45s")
-    assert (result["outcome"], result["verdict"]) == ("PROMOTE", "PROMOTE"), result
-    assert good.state.data["steps"]["verify"]["result"]["status"] == "promoted"
+    assert (result.outcome, result.verdict) == ("PROMOTE", "PROMOTE"), result
+    assert good.state.record.steps["verify"].result["status"] == "promoted"
     assert [(b.version, b.config["num.io.threads"], b.rack) for b in deployer.brokers()] == [
         (TARGET_VERSION, "6", None)] * 3
     assert [c.version for c in deployer.controllers()] == [TARGET_VERSION]
-    steps = good.state.data["steps"]
+    steps = good.state.record.to_json()["steps"]
     lost = [steps[s]["result"]["probe"]["lost"] for s in ("deploy-canary", "promote")]
     assert lost == [0, 0]  # no acknowledged probe message lost in any roll

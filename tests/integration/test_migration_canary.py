@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from canary.cli import main
-from canary.rollout.core.lock import LOCK_TOPIC
+from canary.kafka.admin import ROLLOUT_LOCK_TOPIC
 from canary.rollout.migration import MigrationRefused, MigrationSpec, describe_group, preflight, run_migration
 from canary.storage import open_store
 
@@ -81,7 +81,7 @@ def test_migration_canary_on_4_1_promotes_every_instance_to_the_consumer_protoco
     assert list(state["steps"]) == ["preflight", "join", "window", "judge", "promote", "verify"]
     audit = [json.loads(line)["action"] for line in (tmp_path / "run" / "audit.jsonl").read_text().splitlines()]
     assert "lock taken" in audit and "lock released" in audit
-    assert LOCK_TOPIC not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=15).topics
+    assert ROLLOUT_LOCK_TOPIC not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=15).topics
 
 
 # make faults: the rollback path on a cluster of its own (the promote path runs in make test).
@@ -139,4 +139,4 @@ def test_migration_canary_on_3_9_is_refused_and_changes_nothing(cluster_factory,
     groups = admin.list_consumer_groups(request_timeout=30).result(timeout=40).valid
     assert "billing" not in {g.group_id for g in groups}
     assert admin.list_topics("orders", timeout=15).topics["orders"].partitions.keys() == set(range(PARTITIONS))
-    assert LOCK_TOPIC not in admin.list_topics(timeout=15).topics  # refused before the lock
+    assert ROLLOUT_LOCK_TOPIC not in admin.list_topics(timeout=15).topics  # refused before the lock

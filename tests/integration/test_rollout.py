@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,9 +23,9 @@ from canary.cluster.traffic import TrafficSpec, UserTraffic
 from canary.process import free_port
 from canary.rollout.broker import BROKER, Rollout
 from canary.rollout.broker.rolling import GuardRefused
+from canary.rollout.broker.spec import load_spec
 from canary.rollout.core import RolloutError, run_all
 from canary.rollout.core.lock import ClusterLock, LockHeld
-from canary.rollout.spec import load_spec
 
 pytestmark = pytest.mark.integration
 
@@ -104,9 +105,9 @@ def test_good_canary_carries_its_share_of_real_traffic_promotes_the_fleet_and_fi
         result = run_all(BROKER, rollout)
         traffic.check()  # the clients ran through every roll
 
-    outcome = (result["outcome"], result["status"], result["verdict"])
+    outcome = (result.outcome, result.status, result.verdict)
     assert outcome == ("PROMOTE", "verified promoted", "PROMOTE"), result
-    stepped = rollout.state.data["steps"]
+    stepped = rollout.state.record.to_json()["steps"]
     # Real traffic before the change was representative, so `load: auto` added none.
     preflight = stepped["preflight"]["result"]
     assert preflight["traffic"]["representative"] and preflight["load"]["rate"] == 0, preflight
@@ -115,9 +116,9 @@ def test_good_canary_carries_its_share_of_real_traffic_promotes_the_fleet_and_fi
     lead = stepped["lead"]["result"]
     assert USER_TRAFFIC.topic in lead["topics_led"] and lead["traffic_share"]["fair"], lead
     # and through the window, which the verdict records as the traffic it judged.
-    judged = rollout.state.data["verdict"]["traffic"]
+    judged = rollout.state.record.to_json()["verdict"]["traffic"]
     assert judged["representative"] and judged["fair"], judged
-    canary_share = judged["share"][str(rollout.state.data["canary_brokers"][0])]
+    canary_share = judged["share"][str(rollout.state.record.canary_brokers[0])]
     assert all(0.5 <= s <= 1.5 for s in canary_share.values()) and "bytes_in_per_s" in canary_share, judged
     assert judged["baseline"]["bytes_in_per_s"] >= spec.traffic.min_bytes_per_s, judged
     assert {v[0] for v in snapshot(cluster).values()} == {TARGET_VERSION}  # brokers and controller
@@ -125,7 +126,7 @@ def test_good_canary_carries_its_share_of_real_traffic_promotes_the_fleet_and_fi
     assert cluster.features().finalized["metadata.version"] > rollout.state.before["features"]["metadata.version"]
     assert stepped["judge"]["result"]["engine"] == "inline"
     # The brokers' own metrics were read beside the probe and judged, canary broker against the others.
-    canary = rollout.state.data["canary_brokers"]
+    canary = rollout.state.record.canary_brokers
     assert stepped["preflight"]["result"]["broker_metrics"] == "deployer"
     readings = stepped["probe-window"]["result"]["broker_readings"]
     assert readings["written"] > 0 and readings["failed"] == 0, readings
@@ -155,7 +156,7 @@ def test_good_canary_carries_its_share_of_real_traffic_promotes_the_fleet_and_fi
         BROKER.step("rollback")(rollout)
     assert snapshot(cluster) == before
     # A finished rollout run again does nothing.
-    assert run_all(BROKER, rollout)["note"] == "the rollout had already finished"
+    assert run_all(BROKER, rollout).note == "the rollout had already finished"
 
 
 def test_bad_config_canary_fails_fast_and_rolls_back_to_the_exact_state(baseline_cluster, tmp_path):
@@ -166,23 +167,23 @@ def test_bad_config_canary_fails_fast_and_rolls_back_to_the_exact_state(baseline
     rollout = Rollout(spec, tmp_path / "run")
     result = run_all(BROKER, rollout)
 
-    assert (result["outcome"], result["verdict"]) == ("ROLLBACK", "ROLLBACK")
+    assert (result.outcome, result.verdict) == ("ROLLBACK", "ROLLBACK")
     # The idle cluster (the probe alone) is not representative: `load: auto` added what it lacked, within its ceiling,
     # measured from the brokers' own metrics in preflight, and the window carried it.
-    preflight = rollout.state.data["steps"]["preflight"]["result"]
+    preflight = rollout.state.record.steps["preflight"].result
     assert not preflight["traffic"]["representative"], preflight["traffic"]
     sized = preflight["load"]
     assert 0 < sized["bytes_per_s_per_broker"] <= spec.load.ceiling_bytes_per_s, sized
     assert sized["measured_bytes_in_per_s"] < spec.traffic.min_bytes_per_s and "per broker: the brokers take" in \
         sized["rule"], sized
-    assert rollout.state.data["window"]["load"]["rate_per_partition"] == sized["rate"]
-    gate = rollout.state.data["verdict"]
+    assert rollout.state.record.to_json()["window"]["load"]["rate_per_partition"] == sized["rate"]
+    gate = rollout.state.record.to_json()["verdict"]
     # Every produce to the canary fails: the error rate or the availability guard (whichever has enough data at
     # the look that stops the window) names it.
     assert gate["stopped_early"] and ("produce_error_rate" in gate["reason"] or "availability" in gate["reason"])
     assert snapshot(baseline_cluster) == before
     assert restarts(rollout, "deploy-canary") == [2] and restarts(rollout, "rollback") == [2]
-    verified = rollout.state.data["steps"]["verify"]["result"]
+    verified = rollout.state.record.steps["verify"].result
     assert verified["status"] == "rolled_back" and verified["lock_released"]
 
 
@@ -194,8 +195,8 @@ def test_delayed_canary_rolls_back(baseline_cluster, tmp_path):
     rollout = Rollout(spec, tmp_path / "run")
     result = run_all(BROKER, rollout)
 
-    assert result["outcome"] == "ROLLBACK", result
-    assert "latency" in result["reason"]
+    assert result.outcome == "ROLLBACK", result
+    assert "latency" in result.reason
     assert snapshot(baseline_cluster) == before
     assert {v[0] for v in snapshot(baseline_cluster).values()} == {BASELINE_VERSION}
 
@@ -220,8 +221,8 @@ def test_harm_that_lands_on_the_baseline_brokers_rolls_back_on_their_own_times_b
         wait_until(lambda: end_offsets(cluster, USER_TRAFFIC.topic) > 5_000, 60, "user traffic flowing")
         result = run_all(BROKER, rollout)
         traffic.check()
-    verdict = rollout.state.data["verdict"]
-    assert result["outcome"] == "ROLLBACK" and verdict["failed"] == ["baseline_produce_total_time_mean_ms"], verdict
+    verdict = rollout.state.record.to_json()["verdict"]
+    assert result.outcome == "ROLLBACK" and verdict["failed"] == ["baseline_produce_total_time_mean_ms"], verdict
     assert "baseline brokers' median" in verdict["reason"] and "before the change" in verdict["reason"], verdict
     assert snapshot(cluster) == before
 
@@ -241,15 +242,15 @@ def test_a_capacity_cut_the_probe_cannot_see_rolls_back_on_broker_metrics_under_
     result = run_all(BROKER, rollout)
 
     # Broker metrics are critical: an interim look may decide (fail fast) as well as the final analysis.
-    verdict = rollout.state.data["verdict"]
+    verdict = rollout.state.record.to_json()["verdict"]
     failed = verdict["failed"]
     if verdict["analysis"]:
         metrics = json.loads((tmp_path / "run" / verdict["analysis"] / "verdict.json").read_text())["metrics"]
         assert failed == [m["name"] for m in metrics if m["decision"] == "FAIL"], verdict
-    assert result["outcome"] == "ROLLBACK" and failed, verdict
+    assert result.outcome == "ROLLBACK" and failed, verdict
     assert all(name.startswith("broker_") for name in failed), failed  # the brokers' metrics saw it, not the probe
     assert snapshot(baseline_cluster) == before
-    load = rollout.state.data["window"]["load"]
+    load = rollout.state.record.to_json()["window"]["load"]
     assert load["lanes"]["canary"]["partitions"] == 1 and load["lanes"]["baseline"]["partitions"] == 2, load
     assert load["lanes"]["canary"]["acked"] > 0 and load["stopped_because"] is None, load
 
@@ -289,7 +290,15 @@ def test_bad_spec_against_the_cluster_is_refused_before_any_change(baseline_clus
              ({"canary": {"count": 3}}, "leaves no baseline"),
              ({"broker_metrics": unreadable}, f"broker_metrics: cannot reach Prometheus at http://127.0.0.1:{closed}"),
              ({"broker_metrics": {"prometheus": {"url": "http://127.0.0.1:1", "brokers": {1: "a"}}}},
-              r"brokers \[2, 3\] have no label value")]
+              r"brokers \[2, 3\] have no label value"),
+             # Values the canary would refuse at start, with the broker's own words (static keys too), before any
+             # restart: the same check with and without a version change.
+             ({"change": {"config": {"num.io.threads": ".nan", "replica.fetch.min.bytes": "abc"}}},
+              r"num.io.threads: Invalid value .nan for configuration num.io.threads: Not a number of type INT; "
+              r"replica.fetch.min.bytes: Invalid value abc .* Not a number of type INT\); fix them"),
+             ({"change": {"version": TARGET_VERSION, "config": {"log.segment.bytes": "10"}}},
+              rf"Kafka {re.escape(TARGET_VERSION)} broker refuses \(log.segment.bytes: Invalid value 10 .* at least "
+              r"1048576")]
     for i, (overrides, message) in enumerate(cases):
         rollout = Rollout(spec_for(baseline_cluster, f"bad-{i}", **overrides), tmp_path / str(i))
         with pytest.raises(RolloutError, match=message):
@@ -324,11 +333,11 @@ def test_rollout_killed_mid_deploy_converges_without_extra_restarts(baseline_clu
         worker.wait()
 
     resumed = Rollout(load_spec(spec_file), run_dir)
-    assert resumed.state.data["steps"]["deploy-canary"]["status"] == "running"  # the crash left it unfinished
+    assert resumed.state.record.steps["deploy-canary"].status == "running"  # the crash left it unfinished
     result = run_all(BROKER, resumed)
 
-    assert result["outcome"] == "ROLLBACK"
-    assert resumed.state.data["steps"]["deploy-canary"]["attempts"] == 2
+    assert result.outcome == "ROLLBACK"
+    assert resumed.state.record.steps["deploy-canary"].attempts == 2
     first, second = attempts(resumed, "deploy-canary")
     finished_first = {e["broker"] for e in first if e["action"] == "broker restarted"}
     restarted_second = [e["broker"] for e in second if e["action"] == "restart broker"]

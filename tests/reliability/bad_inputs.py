@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
+# Exit codes of a CLI error (one line on stderr): 2 before any run, 4 a run stopped unfinished (canary.outcome).
+ERROR_CODES = (2, 4)
 DOC = REPO / "docs" / "bad-inputs.md"
 
 
@@ -50,7 +52,8 @@ class Cli:
     the test's), `{tmp}` a fresh directory, `{empty}` an empty file, `{theirs}` (also inside an argument) a directory
     holding another tool's report.html and audit.jsonl, which must be left exactly as it was, `{rolled-back}` a run
     directory of the spec's run that decided ROLLBACK (its canary roll failed) and whose rollback failed, which
-    must gain no step. `code`: the exit code; 2 (an error) means one line on stderr, another code means a verdict
+    must gain no step. `code`: the exit code; 2 (an error) or 4 (an error that stopped a run unfinished: the run was
+    opened, a step failed or was refused) means one line on stderr, another code means a verdict
     printed on stdout and nothing at all on stderr. `shown`: the spec as the docs describe it, instead of its JSON."""
     argv: tuple[str, ...]
     env: dict = field(default_factory=dict)
@@ -119,10 +122,10 @@ class Case:
         if self.entry == "rollout spec":
             return (f"refused by `load_spec`: {quoted}" if not self.stage else
                     f"refused by preflight before the lock or any change: {quoted}")
-        if self.entry == "CLI" and self.input.code != 2:
+        if self.entry == "CLI" and self.input.code not in ERROR_CODES:
             return f"exit {self.input.code}, nothing on stderr (no log, no warning): {quoted}"
         if self.entry == "CLI":
-            return f"exit 2, one line on stderr: {quoted}"
+            return f"exit {self.input.code}, one line on stderr: {quoted}"
         if self.entry == "connection extras":
             return f"the task fails before any change: {quoted}"
         if self.excluded:
@@ -246,6 +249,15 @@ CASES: tuple[Case, ...] = (
          "canary.count: 5 canary broker(s) on a 3-broker cluster leaves no baseline", stage="preflight", cluster=True),
     Case("spec-unreleased-version", "rollout spec", "a version never released", {"change": {"version": "9.9.9"}},
          "Kafka 9.9.9 is not a released version on Maven Central", stage="preflight", cluster=True),
+    Case("spec-config-value-the-broker-refuses", "rollout spec",
+         "a config value the broker would refuse at start (it cost a canary restart and said only 'not registered')",
+         {"change": {"config": {"num.io.threads": ".nan"}}},
+         "num.io.threads: Invalid value .nan for configuration num.io.threads: Not a number of type INT",
+         stage="preflight", cluster=True),
+    Case("spec-static-config-value-the-broker-refuses", "rollout spec",
+         "a static key's value below the broker's minimum", {"change": {"config": {"log.segment.bytes": "10"}}},
+         "log.segment.bytes: Invalid value 10 for configuration log.segment.bytes: Value must be at least",
+         stage="preflight", cluster=True),
     Case("spec-lead-topic-missing", "rollout spec", "lead topic that does not exist",
          {"lead_topics": ["orders-that-do-not-exist"]},
          "lead_topics ['orders-that-do-not-exist'] do not exist on the cluster", stage="preflight", cluster=True),
@@ -331,12 +343,12 @@ CASES: tuple[Case, ...] = (
     Case("cli-resume-rolled-back-deploy", "CLI",
          "a step towards the change on a run that decided ROLLBACK, its rollback failed (it re-deployed, promoted)",
          Cli(("rollout", "deploy-canary", "--spec", "{spec}", "--run-dir", "{rolled-back}"), spec=COMMAND_FLEET,
-             shown="(a command-deployer fleet)"),
+             shown="(a command-deployer fleet)", code=4),
          "decided ROLLBACK (deploy-canary failed: ssh: connect to host k2 port 22: Connection refused), so "
          "deploy-canary may not run: the run can only finish its rollback"),
     Case("cli-resume-rolled-back-promote", "CLI", "promote --approve on a run that decided ROLLBACK",
          Cli(("rollout", "promote", "--approve", "--spec", "{spec}", "--run-dir", "{rolled-back}"),
-             spec=COMMAND_FLEET, shown="(a command-deployer fleet)"),
+             spec=COMMAND_FLEET, shown="(a command-deployer fleet)", code=4),
          "so promote may not run: the run can only finish its rollback"),
     Case("cli-rollout-no-spec", "CLI", "rollout without --spec", Cli(("rollout", "run")),
          "the following arguments are required: --spec"),
@@ -350,8 +362,8 @@ CASES: tuple[Case, ...] = (
              spec={"cluster": {"dir": "/nonexistent/kafka-canary-cluster"}}),
          "no cluster in /nonexistent/kafka-canary-cluster"),
     Case("cli-rollout-controller-as-canary", "CLI", "a controller's id as canary broker",
-         Cli(("rollout", "preflight", "--spec", "{spec}", "--run-dir", "{tmp}"), spec={"canary": {"brokers": [3000]}}),
-         "canary.brokers: [3000] are not brokers of this cluster", cluster=True),
+         Cli(("rollout", "preflight", "--spec", "{spec}", "--run-dir", "{tmp}"), spec={"canary": {"brokers": [3000]}},
+             code=4), "canary.brokers: [3000] are not brokers of this cluster", cluster=True),
     Case("cli-analyze-missing-observations", "CLI", "observations path missing",
          Cli(("analyze", "--observations", "/nonexistent/obs.jsonl", "--out", "{tmp}")),
          "--observations /nonexistent/obs.jsonl does not exist"),
@@ -561,7 +573,8 @@ def render() -> str:
         "and is refused by the run's first task, `preflight`, before anything is changed.",
         "- **rollout spec**: `load_spec` names every bad field at once without a cluster; checks that need the "
         "cluster run in the `preflight` step before the rollout lock is taken.",
-        "- **CLI**: `kafka-canary …` exits 2 and prints one line on stderr.",
+        "- **CLI**: `kafka-canary …` exits 2 and prints one line on stderr; 4 when the error stopped a run it had "
+        "opened (a step failed or was refused: the run is unfinished, see the exit codes in design.md).",
         "- **connection extras**: the Airflow connection (type `kafka_canary`) every rollout task reads.",
         "- **observations**: bad records never crash the analysis and never pass in silence: each is excluded, "
         "counted per reason in the verdict's `data_quality.excluded` and named in the verdict's reason (which the "

@@ -46,9 +46,9 @@ from canary.kafka.clients import PRODUCER_DEFAULTS, QUIET_LOGGER, admin_client
 from canary.observations import BROKER_KIND
 from canary.rollout import guard
 from canary.rollout.broker import BROKER, Rollout
-from canary.rollout.core import run_all
+from canary.rollout.broker.spec import load_spec
+from canary.rollout.core import RunSummary, run_all
 from canary.rollout.core.lock import ClusterLock
-from canary.rollout.spec import load_spec
 
 VALIDATE_TOPIC = "fault-suite-validate"
 # The judge of a short window on a busy 2-core machine (as the rollout integration tests): the first 15 s after
@@ -508,7 +508,7 @@ def observed(result: Result, cluster: LocalCluster, run_dir: Path) -> Iterator[W
             result.unchanged = nodes(cluster) == before
 
 
-def _run(rollout_of: Callable[[], Rollout], result: Result, runs: int = 3, **kwargs) -> dict | None:
+def _run(rollout_of: Callable[[], Rollout], result: Result, runs: int = 3, **kwargs) -> RunSummary | None:
     """run_rollout on a fresh Rollout (as a retried process builds it), run again after an error up to `runs` times
     in all, as the DAG retries its converging tasks twice; each error is kept in `result.errors`, not raised."""
     for attempt in range(1, runs + 1):

@@ -18,10 +18,10 @@ import pytest
 
 from canary.errors import CanaryError
 from canary.kafka import features
+from canary.kafka.admin import ROLLOUT_LOCK_TOPIC
 from canary.kafka.clients import admin_client
-from canary.rollout.core.lock import LOCK_TOPIC
 
-from .bad_inputs import CASES, DOC, Case, Cli, MissingFile, Obs, RawSpec, render
+from .bad_inputs import CASES, DOC, ERROR_CODES, Case, Cli, MissingFile, Obs, RawSpec, render
 
 KAFKA_CANARY = str(Path(sys.executable).parent / "kafka-canary")
 NO_CLUSTER = "/nonexistent/kafka-canary-cluster"
@@ -61,7 +61,7 @@ def test_bad_input(case: Case, request, tmp_path, monkeypatch):
     RUNNERS[case.entry](case, request, tmp_path, monkeypatch, cluster)
     if cluster:
         after = cluster_view(cluster)
-        assert LOCK_TOPIC not in after["topics"]
+        assert ROLLOUT_LOCK_TOPIC not in after["topics"]
         assert after == before, "the bad input changed the cluster"
 
 
@@ -118,7 +118,8 @@ def _spec(fragment: dict, cluster) -> dict:
 
 def run_spec(case: Case, request, tmp_path, monkeypatch, cluster) -> None:
     from canary.rollout.broker import BROKER, Rollout
-    from canary.rollout.spec import SpecError, load_spec
+    from canary.rollout.broker.spec import load_spec
+    from canary.rollout.core.spec import SpecError
 
     if isinstance(case.input, MissingFile):
         source = "/nonexistent/rollout.yaml"
@@ -177,11 +178,11 @@ def run_cli(case: Case, request, tmp_path, monkeypatch, cluster) -> None:
                           timeout=300)
     err = done.stderr.strip()
     assert SECRET not in done.stdout + done.stderr, "a password in an argument was echoed"
-    if cli.code != 2:  # a verdict: on stdout, and nothing else anywhere
+    if cli.code not in ERROR_CODES:  # a verdict: on stdout, and nothing else anywhere
         assert done.returncode == cli.code and err == "", (done.returncode, done.stdout, err)
         assert done.stdout.startswith(case.expect) and len(done.stdout.splitlines()) == 2, done.stdout
         return
-    assert done.returncode == 2, (done.returncode, done.stdout, err)
+    assert done.returncode == cli.code, (done.returncode, done.stdout, err)
     assert "Traceback" not in err and "\n" not in err, err
     assert err.startswith("error: ") and case.expect in err, err
     assert _files(theirs) == left_alone, "another tool's directory was written to"
@@ -197,8 +198,9 @@ def _files(directory: Path) -> dict[str, bytes]:
 def _rolled_back_run(spec_file: Path, run_dir: Path) -> dict:
     """The issue's run in `run_dir`: its canary roll was cut off (deploy-canary failed, the verdict ROLLBACK) and its
     rollback failed, broker 2 left stopped. Returns its run.json."""
+    from canary.rollout.broker.spec import load_spec
+    from canary.rollout.core import RunStatus, Verdict
     from canary.rollout.core.run import RunState
-    from canary.rollout.spec import load_spec
 
     spec = load_spec(spec_file)
     state = RunState.open(run_dir, spec.effective_run_id, spec.to_dict())
@@ -210,9 +212,8 @@ def _rolled_back_run(spec_file: Path, run_dir: Path) -> dict:
         else:
             state.step_failed(name, error)
     state.update(before={"brokers": {}, "controllers": {}, "features": {}}, canary_brokers=[2],
-                 status="judged ROLLBACK",
-                 verdict={"verdict": "ROLLBACK", "reason": f"deploy-canary failed: {error}", "engine": None})
-    return state.data
+                 status=RunStatus.JUDGED_ROLLBACK, verdict=Verdict.failure("deploy-canary", error))
+    return state.record.to_json()
 
 
 # ----- the connection's extras -----

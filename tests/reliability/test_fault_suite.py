@@ -27,11 +27,11 @@ from canary.errors import CanaryError
 from canary.judge import INCONCLUSIVE, PROMOTE, ROLLBACK
 from canary.kafka.wait import wait_until
 from canary.rollout.broker import BROKER
-from canary.rollout.core import RolloutKind, Step, run_all
+from canary.rollout.broker.spec import load_spec
+from canary.rollout.core import RolloutKind, RunStatus, Step, run_all
 from canary.rollout.core.audit import AuditLog
 from canary.rollout.core.rollout import RolloutRun
 from canary.rollout.core.run import RunState
-from canary.rollout.spec import load_spec
 
 from . import fault_scenarios as fs
 
@@ -211,9 +211,9 @@ def _fake_kind(**real) -> RolloutKind:
     runs = {"preflight": fake("preflight", lambda x: x.state.update(before={"brokers": {}})),
             "deploy-canary": fake("deploy-canary"), "warm-up": fake("warm-up"), "lead": fake("lead"),
             "probe-window": fake("probe-window", lambda x: x.window()),
-            "promote": fake("promote", lambda x: x.state.update(status="promoted")),
-            "rollback": fake("rollback", lambda x: x.state.update(status="rolled_back")),
-            "verify": fake("verify", lambda x: x.state.update(status=f"verified {x.state.status}"))} | real
+            "promote": fake("promote", lambda x: x.state.update(status=RunStatus.PROMOTED)),
+            "rollback": fake("rollback", lambda x: x.state.update(status=RunStatus.ROLLED_BACK)),
+            "verify": fake("verify", lambda x: x.state.update(status=x.state.status.as_verified()))} | real
 
     def swapped(step: Step) -> Step:
         return dataclasses.replace(step, run=runs[step.name]) if step.name in runs else step
@@ -229,9 +229,9 @@ def test_a_crashing_judge_after_the_canary_was_deployed_rolls_back(monkeypatch, 
 
     result = run_all(_fake_kind(judge=broken), r)
     assert r.calls[-2:] == ["rollback", "verify"], r.calls
-    assert result["outcome"] == ROLLBACK and result["verdict"] == ROLLBACK
-    assert "judge failed: float division by zero" in result["reason"]
-    assert r.state.data["steps"]["judge"]["status"] == "failed"
+    assert result.outcome == ROLLBACK and result.verdict == ROLLBACK
+    assert "judge failed: float division by zero" in result.reason
+    assert r.state.record.steps["judge"].status == "failed"
 
 
 def test_an_admin_call_timing_out_while_waiting_is_waited_through():
@@ -255,8 +255,8 @@ def test_a_failure_without_a_message_is_named_by_its_type(monkeypatch, tmp_path)
         raise TimeoutError()
 
     result = run_all(_fake_kind(judge=timed_out), r)
-    assert result["reason"] == "judge failed: TimeoutError"
-    assert r.state.data["steps"]["judge"]["error"] == "TimeoutError"
+    assert result.reason == "judge failed: TimeoutError"
+    assert r.state.record.steps["judge"].error == "TimeoutError"
 
 
 @pytest.mark.parametrize("analysis", ["exit 2", "exit 1 without a verdict", "raises"])
@@ -276,7 +276,7 @@ def test_a_failed_spark_analysis_is_inconclusive(monkeypatch, tmp_path, analysis
     verdict = BROKER.step("judge")(r)
     assert verdict["verdict"] == INCONCLUSIVE, verdict
     assert "Spark analysis failed" in verdict["reason"]
-    assert r.state.status == f"judged {INCONCLUSIVE}"
+    assert r.state.status is RunStatus.JUDGED_INCONCLUSIVE
 
 
 def test_a_failed_analysis_is_never_promoted_by_the_engine(monkeypatch, tmp_path):
@@ -288,7 +288,7 @@ def test_a_failed_analysis_is_never_promoted_by_the_engine(monkeypatch, tmp_path
     monkeypatch.setattr(analysis, "analyze", lambda request, **k: AnalysisResult.from_job("spark", 2, request.out))
     result = run_all(_fake_kind(), r)
     assert "promote" not in r.calls and r.calls[-2:] == ["rollback", "verify"], r.calls
-    assert result["verdict"] == INCONCLUSIVE and result["outcome"] != PROMOTE
+    assert result.verdict == INCONCLUSIVE and result.outcome != PROMOTE
 
 
 def test_an_error_before_any_change_is_raised_and_nothing_is_rolled_back(monkeypatch, tmp_path):

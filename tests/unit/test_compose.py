@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from canary.lanes import broker_lane
-from canary.rollout.spec import ClusterSection
+from canary.rollout.core.spec import ClusterSection
 
 REPO = Path(__file__).resolve().parents[2]
 RAW = (REPO / "docker-compose.yaml").read_text()

@@ -12,7 +12,8 @@ import yaml
 from canary.files import MAX_SPEC_BYTES, InputFileError, bounded_lines, parse_spec, read_limited, shown
 from canary.forms import BROKER_FORM, FormError
 from canary.observations import MAX_RECORD_BYTES, ObservationsFileError, read_file_counted
-from canary.rollout.spec import SpecError, load_spec
+from canary.rollout.broker.spec import load_spec
+from canary.rollout.core.spec import SpecError
 
 GOOD = {"cluster": {"dir": "/c"}, "change": {"config": {"num.io.threads": "6"}}, "canary": {"count": 1}}
 
@@ -76,7 +77,7 @@ def test_a_spec_reads_exponents_as_numbers(tmp_path):
     path = tmp_path / "rollout.json"
     path.write_text(json.dumps(GOOD)[:-1] + ', "probe": {"rate": 1e2, "window": 3e2}}')
     spec = load_spec(path)
-    assert (spec.probe_rate, spec.window) == (100.0, 300.0)
+    assert (spec.probe.rate, spec.probe.window) == (100.0, 300.0)
 
 
 def test_spec_errors_echo_a_bounded_amount(tmp_path):

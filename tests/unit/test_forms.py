@@ -1,17 +1,25 @@
-"""The trigger forms come from the spec models: each param's schema is its model field's rule, the defaults make
-a valid spec, and a bad param is named with every other problem before anything runs."""
+"""The trigger forms come from the spec models: each param's schema is its model field's rule, its default is the
+model field's, the defaults make a valid spec, and a bad param is named with every other problem before anything
+runs."""
 
 from __future__ import annotations
 
+import re
+from typing import Annotated, Any
+
 import pytest
+from pydantic import TypeAdapter
+from pydantic.fields import FieldInfo
 
 from canary.fields import DURATION_PATTERN
-from canary.forms import BROKER_FORM, CLIENT_FORM, SWEEP_FORM, FormError
-from canary.rollout.client_spec import load_client_spec
-from canary.rollout.spec import ENGINES, ProbeSection, load_spec
+from canary.forms import BROKER_FORM, CLIENT_FORM, SWEEP_FORM, Form, FormError, FormField
+from canary.rollout.broker.spec import ProbeSection, load_spec
+from canary.rollout.client.spec import load_client_spec
+from canary.rollout.core.spec import ENGINES
 from canary.sweep import SweepConfig
 
 CLUSTER = {"deployer": "local", "dir": "/tmp/c"}
+FORMS = {"broker": BROKER_FORM, "client": CLIENT_FORM, "sweep": SWEEP_FORM}
 
 
 def test_a_params_schema_is_its_model_fields_rule():
@@ -28,13 +36,41 @@ def test_a_params_schema_is_its_model_fields_rule():
     assert BROKER_FORM.json_schema("on_inconclusive")["enum"] == ["ask", "rollback"]
 
 
+def _taken(info: FieldInfo, value: Any) -> Any:
+    """`value` as the model field takes it: its type, range and parsing ("2m" -> 120.0, {} -> the section)."""
+    kind = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
+    return TypeAdapter(kind).validate_python(value)
+
+
+@pytest.mark.parametrize(("form", "name"), [(kind, f.name) for kind, form in FORMS.items() for f in form.fields])
+def test_every_params_default_is_its_model_fields(form: str, name: str):
+    info = FORMS[form].model_field(name)
+    shown = FORMS[form].field(name).default
+    model_default = None if info.is_required() else info.get_default(call_default_factory=True)
+    if model_default is None:  # nothing to show: the form proposes a value the field takes, or leaves it unset
+        assert shown in ("", [], {}) or _taken(info, shown) is not None, shown
+    else:
+        assert shown == model_default or _taken(info, shown) == _taken(info, model_default), (shown, model_default)
+    if FORMS[form].json_schema(name).get("pattern") == DURATION_PATTERN:  # as a person writes it, not seconds
+        assert isinstance(shown, str) and re.fullmatch(r"\d+(\.\d+)?[smh]", shown), shown
+
+
+def test_a_duration_is_shown_in_its_largest_whole_unit_and_a_required_field_needs_the_forms_default():
+    assert [BROKER_FORM.field(n).default for n in ("window", "interim_interval", "warm_up_timeout")] == [
+        "2m", "30s", "5m"]
+    assert (CLIENT_FORM.field("window").default, SWEEP_FORM.field("duration").default) == ("1m", "30s")
+    with pytest.raises(ValueError, match="service_name: its model field is required"):
+        Form(CLIENT_FORM.model, CLIENT_FORM.options, (FormField("service_name", ("service", "name"), "S", "…"),), {})
+
+
 def test_the_defaults_make_valid_specs():
     BROKER_FORM.check({})
     spec = load_spec(BROKER_FORM.spec({}, cluster=CLUSTER, run_id="r1"))
-    assert (spec.canary_count, spec.window, spec.interim_interval, spec.engine) == (1, 120.0, 30.0, "spark")
+    assert spec == load_spec({"cluster": CLUSTER, "change": {"version": BROKER_FORM.field("target_version").default},
+                              "canary": {"count": 1}, "run_id": "r1"})  # the rest: the model's defaults
     CLIENT_FORM.check({"fleet_dir": "/tmp/fleet"})
     client = load_client_spec(CLIENT_FORM.spec({"fleet_dir": "/tmp/fleet"}, cluster=CLUSTER, run_id="c1"))
-    assert (client.from_version, client.to_version, client.window) == ("v1", "v2", 60.0)
+    assert (client.change.from_, client.change.to, client.window.duration) == ("v1", "v2", 60.0)
     SWEEP_FORM.check({})
     sweep = SweepConfig(**SWEEP_FORM.spec({}, bootstrap_servers="b:9092"))
     assert (sweep.duration, sweep.rate, sweep.reference_sweeps) == (30.0, 20, 6)

@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 from canary.judge.config import ConfigError, JudgeConfig, config_from_dict
 from canary.kafka.broker_config import properties_line
 from canary.observations import BadObservation, Observation, read_observations
-from canary.rollout.client_spec import ClientRolloutSpec, load_client_spec
+from canary.rollout.broker.spec import BrokerRolloutSpec, load_spec
+from canary.rollout.client.spec import ClientRolloutSpec, load_client_spec
+from canary.rollout.core.spec import SpecError
 from canary.rollout.migration.spec import MigrationSpec, MigrationSpecError, load_migration_spec
-from canary.rollout.spec import RolloutSpec, SpecError, load_spec
 from canary.sweep import SweepConfig, SweepError
 
 FUZZ = settings(max_examples=200, deadline=None, database=None,
@@ -103,15 +104,15 @@ def _documents(good: dict):
     return st.one_of(near_valid(good), JSON_LIKE.filter(lambda v: not isinstance(v, str)))
 
 
-def _one_line_each(spec: RolloutSpec) -> None:
+def _one_line_each(spec: BrokerRolloutSpec) -> None:
     for key, value in spec.change.config.items():
         if value is not None:
             line = properties_line(key, value)
             assert line.endswith("\n") and len(line.splitlines()) == 1, (key, value)
 
 
-KINDS = {"broker": (BROKER, load_spec, SpecError, RolloutSpec), "client": (CLIENT, load_client_spec, SpecError,
-                                                                         ClientRolloutSpec),
+KINDS = {"broker": (BROKER, load_spec, SpecError, BrokerRolloutSpec),
+         "client": (CLIENT, load_client_spec, SpecError, ClientRolloutSpec),
          "migration": (MIGRATION, load_migration_spec, MigrationSpecError, MigrationSpec)}
 
 
@@ -124,7 +125,7 @@ def _loaded(kind: str, raw):
         assert exc.problems and all(isinstance(p, str) and p for p in exc.problems)
         return None
     assert isinstance(spec, made) and json.dumps(spec.to_dict()) and spec.effective_run_id
-    if isinstance(spec, RolloutSpec):
+    if isinstance(spec, BrokerRolloutSpec):
         _one_line_each(spec)
     return spec
 

@@ -17,7 +17,8 @@ from canary.kafka.secrets import CredentialsInUrl, has_credentials, redact_urls,
 from canary.kafka.settings import ConfigError, client_settings_from_env
 from canary.probe import config as probe_config
 from canary.release import AirflowClient, ReleaseError
-from canary.rollout.spec import SpecError, load_spec
+from canary.rollout.broker.spec import load_spec
+from canary.rollout.core.spec import SpecError
 from canary.storage import open_store
 from canary.sweep.config import SweepConfig
 

@@ -15,9 +15,9 @@ from canary.release import AirflowClient, ReleaseError, _conf, follow, release
 class FakeAirflow:
     """Serves /auth/token and the dagRuns endpoints; `script` is the list of task-state snapshots to walk."""
 
-    def __init__(self, script: list[dict], verify: dict | None, final: str = "success", password: str = "s3cret",
+    def __init__(self, script: list[dict], report: dict | None, final: str = "success", password: str = "s3cret",
                  busy: int = 0, paused: bool = False):
-        self.script, self.verify, self.final, self.password = script, verify, final, password
+        self.script, self.report, self.final, self.password = script, report, final, password
         self.paused = paused
         self.busy = busy  # this many task-state polls answer 503 first
         self.calls: list[tuple[str, str, dict | None, str | None]] = []
@@ -70,8 +70,8 @@ class FakeAirflow:
                     states = fake.script[min(fake.step, len(fake.script) - 1)]
                     fake.step += 1
                     return self._send(200, {"task_instances": [{"task_id": t, "state": s} for t, s in states.items()]})
-                if "/xcomEntries/return_value" in self.path and "/verify/" in self.path:
-                    return self._send(200, {"value": fake.verify}) if fake.verify else self._send(404, {})
+                if "/xcomEntries/return_value" in self.path and "/report/" in self.path:
+                    return self._send(200, {"value": fake.report}) if fake.report else self._send(404, {})
                 if self.path == "/api/v2/dags/kafka_broker_canary":
                     return self._send(200, {"dag_id": "kafka_broker_canary", "is_paused": fake.paused})
                 if self.path.startswith("/api/v2/dags/kafka_broker_canary/dagRuns/unknown"):
@@ -101,8 +101,11 @@ def airflow():
         s.close()
 
 
+# What the report task returns (canary.rollout.core.RunSummary), of which the release reads the outcome.
+PROMOTED = {"outcome": "PROMOTE", "status": "verified promoted", "exit_code": 0}
+ROLLED_BACK = {"outcome": "ROLLBACK", "status": "verified rolled_back", "exit_code": 1}
 STEPS = [{"preflight": "running"}, {"preflight": "success", "deploy_canary": "running"},
-         {"preflight": "success", "deploy_canary": "success", "verify": "success"}]
+         {"preflight": "success", "deploy_canary": "success", "verify": "success", "report": "success"}]
 
 
 def run(fake: FakeAirflow, password="s3cret", **kwargs) -> tuple[int, str]:
@@ -114,7 +117,7 @@ def run(fake: FakeAirflow, password="s3cret", **kwargs) -> tuple[int, str]:
 
 
 def test_promoted_run_exits_0_and_streams_progress(airflow):
-    fake = airflow(STEPS, {"status": "promoted"})
+    fake = airflow(STEPS, PROMOTED)
     code, text = run(fake)
     assert code == 0 and "PROMOTE" in text
     assert "  preflight: running" in text and "  deploy_canary: success" in text
@@ -126,14 +129,14 @@ def test_promoted_run_exits_0_and_streams_progress(airflow):
 
 
 def test_rolled_back_run_exits_1(airflow):
-    code, text = run(airflow(STEPS, {"status": "rolled_back"}))
+    code, text = run(airflow(STEPS, ROLLED_BACK))
     assert code == 1 and "ROLLBACK" in text
 
 
 def test_task_states_reach_the_terminal_without_their_escape_sequences(airflow):
     """An Airflow (or a proxy) answering task ids and states with control characters cannot drive the terminal."""
     hostile = [{"preflight\x1b[2J": "running\x1b]0;owned\x07"}, *STEPS[1:]]
-    code, text = run(airflow(hostile, {"status": "promoted"}))
+    code, text = run(airflow(hostile, PROMOTED))
     assert code == 0 and "\x1b" not in text and "\x07" not in text
     assert "  preflight [2J: running ]0;owned " in text
 
@@ -143,9 +146,16 @@ def test_waiting_for_a_person_exits_3(airflow):
     assert code == 3 and "a person must decide" in text
 
 
-def test_failed_run_without_outcome_exits_2(airflow):
+def test_failed_run_without_outcome_exits_4(airflow):
     code, text = run(airflow(STEPS, None, final="failed"))
-    assert code == 2 and "without a verified outcome" in text
+    assert code == 4 and "UNFINISHED: the rollout run ended failed without a verified outcome" in text
+
+
+def test_a_run_its_report_says_is_unfinished_exits_4_naming_where_it_stopped(airflow):
+    """The report task fails the DAG run when the rollout is not verified, and leaves the run's summary in XCom."""
+    code, text = run(airflow(STEPS, {"outcome": "UNFINISHED", "status": "judged ROLLBACK", "exit_code": 4},
+                             final="failed"))
+    assert code == 4 and "without a verified outcome at 'judged ROLLBACK'" in text
 
 
 def test_no_wait_returns_once_triggered(airflow):
@@ -193,7 +203,7 @@ def test_refused_params_and_unknown_runs_are_clear_errors(airflow):
 
 
 def test_follow_an_existing_run_exits_with_its_outcome(airflow):
-    fake = airflow(STEPS, {"status": "promoted"})
+    fake = airflow(STEPS, PROMOTED)
     out = io.StringIO()
     code = follow(AirflowClient(fake.url, username="ci", password="s3cret", timeout=5), "r1", poll=0.01, out=out)
     assert code == 0 and "PROMOTE" in out.getvalue()
@@ -212,7 +222,7 @@ def test_params_pass_through_as_json_where_they_parse():
 
 
 def test_a_busy_airflow_is_asked_again_while_following_and_given_up_on_after_patience(airflow):
-    code, text = run(airflow(STEPS, {"status": "promoted"}, busy=3))
+    code, text = run(airflow(STEPS, PROMOTED, busy=3))
     assert code == 0 and text.count("asking again") == 3 and "PROMOTE" in text
     with pytest.raises(ReleaseError, match="answered 503"):
         follow(AirflowClient(airflow(STEPS, None, busy=50).url, username="ci", password="s3cret", timeout=5), "r1",

@@ -3,8 +3,9 @@
 The cluster's client settings are the spec's `cluster.client`; `KAFKA_CANARY_CLIENT_<KEY>` environment variables add
 or override them (KAFKA_CANARY_CLIENT_SASL_PASSWORD for sasl.password), so no password need be in the spec file.
 
-Exit codes: `run` 0 promoted and verified, 1 rolled back and verified, 3 a person must decide (INCONCLUSIVE
-with --on-inconclusive stop), 2 error. `gate` 0/1/3 by verdict. Other steps 0 done, 2 error.
+Exit codes (canary.outcome): `run` 0 promoted and verified, 1 rolled back and verified, 3 a person must decide
+(INCONCLUSIVE with --on-inconclusive stop), 4 the run stopped unfinished (a step failed or was refused: the same
+command goes on), 2 an error before the run existed. `gate` 0/1/3 by verdict. Other steps 0 done, 4 failed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 
 from canary.errors import CanaryError
 from canary.kafka.wait import wait_until
+from canary.outcome import Outcome
 from canary.rollout import guard
 from canary.rollout.broker import BROKER
 from canary.rollout.core.cli import add_commands, open_run, print_result
@@ -54,10 +56,11 @@ def register(sub) -> None:
 
 def cmd_status(args) -> int:
     rollout = open_run(args)
-    data = rollout.state.data
-    result = {"run_id": data["run_id"], "status": data["status"], "canary_brokers": data["canary_brokers"],
-              "verdict": data["verdict"], "steps": {k: v["status"] for k, v in data["steps"].items()},
-              "lock_holder": rollout.lock.holder()}
+    record = rollout.state.record
+    result = {"run_id": record.run_id, "status": record.status, "outcome": record.outcome(),
+              "canary_brokers": record.canary_brokers,
+              "verdict": record.verdict.to_dict() if record.verdict else None,
+              "steps": {name: step.status for name, step in record.steps.items()}, "lock_holder": rollout.lock.holder()}
     print_result(args, result)
     return 0
 
@@ -66,14 +69,14 @@ def cmd_describe(args) -> int:
     spec = BROKER.load_spec(args.spec, dict(os.environ))
     deployer = spec.cluster.open_deployer(spec.client)
     brokers, controllers = deployer.brokers(), deployer.controllers()
-    result = {"deployer": spec.deployer, "bootstrap_servers": deployer.bootstrap_servers,
+    result = {"deployer": spec.cluster.deployer, "bootstrap_servers": deployer.bootstrap_servers,
               "capabilities": sorted(deployer.capabilities),
               "brokers": [b.to_dict() | {"running": b.running} for b in brokers],
               "controllers": [c.to_dict() | {"running": c.running} for c in controllers]}
     if args.json:
         print_result(args, result)
         return 0
-    print(f"deployer {spec.deployer}, bootstrap servers {deployer.bootstrap_servers}, can also: "
+    print(f"deployer {spec.cluster.deployer}, bootstrap servers {deployer.bootstrap_servers}, can also: "
           f"{', '.join(result['capabilities']) or 'nothing more'}")
     for b in brokers:
         print(f"broker {b.broker_id:>5}  {b.version:<8} {'running' if b.running else 'DOWN':<8} rack {b.rack or '-'}  "
@@ -88,8 +91,8 @@ def _stop_start_deployer(args):
     spec = BROKER.load_spec(args.spec, dict(os.environ))
     deployer = spec.cluster.open_deployer(spec.client)
     if "stop_start" not in deployer.capabilities:
-        raise CanaryError(f"the {spec.deployer} deployer cannot stop or start a broker"
-                          + (": add stop and start to cluster.command" if spec.deployer == "command" else ""))
+        raise CanaryError(f"the {spec.cluster.deployer} deployer cannot stop or start a broker"
+                          + (": add stop and start to cluster.command" if spec.cluster.deployer == "command" else ""))
     brokers = {b.broker_id: b for b in deployer.brokers()}
     if args.broker not in brokers:
         raise CanaryError(f"broker {args.broker} is not one of the deployer's brokers {sorted(brokers)}")
@@ -121,7 +124,7 @@ def cmd_start_broker(args) -> int:
         print(f"broker {args.broker} is already running")
         return 0
     deployer.start_broker(args.broker)
-    wait_until(f"broker {args.broker} back in the ISR", spec.warm_up_timeout,
+    wait_until(f"broker {args.broker} back in the ISR", spec.timeouts.warm_up,
                lambda: guard.learner_missing(deployer.bootstrap_servers, spec.client, [args.broker]), None)
     print(f"broker {args.broker} started, registered and back in the ISR of every partition it hosts")
     return 0
@@ -134,7 +137,7 @@ def cmd_unlock(args) -> int:
     if not args.force:
         print(f"the lock is held by {holder}; pass --force to break it (only when that rollout is dead)"
               if holder is not None else "the cluster is not locked", file=sys.stderr)
-        return 2 if holder is not None else 0
+        return Outcome.ERROR.exit_code if holder is not None else 0
     removed = lock.force_release()
     print_result(args, {"removed": removed})
     return 0

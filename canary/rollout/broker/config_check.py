@@ -11,22 +11,26 @@ from canary.rollout.core import RolloutError
 
 
 def check_change_config(bootstrap_servers: str, client: dict | None, config: dict[str, str | None], version: str,
-                        broker_id: int) -> dict:
+                        broker_id: int, same_version: bool) -> dict:
     """Raises RolloutError naming every refused key with the broker's message; returns what was checked how.
-    `version`: the release the canary will run. Without its jars here, broker `broker_id` (a canary, on the current
-    release) checks the dynamic keys; the static ones are then listed as not checked."""
+    `version`: the release the canary will run. `broker_id`: a canary, on the current release; it checks the
+    dynamic keys too when the change keeps its release (`same_version`: its check then also holds the conditions
+    between keys, such as the cleaner's buffer per thread) or when the release's jars are not here (the static keys
+    are then listed as not checked)."""
     values = {k: v for k, v in config.items() if v is not None}  # None removes an override: nothing to parse
     if not values:
         return {}
     definitions = definition_check(version, values)
-    if definitions is not None:
-        refused, unknown, not_checked = definitions.invalid, definitions.unknown, []
-    else:
+    refused = dict(definitions.invalid) if definitions else {}
+    by, not_checked = [f"Kafka {version}'s definitions"] if definitions else [], []
+    if same_version or definitions is None:
         checked = broker_check(bootstrap_servers, client, broker_id, values)
-        refused, unknown, not_checked = checked.refused, [], checked.static
+        refused = checked.refused | refused  # the definitions' words where both refuse
+        by.append(f"broker {broker_id}")
+        not_checked = [] if definitions else checked.static
     if refused:
         shown = "; ".join(f"{key}: {message}" for key, message in sorted(refused.items()))
         raise RolloutError(f"change.config has values a Kafka {version} broker refuses ({shown}); fix them in the "
                            f"spec (nothing was changed)")
-    return {"keys": sorted(values), "by": f"Kafka {version}'s definitions" if definitions else f"broker {broker_id}",
-            "unknown_keys": unknown, "not_checked": not_checked}
+    return {"keys": sorted(values), "by": by, "unknown_keys": definitions.unknown if definitions else [],
+            "not_checked": not_checked}

@@ -3,12 +3,12 @@ every ISR, then lead their preferred partitions (canary partitions now exist).""
 
 from __future__ import annotations
 
+from canary.kafka.admin import ROLLOUT_LOCK_TOPIC
 from canary.rollout.broker.probes import watched
 from canary.rollout.broker.rolling import roll_fleet, wait_in_isr
 from canary.rollout.broker.rollout import PROBE_TOPIC, Rollout
 from canary.rollout.broker.traffic import wait_for_fair_share
-from canary.rollout.core import RolloutError
-from canary.rollout.core.lock import LOCK_TOPIC
+from canary.rollout.core import RolloutError, RunStatus
 from canary.rollout.leaders import elect_until_led
 
 
@@ -17,13 +17,13 @@ def deploy_canary(run: Rollout) -> dict:
     result: dict = {"canary_brokers": run.canary_ids()}
     with watched(run, "deploy", result):
         result["rolled"] = roll_fleet(run, run.canary_ids(), "canary", warm=False)
-    run.state.update(status="canary deployed")
+    run.state.update(status=RunStatus.CANARY_DEPLOYED)
     return result
 
 
 def warm_up(run: Rollout) -> dict:
     """Waits until every canary broker is in the ISR of every partition it hosts (learner warm-up)."""
-    waited = {str(b): round(wait_in_isr(run, b, run.spec.warm_up_timeout), 1) for b in run.canary_ids()}
+    waited = {str(b): round(wait_in_isr(run, b, run.spec.timeouts.warm_up), 1) for b in run.canary_ids()}
     return {"waited_s": waited}
 
 
@@ -32,7 +32,7 @@ def lead_selection(run: Rollout, topics: list[str]) -> set[str]:
     `all` (as a finished roll would lead them), else the probe's and the listed ones (`none`: the probe's alone)."""
     chosen = run.spec.lead_topics
     if chosen == "all":
-        return {t for t in topics if t != LOCK_TOPIC}
+        return {t for t in topics if t != ROLLOUT_LOCK_TOPIC}
     return {PROBE_TOPIC, *(() if chosen == "none" else chosen)}
 
 

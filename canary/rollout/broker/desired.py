@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from canary import lanes
 from canary.rollout.broker.rollout import Rollout
-from canary.rollout.deployer import BrokerInfo
+from canary.rollout.deployers.base import BrokerInfo
 
 
 def target_version(run: Rollout, before: dict) -> str:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from canary.rollout.broker import deploy, desired, preflight, promote, verdict, verify, window
 from canary.rollout.broker.rollout import Rollout
+from canary.rollout.broker.spec import BrokerRolloutSpec, load_spec
 from canary.rollout.core import RolloutKind, Step
-from canary.rollout.deployer import Deployer
-from canary.rollout.spec import RolloutSpec, load_spec
+from canary.rollout.deployers.base import Deployer
 
 
 def _gate(run: Rollout) -> dict:
@@ -17,7 +17,7 @@ def _gate(run: Rollout) -> dict:
     return JUDGE(run)
 
 
-def _open(spec: RolloutSpec, run_dir: str | Path | None = None, deployer: Deployer | None = None) -> Rollout:
+def _open(spec: BrokerRolloutSpec, run_dir: str | Path | None = None, deployer: Deployer | None = None) -> Rollout:
     return Rollout(spec, run_dir, deployer)
 
 

@@ -34,10 +34,11 @@ def check_broker_metrics(run: Rollout, broker_ids: list[int]) -> str:
     source = broker_metrics_source(run)
     if source is None:
         if run.spec.broker_metrics.enabled:
+            deployer = run.spec.cluster.deployer
             how = (" (its broker containers need the label io.kafka-canary.metrics-port: the port of a JMX "
-                   "exporter agent on the host's network; docs/deployers.md)" if run.spec.deployer == "docker" else "")
+                   "exporter agent on the host's network; docs/deployers.md)" if deployer == "docker" else "")
             raise RolloutError("broker_metrics: the brokers' own metrics cannot be read through the "
-                               f"{run.spec.deployer} deployer{how}; give broker_metrics.exporters (each broker's JMX "
+                               f"{deployer} deployer{how}; give broker_metrics.exporters (each broker's JMX "
                                f"exporter URL), broker_metrics.prometheus (a Prometheus that scrapes them), or set "
                                f"broker_metrics.enabled: false to judge the probe alone")
         return "off"

@@ -1,6 +1,6 @@
-"""Preflight of a broker rollout: everything is checked before any change (the spec against the cluster, health,
-no reassignment, the target's features, every broker's metrics readable, the lock, a green baseline probe); then the
-pre-rollout snapshot."""
+"""Preflight of a broker rollout: everything is checked before any change (the spec against the cluster, the change's
+config values against the broker's definitions, health, no reassignment, the target's features, every broker's
+metrics readable, the lock, a green baseline probe); then the pre-rollout snapshot."""
 
 from __future__ import annotations
 
@@ -12,26 +12,28 @@ from canary.kafka.admin import TopicAdmin
 from canary.kafka.clients import admin_client
 from canary.kafka.settings import kafka_python_settings
 from canary.probe.load_sizing import size_load
+from canary.rollout.broker.config_check import check_change_config
 from canary.rollout.broker.metrics import check_broker_metrics
 from canary.rollout.broker.probes import green_probe, probe_observations
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.broker.traffic import MEASURES, file_means, measure_now, share
-from canary.rollout.core import RolloutError
-from canary.rollout.deployer import BrokerInfo
+from canary.rollout.core import RolloutError, RunStatus
+from canary.rollout.deployers.base import BrokerInfo
 from canary.rollout.leaders import leaders
 
 
 def choose_canaries(run: Rollout, brokers: list[BrokerInfo]) -> list[int]:
     ids = sorted(b.broker_id for b in brokers)
-    if run.spec.canary_brokers:
-        unknown = sorted(set(run.spec.canary_brokers) - set(ids))
+    asked_for = run.spec.canary
+    if asked_for.brokers:
+        unknown = sorted(set(asked_for.brokers) - set(ids))
         if unknown:
             raise RolloutError(f"canary.brokers: {unknown} are not brokers of this cluster; its broker ids are {ids}")
-        chosen = sorted(run.spec.canary_brokers)
+        chosen = sorted(asked_for.brokers)
     else:
-        chosen = ids[-run.spec.canary_count:] if run.spec.canary_count else []
-    asked, field = ((len(chosen), "canary.brokers") if run.spec.canary_brokers
-                    else (run.spec.canary_count or 0, "canary.count"))
+        chosen = ids[-asked_for.count:] if asked_for.count else []
+    asked, field = ((len(chosen), "canary.brokers") if asked_for.brokers
+                    else (asked_for.count or 0, "canary.count"))
     if asked >= len(ids):
         raise RolloutError(f"{field}: {asked} canary broker(s) on a {len(ids)}-broker cluster leaves no "
                            f"baseline to compare with; choose at most {len(ids) - 1}")
@@ -43,7 +45,7 @@ def preflight(run: Rollout) -> dict:
     the lock, a green baseline probe; then records the pre-rollout snapshot."""
     spec = run.spec
     brokers = run.deployer.brokers()
-    canaries = run.state.data["canary_brokers"] or choose_canaries(run, brokers)
+    canaries = run.state.record.canary_brokers or choose_canaries(run, brokers)
     down = [b.broker_id for b in brokers if not b.running]
     if down and len(down) == len(brokers):
         raise RolloutError(f"no broker answers at {run.bootstrap_servers} (brokers {down} are not registered): check "
@@ -53,6 +55,10 @@ def preflight(run: Rollout) -> dict:
     check_capabilities(run)
     if spec.change.version:
         run.deployer.prepare(spec.change.version)
+    current = next(b.version for b in brokers if b.broker_id == canaries[0])
+    config_checked = check_change_config(run.bootstrap_servers, spec.client, dict(spec.change.config),
+                                         spec.change.version or current, canaries[0],
+                                         same_version=spec.change.version in (None, current))
 
     seen = health.check(run.bootstrap_servers, [b.broker_id for b in brokers], client_config=spec.client,
                         expected_voters=[c.node_id for c in run.deployer.controllers()])
@@ -66,7 +72,7 @@ def preflight(run: Rollout) -> dict:
     if spec.change.version:
         check_features(spec.change.version, levels.finalized)
     # Found missing only in the lead step, listed lead topics would fail the rollout after the first change.
-    if isinstance(spec.lead_topics, tuple) and spec.lead_topics:
+    if isinstance(spec.lead_topics, list) and spec.lead_topics:
         existing = admin_client(run.bootstrap_servers, spec.client).list_topics(timeout=15).topics
         missing = sorted(set(spec.lead_topics) - set(existing))
         if missing:
@@ -77,11 +83,11 @@ def preflight(run: Rollout) -> dict:
 
     taken = run.lock.acquire(run.run_id, len(brokers))
     run.audit.record("preflight", "lock taken" if taken else "lock already held by this rollout")
-    run.state.update(canary_brokers=canaries, status="preflight")
+    run.state.update(canary_brokers=canaries, status=RunStatus.PREFLIGHT)
     try:
         # Long enough to measure each broker before the change (the window's latencies are calibrated by it).
         probe = green_probe(run, "preflight", reconcile=True,
-                            seconds=max(spec.preflight_probe, spec.calibration_probe))
+                            seconds=max(spec.probe.preflight, spec.probe.calibration))
         measured = (*MEASURES, "request_handler_idle_ratio")
         before = file_means(probe_observations(run, probe["probe_run_id"]), measured)
         if not any("bytes_in_per_s" in v for v in before.values()):  # a probe too short for two readings
@@ -96,7 +102,7 @@ def preflight(run: Rollout) -> dict:
         run.state.update(before=snapshot(run))
         run.audit.record("preflight", "snapshot", before=run.state.before)
     return {"canary_brokers": canaries, "brokers": len(brokers), "finalized": levels.finalized, "probe": probe,
-            "broker_metrics": metrics_from, "load": load, "traffic": traffic}
+            "broker_metrics": metrics_from, "load": load, "traffic": traffic, "config_checked": config_checked}
 
 
 def traffic_before(run: Rollout, before: dict[int, dict[str, float]], canaries: list[int], load_rate: float) -> dict:
@@ -119,7 +125,7 @@ def traffic_before(run: Rollout, before: dict[int, dict[str, float]], canaries: 
 def check_capabilities(run: Rollout) -> None:
     """Refuses, before any change, a spec that asks the deployer for what it cannot do."""
     if run.spec.fault.client_delay_ms and "client_delay" not in run.deployer.capabilities:
-        raise RolloutError(f"fault.client_delay_ms: the {run.spec.deployer} deployer cannot put a delay in "
+        raise RolloutError(f"fault.client_delay_ms: the {run.spec.cluster.deployer} deployer cannot put a delay in "
                            f"front of a broker (only the embedded local cluster can); remove it from the spec")
 
 
@@ -130,7 +136,7 @@ def window_load(run: Rollout, before: dict[int, dict[str, float]]) -> dict:
     spec = run.spec.load
     if spec.rate != "auto":
         return {"rate": spec.rate, "record_size": spec.record_size, "sized": False}
-    sized = run.state.data.get("load_sizing")
+    sized = run.state.record.load_sizing
     if sized is None:
         sized = size_load(before, run.spec.traffic.min_bytes_per_s, spec.record_size, spec.ceiling_bytes_per_s,
                           required=run.spec.capacity == "required").to_dict()

@@ -24,8 +24,9 @@ def observations_path(run: Rollout, name: str) -> Path:
 def before_observations(run: Rollout) -> Path | None:
     """The last green preflight probe's observations: the brokers before the change, which the window's latencies
     are calibrated by (canary.judge.calibration); None before preflight passed or when the file is gone."""
-    result = run.state.data["steps"].get("preflight", {}).get("result") or {}
-    if not run.spec.calibration_probe:
+    preflight = run.state.record.step("preflight")
+    result = (preflight.result if preflight else None) or {}
+    if not run.spec.probe.calibration:
         return None
     probe_run_id = (result.get("probe") or {}).get("probe_run_id")
     if not probe_run_id:
@@ -44,14 +45,14 @@ def probe_config(run: Rollout, name: str, seconds: float | None = None, reconcil
     reconciles the canary topic: during the rollout the rollout alone changes the cluster."""
     observations = observations_path(run, name)
     observations.unlink(missing_ok=True)
-    return ProbeConfig(bootstrap_servers=run.bootstrap_servers, rate=run.spec.probe_rate, duration=seconds,
+    return ProbeConfig(bootstrap_servers=run.bootstrap_servers, rate=run.spec.probe.rate, duration=seconds,
                        run_id=f"{run.run_id}-{name}", producer_id=f"rollout-{run.run_id}", client=dict(run.spec.client),
                        observations_file=str(observations), rtt_sla=15.0, message_timeout=10.0, reconcile=reconcile,
                        broker_metrics_interval=run.spec.broker_metrics.interval)
 
 
 def run_probe(run: Rollout, name: str, seconds: float, reconcile: bool = False) -> ProbeSummary:
-    run.say("probe %s for %.0fs at %g msg/s per partition", name, seconds, run.spec.probe_rate)
+    run.say("probe %s for %.0fs at %g msg/s per partition", name, seconds, run.spec.probe.rate)
     return Probe(probe_config(run, name, seconds, reconcile), broker_metrics=broker_metrics_source(run)).run()
 
 
@@ -89,7 +90,7 @@ def green_probe(run: Rollout, name: str, tries: int = 2, reconcile: bool = False
     so a passing hiccup (a busy machine, a topic just created) does not stop a rollout, while a real problem fails
     both tries."""
     for attempt in range(1, tries + 1):
-        summary = run_probe(run, f"{name}-{attempt}", seconds or run.spec.preflight_probe, reconcile)
+        summary = run_probe(run, f"{name}-{attempt}", seconds or run.spec.probe.preflight, reconcile)
         problems = probe_problems(summary)
         result = {"probe_run_id": summary.run_id, "acked": summary.acked,
                   "lost": sum(t["lost"] for t in summary.lanes.values()), "problems": problems}

@@ -9,8 +9,7 @@ from canary.kafka.settings import kafka_python_settings
 from canary.rollout.broker.probes import green_probe, watched
 from canary.rollout.broker.rolling import roll_controllers, roll_fleet
 from canary.rollout.broker.rollout import Rollout
-from canary.rollout.core import RolloutError
-from canary.rollout.core.status import PROMOTED, ROLLED_BACK
+from canary.rollout.core import RolloutError, RunStatus
 from canary.rollout.core.verdict import require_promotable
 from canary.rollout.leaders import restore_preferred
 
@@ -28,7 +27,7 @@ def promote(run: Rollout, approve: bool = False) -> dict:
         result["controllers"] = roll_controllers(run, lambda c: target or c.version)
     result["finalized"] = finalize(run, target) if target and run.spec.finalize else {}
     restore_preferred(run)
-    run.state.update(status=PROMOTED)
+    run.state.update(status=RunStatus.PROMOTED)
     result["post_promotion_probe"] = green_probe(run, "post-promotion")
     return result
 
@@ -67,5 +66,5 @@ def rollback(run: Rollout) -> dict:
         result["rolled"] = roll_fleet(run, order, "baseline", warm=True)
         result["controllers"] = roll_controllers(run, lambda c: before[str(c.node_id)]["version"])
     result["elected"] = restore_preferred(run)
-    run.state.update(status=ROLLED_BACK)
+    run.state.update(status=RunStatus.ROLLED_BACK)
     return result

@@ -37,7 +37,7 @@ def wait_for_guard(run: Rollout, broker_id: int) -> None:
         return None if d.allowed else d.reason()
 
     try:
-        waited = wait_until(f"safe-roll guard for broker {broker_id}", run.spec.guard_timeout, check, run.progress)
+        waited = wait_until(f"safe-roll guard for broker {broker_id}", run.spec.timeouts.guard, check, run.progress)
     except WaitTimeout as exc:
         run.audit.record(run.step, "guard refused", broker=broker_id, reason=str(exc), down=sorted(down))
         fix = (f"broker(s) {sorted(down)} are down: start them, or run promote or rollback, which start a broker "
@@ -102,11 +102,11 @@ def roll_broker(run: Rollout, broker_id: int, phase: str, warm: bool) -> dict | 
             return f"broker {broker_id} not registered yet"
         return None if (racks[broker_id] or None) == (want["rack"] or None) else (
             f"broker {broker_id} still advertises rack {racks[broker_id]!r}")
-    wait_until(f"broker {broker_id} registration", run.spec.warm_up_timeout, registered, run.progress)
+    wait_until(f"broker {broker_id} registration", run.spec.timeouts.warm_up, registered, run.progress)
     result = {"broker": broker_id, "phase": phase, "version": want["version"],
               "registered_s": round(time.monotonic() - started, 1)}
     if warm:
-        wait_in_isr(run, broker_id, run.spec.warm_up_timeout)
+        wait_in_isr(run, broker_id, run.spec.timeouts.warm_up)
         result["in_isr_s"] = round(time.monotonic() - started, 1)
     run.audit.record(run.step, "broker restarted", **result)
     return result
@@ -137,7 +137,7 @@ def roll_controllers(run: Rollout, version_of: Callable) -> list[int]:
         run.say("rolling controller %s to %s", c.node_id, version)
         run.audit.record(run.step, "restart controller", controller=c.node_id, before=c.version, after=version)
         run.deployer.roll_controller(c.node_id, version=version)
-        wait_until(f"controller {c.node_id} back in the quorum", run.spec.warm_up_timeout,
+        wait_until(f"controller {c.node_id} back in the quorum", run.spec.timeouts.warm_up,
                    lambda: quorum_missing(run), run.progress)
         rolled.append(c.node_id)
     return rolled

@@ -4,9 +4,9 @@ cluster (its partitions as the safe-roll guard sees them, the canary brokers, on
 from __future__ import annotations
 
 from canary.rollout import guard
+from canary.rollout.broker.spec import BrokerRolloutSpec
 from canary.rollout.core import ClusterRun, RolloutError
-from canary.rollout.deployer import BrokerInfo
-from canary.rollout.spec import RolloutSpec
+from canary.rollout.deployers.base import BrokerInfo
 
 PROBE_TOPIC = "__kafka_canary"
 
@@ -14,13 +14,13 @@ PROBE_TOPIC = "__kafka_canary"
 class Rollout(ClusterRun):
     """One broker rollout."""
 
-    spec: RolloutSpec
+    spec: BrokerRolloutSpec
 
     def partitions(self) -> list[guard.PartitionView]:
         return guard.observe(self.bootstrap_servers, self.spec.client)
 
     def canary_ids(self) -> list[int]:
-        ids = self.state.data["canary_brokers"]
+        ids = self.state.record.canary_brokers
         if ids is None:
             raise RolloutError("preflight has not chosen the canary brokers yet; run `kafka-canary rollout "
                                "preflight` first")

@@ -19,13 +19,14 @@ import statistics
 import time
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from canary.broker_metrics import BrokerMetricsError, BrokerMetricsSource
-from canary.judge import INCONCLUSIVE, PROMOTE
+from canary.judge import INCONCLUSIVE, PROMOTE, Brief
 from canary.observations import BrokerReading, read_file_counted
 from canary.rollout.broker.metrics import broker_metrics_source
 from canary.rollout.broker.rollout import Rollout
-from canary.rollout.spec import TrafficSection
+from canary.rollout.broker.spec import TrafficSection
 
 MEASURES: tuple[str, ...] = ("bytes_in_per_s", "bytes_out_per_s", "produce_requests_per_s")
 # Below this a baseline broker serves none of that traffic to speak of (the probe alone sends a few requests a
@@ -33,6 +34,7 @@ MEASURES: tuple[str, ...] = ("bytes_in_per_s", "bytes_out_per_s", "produce_reque
 _MIN_REQUESTS_PER_S = 5.0
 
 PerBroker = Mapping[int, Mapping[str, float]]
+VerdictT = TypeVar("VerdictT", bound=Brief)  # a judge's brief, or the run's Verdict
 
 
 def _floor(measure: str, settings: TrafficSection) -> float:
@@ -98,7 +100,7 @@ def means(readings: Iterable[BrokerReading], metrics: Collection[str] = MEASURES
 def window_traffic(run: Rollout, observations: Path, load_rate: float) -> dict:
     """The share over the window's broker readings (the load's traffic included), with what else ran: the load and
     the probe. Without broker metrics nothing could be measured."""
-    ran = {"load_records_per_s_per_partition": load_rate, "probe_messages_per_s_per_partition": run.spec.probe_rate}
+    ran = {"load_records_per_s_per_partition": load_rate, "probe_messages_per_s_per_partition": run.spec.probe.rate}
     if not run.spec.broker_metrics.enabled:
         return ran | {"representative": False, "fair": False,
                       "reason": "broker metrics are off (broker_metrics.enabled: false), so the canary's share of "
@@ -158,15 +160,17 @@ def wait_for_fair_share(run: Rollout) -> dict:
         return measured | {"reason": f"the brokers' metrics could not be read: {exc}"}
 
 
-def capacity_verdict(verdict: dict, traffic: Mapping | None, required: bool) -> dict:
+def capacity_verdict(verdict: VerdictT, traffic: Mapping | None, required: bool) -> VerdictT:
     """A PROMOTE whose window had no representative traffic through a canary carrying its fair share is not a plain
     PROMOTE: with capacity required it is INCONCLUSIVE (a person decides, or the rollout rolls back); otherwise the
     reason says what was not judged."""
-    if verdict["verdict"] != PROMOTE or (traffic and traffic.get("fair")):
+    if verdict.verdict != PROMOTE or (traffic and traffic.get("fair")):
         return verdict
     why = (traffic or {}).get("reason") or "the window's traffic was not measured"
     if not required:
-        return verdict | {"reason": f"{verdict['reason']}; capacity not judged (capacity: not_required): {why}"}
-    return verdict | {"verdict": INCONCLUSIVE,
-                      "reason": f"capacity was not judged: {why}; the probe and the metrics judged said PROMOTE "
-                                f"({verdict['reason']}); a person decides, or set capacity: not_required"}
+        return verdict.model_copy(update={"reason": f"{verdict.reason}; capacity not judged (capacity: not_required): "
+                                                f"{why}"})
+    return verdict.model_copy(update={
+        "verdict": INCONCLUSIVE, "reason": f"capacity was not judged: {why}; the probe and the metrics judged said "
+                                          f"PROMOTE ({verdict.reason}); a person decides, or set capacity: "
+                                          f"not_required"})

@@ -11,8 +11,7 @@ from canary.rollout.broker.desired import desired_state, is_as_desired
 from canary.rollout.broker.probes import green_probe
 from canary.rollout.broker.rolling import cluster_health, quorum_missing
 from canary.rollout.broker.rollout import Rollout
-from canary.rollout.core import RolloutError, Status
-from canary.rollout.core.status import ROLLED_BACK
+from canary.rollout.core import RolloutError, RunStatus
 from canary.rollout.leaders import leader_diff, leaders
 
 
@@ -31,13 +30,13 @@ def verify(run: Rollout) -> dict:
     probe = green_probe(run, "verify")
     released = run.lock.release(run.run_id)
     run.audit.record("verify", "lock released" if released else "lock was not held")
-    run.state.update(status=Status.verified_as(status))
+    run.state.update(status=status.as_verified())
     return {"status": status, "finalized": finalized, "probe": probe, "lock_released": released}
 
 
-def _fleet_differences(run: Rollout, status: Status) -> list[str]:
+def _fleet_differences(run: Rollout, status: RunStatus) -> list[str]:
     """Brokers and controllers not on what `status` promised: the change, or the snapshot."""
-    rolled_back = status == ROLLED_BACK
+    rolled_back = not status.promoted
     differences = []
     for b in run.deployer.brokers():
         want = desired_state(run, b.broker_id, "baseline" if rolled_back else "promoted")
@@ -54,11 +53,11 @@ def _fleet_differences(run: Rollout, status: Status) -> list[str]:
                           if not c.running]
 
 
-def _cluster_differences(run: Rollout, status: Status, finalized: dict[str, int]) -> list[str]:
+def _cluster_differences(run: Rollout, status: RunStatus, finalized: dict[str, int]) -> list[str]:
     """After a rollback: features and leaders as before. Always: the cluster healthy, the quorum caught up."""
     before = run.state.snapshot
     differences = []
-    if status == ROLLED_BACK:
+    if not status.promoted:
         if finalized != before["features"]:
             differences.append(f"finalized features are {finalized}, before the rollout {before['features']}")
         with contextlib.suppress(WaitTimeout):  # leaders settle a moment after the elections

@@ -14,16 +14,16 @@ from canary.rollout.broker.metrics import broker_metrics_source
 from canary.rollout.broker.probes import before_observations, observations_path, probe_config
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.broker.traffic import window_traffic
-from canary.rollout.spec import judge_settings
+from canary.rollout.core import Look, Window
 from canary.rollout.window import fail_fast_verdict, watch_window
 
 
-def interim_look(observations: Path, config, before: Path | None) -> dict:
+def interim_look(observations: Path, config, before: Path | None) -> Look:
     """The judge's interim look at the window's observations so far (`before`: the preflight's, see
     canary.judge.calibration)."""
     agg, usable = aggregate(observations, config)
     verdict = judge(agg, config, final=False, before=calibration(before))
-    return brief(verdict) | {"observations": usable}
+    return Look(**brief(verdict).model_dump(), observations=usable)
 
 
 def disturbances(run: Rollout, full: bool) -> list[str]:
@@ -48,7 +48,7 @@ def load_rate(run: Rollout) -> float:
     (canary.probe.load_sizing), before any change."""
     rate = run.spec.load.rate
     if isinstance(rate, str):  # auto
-        return float((run.state.data.get("load_sizing") or {}).get("rate", 0.0))
+        return float((run.state.record.load_sizing or {}).get("rate", 0.0))
     return rate
 
 
@@ -58,15 +58,15 @@ def probe_window(run: Rollout) -> dict:
     second, registration and offline partitions at each look): a window in which it was disturbed cannot promote,
     whatever the lanes' comparison says (see judge_window)."""
     spec = run.spec
-    config = judge_settings(spec.judge_config)
-    attempt = run.state.data["steps"]["probe-window"]["attempts"]
+    config = spec.judge.settings()
+    attempt = run.state.record.steps["probe-window"].attempts
     cfg = probe_config(run, f"window-{attempt}")
     observations = observations_path(run, f"window-{attempt}")
     before = before_observations(run)
     probe = Probe(cfg, broker_metrics=broker_metrics_source(run))  # the brokers' own metrics beside the messages
     start_ms = int(time.time() * 1000)
     probe.start()
-    run.audit.record(run.step, "probe started", probe_run_id=cfg.run_id, window_s=spec.window)
+    run.audit.record(run.step, "probe started", probe_run_id=cfg.run_id, window_s=spec.probe.window)
     load = None
     rate = load_rate(run)
     if rate:
@@ -97,26 +97,25 @@ def probe_window(run: Rollout) -> dict:
     def tick(at_s: float, look_due: bool) -> None:
         watch(at_s, full=look_due)
 
-    def look() -> dict:
+    def look() -> Look:
         return interim_look(observations, config, before)
 
     try:
-        interim, stopped_early = watch_window(run, spec.window, spec.interim_interval, look, tick)
+        interim, stopped_early = watch_window(run, spec.probe.window, spec.probe.interim_interval, look, tick)
     finally:
         loaded = load.stop() if load is not None else None
         summary = probe.stop()
-    window = {"attempt": attempt, "probe_run_id": cfg.run_id, "start_ms": start_ms, "end_ms": int(time.time() * 1000),
-              "observations": run.relative(observations), "stopped_early": stopped_early, "interim": interim,
-              "disturbed": disturbed[:20],
-              "probe": {lane: {k: t[k] for k in ("sent", "acked", "lost", "produce_errors")}
-                        for lane, t in summary.lanes.items()},
-              "broker_readings": summary.broker_readings, "load": loaded,
-              "traffic": window_traffic(run, observations, rate)}
-    run.say("traffic in the window: %s", window["traffic"]["reason"])
+    window = Window(attempt=attempt, probe_run_id=cfg.run_id, start_ms=start_ms, end_ms=int(time.time() * 1000),
+                    observations=run.relative(observations), stopped_early=stopped_early, interim=interim,
+                    disturbed=disturbed[:20],
+                    probe={lane: {k: t[k] for k in ("sent", "acked", "lost", "produce_errors")}
+                           for lane, t in summary.lanes.items()},
+                    broker_readings=summary.broker_readings, load=loaded,
+                    traffic=window_traffic(run, observations, rate))
+    run.say("traffic in the window: %s", (window.traffic or {}).get("reason"))
     run.state.update(window=window, verdict=None)
     if stopped_early:
-        fail_fast_verdict(run, stopped_early, probe_run_id=cfg.run_id, probe=window["probe"],
-                          traffic=window["traffic"])
-    return {k: window[k] for k in ("probe_run_id", "start_ms", "end_ms", "probe", "disturbed", "broker_readings",
-                                  "load", "traffic")} | {
-        "stopped_early": bool(stopped_early), "interim_looks": len(interim)}
+        fail_fast_verdict(run, stopped_early, probe_run_id=cfg.run_id, probe=window.probe, traffic=window.traffic)
+    return window.model_dump(mode="json", include={"probe_run_id", "start_ms", "end_ms", "probe", "disturbed",
+                                                  "broker_readings", "load", "traffic"}) | {
+        "load": window.load, "stopped_early": stopped_early is not None, "interim_looks": len(interim)}

@@ -1,8 +1,9 @@
 """`kafka-canary client-rollout …`: the gated rollout of a producer/consumer service's new version (`run`), one step
 at a time (each idempotent), and the service fleet itself (`baseline`, `stop-fleet`).
 
-Exit codes as for `kafka-canary rollout`: `run` 0 promoted and verified, 1 rolled back and verified, 3 a person must
-decide (INCONCLUSIVE with --on-inconclusive stop), 2 error. Other commands 0 done, 2 error.
+Exit codes as for `kafka-canary rollout` (canary.outcome): `run` 0 promoted and verified, 1 rolled back and verified,
+3 a person must decide (INCONCLUSIVE with --on-inconclusive stop), 4 the run stopped unfinished, 2 an error before
+the run existed. Other commands 0 done, 4 a step failed, 2 error.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def _open(args) -> ClientRollout:
 def cmd_baseline(args) -> int:
     rollout = _open(args)
     rollout.step = "baseline"
-    started = converge(rollout, fleet(rollout.spec, rollout.spec.from_version))
+    started = converge(rollout, fleet(rollout.spec, rollout.spec.change.from_))
     print_result(args, {"started": started, "fleet": [s.to_dict() for s in rollout.services.instances()]})
     return 0
 

@@ -7,9 +7,9 @@ from pathlib import Path
 from canary.clients.deployer import ServiceDeployer
 from canary.rollout.client import lane, preflight, promote, verify, window
 from canary.rollout.client.rollout import ClientRollout
-from canary.rollout.client_spec import ClientRolloutSpec, load_client_spec
+from canary.rollout.client.spec import ClientRolloutSpec, load_client_spec
 from canary.rollout.core import RolloutKind, Step
-from canary.rollout.deployer import Deployer
+from canary.rollout.deployers.base import Deployer
 
 
 def _open(spec: ClientRolloutSpec, run_dir: str | Path | None = None, deployer: Deployer | None = None,

@@ -8,7 +8,7 @@ from canary.kafka.admin import TopicAdmin, TopicState
 from canary.kafka.wait import wait_until
 from canary.rollout.client import lane_plan
 from canary.rollout.client.rollout import ClientRollout
-from canary.rollout.core import RolloutError
+from canary.rollout.core import RolloutError, RunStatus
 from canary.rollout.leaders import elect_until_led
 
 
@@ -35,10 +35,10 @@ def move_leadership(run: ClientRollout, targets: dict[int, list[int]], action: s
         now = run.observe()
         off = [p for p, reps in targets.items() if list(now.partitions[p].replicas) != reps or p in now.reassigning]
         return f"replica order of partitions {off} not updated yet" if off else None
-    wait_until(f"{action} on {run.topic}", run.spec.lane_timeout, shown, run.progress)
+    wait_until(f"{action} on {run.topic}", run.spec.timeouts.lane, shown, run.progress)
     names = {f"{run.topic}-{p}" for p in targets}
     _, off = elect_until_led(run, lambda parts: [p.name for p in parts if p.name in names and p.replicas
-                                                 and p.leader != p.replicas[0]], timeout=run.spec.lane_timeout)
+                                                 and p.leader != p.replicas[0]], timeout=run.spec.timeouts.lane)
     return off
 
 
@@ -57,7 +57,7 @@ def open_lane(run: ClientRollout) -> dict:
     if sorted(plan) != opened:
         raise RolloutError(f"the canary lane did not open as planned: canary partitions are {opened}, planned "
                            f"{sorted(plan)} (not led by their canary broker: {off})")
-    run.state.update(status="lane open")
+    run.state.update(status=RunStatus.LANE_OPEN)
     run.audit.record(run.step, "lane open", topic=run.topic, partitions=opened)
     return {"canary_partitions": opened}
 

@@ -9,7 +9,7 @@ from canary.rollout.client import lane_plan
 from canary.rollout.client.fleet import converge, fleet_differences
 from canary.rollout.client.lane import canary_brokers, canary_partitions_now, replicas
 from canary.rollout.client.rollout import ClientRollout, fleet
-from canary.rollout.core import RolloutError
+from canary.rollout.core import RolloutError, RunStatus
 
 
 def preflight(run: ClientRollout) -> dict:
@@ -38,13 +38,13 @@ def preflight(run: ClientRollout) -> dict:
                                f"{canaries}); canary partitions of a service topic exist only during a client "
                                f"rollout: move their leadership to baseline brokers (reorder the replicas so a "
                                f"baseline broker is first, then a preferred leader election)")
-        plan = lane_plan.plan_open(replicas(state), canaries, spec.canary_partitions, run.topic)
+        plan = lane_plan.plan_open(replicas(state), canaries, spec.lane.partitions, run.topic)
     else:
         plan = {int(p): v for p, v in run.state.before["lane"].items()}
-    baseline = fleet(spec, spec.from_version)
+    baseline = fleet(spec, spec.change.from_)
     wrong = fleet_differences(run, baseline)
     if wrong and run.state.before is None:
-        raise RolloutError(f"the baseline fleet is not running on {spec.from_version}: {'; '.join(wrong)}; start it "
+        raise RolloutError(f"the baseline fleet is not running on {spec.change.from_}: {'; '.join(wrong)}; start it "
                            f"with `kafka-canary client-rollout baseline --spec FILE`")
     taken = run.lock.acquire(run.run_id, len(brokers))
     run.audit.record("preflight", "lock taken" if taken else "lock already held by this rollout")
@@ -53,7 +53,7 @@ def preflight(run: ClientRollout) -> dict:
                   "replicas": {str(p): v for p, v in replicas(state).items()},
                   "lane": {str(p): v for p, v in plan.items()},
                   "instances": [s.to_dict() for s in run.services.instances()]}
-        run.state.update(before=before, canary_brokers=canaries, status="preflight")
+        run.state.update(before=before, canary_brokers=canaries, status=RunStatus.PREFLIGHT)
         run.audit.record("preflight", "snapshot", before=before)
     return {"canary_brokers": canaries, "lane_plan": {str(p): v for p, v in plan.items()},
             "baseline": [i.name for i in baseline]}
@@ -64,8 +64,8 @@ def deploy_canary(run: ClientRollout) -> dict:
     their records go to canary partitions only)."""
     if not canary_partitions_now(run):
         raise RolloutError(f"{run.topic} has no canary partition: the lane is not open; run open-lane first")
-    canary = fleet(run.spec, run.spec.to_version, "canary")
+    canary = fleet(run.spec, run.spec.change.to, "canary")
     started = converge(run, [i for i in canary if i.role == "consumer"])
     started += converge(run, [i for i in canary if i.role == "producer"])
-    run.state.update(status="canary deployed")
+    run.state.update(status=RunStatus.CANARY_DEPLOYED)
     return {"started": started, "canary": [i.name for i in canary]}

@@ -12,8 +12,7 @@ from canary.kafka.wait import WaitTimeout, wait_until
 from canary.rollout.client.fleet import converge, remove
 from canary.rollout.client.lane import canary_partitions_now, close_lane
 from canary.rollout.client.rollout import ClientRollout, fleet
-from canary.rollout.core import RolloutError
-from canary.rollout.core.status import PROMOTED, ROLLED_BACK
+from canary.rollout.core import RolloutError, RunStatus
 from canary.rollout.core.verdict import require_promotable
 
 
@@ -21,12 +20,12 @@ def promote(run: ClientRollout, approve: bool = False) -> dict:
     """Baseline instances to the target version one at a time, then the lane closes, then the canary instances
     stop (their consumers commit; the baseline takes the canary partitions over at those commits)."""
     require_promotable(run, approve)
-    rolled = converge(run, fleet(run.spec, run.spec.to_version))
+    rolled = converge(run, fleet(run.spec, run.spec.change.to))
     closed = close_lane(run)
-    canary = fleet(run.spec, run.spec.to_version, "canary")
+    canary = fleet(run.spec, run.spec.change.to, "canary")
     stopped = remove(run, [i for i in canary if i.role == "producer"]) + remove(
         run, [i for i in canary if i.role == "consumer"])
-    run.state.update(status=PROMOTED)
+    run.state.update(status=RunStatus.PROMOTED)
     return {"rolled": rolled, **closed, "stopped": stopped}
 
 
@@ -47,7 +46,7 @@ def drain(run: ClientRollout, partitions: list[int]) -> dict:
                     left[tp.partition] = behind
             return f"records not yet committed: {left}" if left else None
         with contextlib.suppress(WaitTimeout):
-            wait_until("canary consumers draining the canary partitions", run.spec.drain_timeout, check,
+            wait_until("canary consumers draining the canary partitions", run.spec.timeouts.drain, check,
                        run.progress)
     finally:
         consumer.close()
@@ -59,7 +58,7 @@ def rollback(run: ClientRollout) -> dict:
     stop, and any baseline instance not on the `from` version goes back to it."""
     if run.state.before is None:
         raise RolloutError("nothing to roll back: preflight never recorded the pre-rollout state")
-    canary = fleet(run.spec, run.spec.to_version, "canary")
+    canary = fleet(run.spec, run.spec.change.to, "canary")
     result: dict = {"stopped": remove(run, [i for i in canary if i.role == "producer"])}
     opened = canary_partitions_now(run)
     if opened and any(i.role == "consumer" and (s := run.services.status(i.name)) and s.running for i in canary):
@@ -67,10 +66,10 @@ def rollback(run: ClientRollout) -> dict:
         run.audit.record(run.step, "drained" if not left else "drain incomplete", partitions=opened, left=left)
         if left:
             run.say("canary partitions %s not drained after %.0fs: %s records go to the baseline consumers", opened,
-                  run.spec.drain_timeout, sum(left.values()))
+                  run.spec.timeouts.drain, sum(left.values()))
         result["drain_left"] = left
     result.update(close_lane(run))
     result["stopped"] += remove(run, [i for i in canary if i.role == "consumer"])
-    result["rolled"] = converge(run, fleet(run.spec, run.spec.from_version))
-    run.state.update(status=ROLLED_BACK)
+    result["rolled"] = converge(run, fleet(run.spec, run.spec.change.from_))
+    run.state.update(status=RunStatus.ROLLED_BACK)
     return result

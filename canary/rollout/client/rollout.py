@@ -8,8 +8,9 @@ from pathlib import Path
 from canary import lanes
 from canary.clients.deployer import Instance, ServiceDeployer
 from canary.kafka.admin import TopicAdmin, TopicState
+from canary.rollout.client.spec import ClientRolloutSpec
 from canary.rollout.core import ClusterRun
-from canary.rollout.deployer import Deployer
+from canary.rollout.deployers.base import Deployer
 from canary.rollout.guard import PartitionView
 
 
@@ -18,14 +19,15 @@ class ClientRollout(ClusterRun):
     service deployer of its fleet."""
 
     LOG_PREFIX = "client "
+    spec: ClientRolloutSpec
 
-    def __init__(self, spec, run_dir: str | Path | None = None, deployer: Deployer | None = None,
+    def __init__(self, spec: ClientRolloutSpec, run_dir: str | Path | None = None, deployer: Deployer | None = None,
                  services: ServiceDeployer | None = None, tie_to_parent: bool = False):
         super().__init__(spec, run_dir, deployer)
         svc = spec.service
         self.services = services or ServiceDeployer(
             svc.dir, self.bootstrap_servers, topic=svc.topic, group=svc.group, client=spec.client, rate=svc.rate,
-            run_id=svc.observations_run_id, stop_timeout=spec.stop_timeout, tie_to_parent=tie_to_parent)
+            run_id=svc.observations_run_id, stop_timeout=spec.timeouts.stop, tie_to_parent=tie_to_parent)
 
     @property
     def topic(self) -> str:
@@ -40,7 +42,7 @@ class ClientRollout(ClusterRun):
                 for p, s in sorted(self.observe().partitions.items())]
 
 
-def fleet(spec, version: str, lane: str = "baseline") -> list[Instance]:
+def fleet(spec: ClientRolloutSpec, version: str, lane: str = "baseline") -> list[Instance]:
     """The instances of one lane: the baseline's as the spec counts them, the canary lane's one producer (if the
     service has producers) and one consumer (if it has consumers), named with the client marker."""
     svc = spec.service

@@ -10,8 +10,7 @@ from canary.rollout.client import lane_plan
 from canary.rollout.client.fleet import fleet_differences
 from canary.rollout.client.lane import canary_partitions_now, replicas
 from canary.rollout.client.rollout import ClientRollout, fleet
-from canary.rollout.core import RolloutError, Status
-from canary.rollout.core.status import PROMOTED
+from canary.rollout.core import RolloutError
 
 
 def verify(run: ClientRollout) -> dict:
@@ -21,7 +20,7 @@ def verify(run: ClientRollout) -> dict:
     status = run.state.status
     if not status.finished or status.verified:
         raise RolloutError(f"nothing to verify yet: the rollout is at '{status}'; promote or roll back first")
-    version = run.spec.to_version if status == PROMOTED else run.spec.from_version
+    version = run.spec.change.to if status.promoted else run.spec.change.from_
     differences = fleet_differences(run, fleet(run.spec, version))
     differences += [f"canary instance {s.instance.name} is still {'running' if s.running else 'known'}"
                     for s in run.services.instances() if s.instance.lane == "canary"]
@@ -40,5 +39,5 @@ def verify(run: ClientRollout) -> dict:
         raise RolloutError("verify failed, the lock stays held until this is fixed: " + "; ".join(differences))
     released = run.lock.release(run.run_id)
     run.audit.record("verify", "lock released" if released else "lock was not held")
-    run.state.update(status=Status.verified_as(status))
+    run.state.update(status=status.as_verified())
     return {"status": status, "version": version, "lock_released": released}

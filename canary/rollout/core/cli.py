@@ -2,8 +2,11 @@
 per step, each printing its small JSON result. A kind's own CLI module adds these to its subcommand and may add
 commands of its own.
 
-Exit codes: `run` 0 promoted and verified, 1 rolled back and verified, 3 a person must decide (INCONCLUSIVE
-with --on-inconclusive stop), 2 error. A step that decides (the gate) 0/1/3 by verdict; other steps 0 done, 2 error.
+Exit codes (canary.outcome): `run` 0 promoted and verified, 1 rolled back and verified, 3 a person must decide
+(INCONCLUSIVE with --on-inconclusive stop), 4 the run stopped unfinished (a step failed or was refused, the lock,
+the storage or the cluster could not be used: the same command goes on from there), 2 an error before the run
+existed (a usage mistake, the spec or the run directory refused). A step that decides (the gate) 0/1/3 by verdict;
+other steps 0 done; either 4 when the step fails and 2 as above.
 """
 
 from __future__ import annotations
@@ -15,13 +18,26 @@ import os
 import sys
 from collections.abc import Callable
 
+from canary.errors import CanaryError
+from canary.judge import Brief
+from canary.outcome import Outcome
 from canary.rollout.core.engine import roll_back, run_all
 from canary.rollout.core.kind import RolloutKind
 from canary.rollout.core.report import write_report
 from canary.rollout.core.rollout import RolloutRun
-from canary.rollout.core.status import ERROR_EXIT, EXIT
 
 SPEC_HELP = "the rollout spec (YAML or JSON)"
+
+
+class RunUnfinished(CanaryError):
+    """A run stopped before it was verified because of an error of the tool or its infrastructure, not a verdict:
+    the command exits UNFINISHED (4). The message is the error's (which says what to do) and where the run is."""
+
+    exit_code = Outcome.UNFINISHED.exit_code
+
+    @classmethod
+    def of(cls, rollout: RolloutRun, exc: BaseException) -> RunUnfinished:
+        return cls(f"{exc} (rollout {rollout.run_id} stopped unfinished at '{rollout.state.status}')")
 
 
 def add_commands(rsub, kind: RolloutKind, spec_help: str = SPEC_HELP) -> Callable[[argparse.ArgumentParser], None]:
@@ -72,9 +88,13 @@ def print_result(args, result: dict) -> None:
 def cmd_run(args) -> int:
     _logging()
     kind: RolloutKind = args.kind
-    result = run_all(kind, open_run(args), approve=args.approve, on_inconclusive=args.on_inconclusive)
-    print_result(args, result)
-    return EXIT[result["outcome"]]
+    rollout = open_run(args)  # a spec or a run directory refused here is an error before any run (2)
+    try:
+        summary = run_all(kind, rollout, approve=args.approve, on_inconclusive=args.on_inconclusive)
+    except (CanaryError, OSError) as exc:
+        raise RunUnfinished.of(rollout, exc) from exc
+    print_result(args, summary.to_dict())
+    return summary.exit_code
 
 
 def cmd_step(args) -> int:
@@ -86,7 +106,9 @@ def cmd_step(args) -> int:
             result = step(rollout, approve=args.approve)
         else:  # a failed rollback says what it left behind and how to go on, as `run` does
             result = roll_back(args.kind, rollout) if step is args.kind.rollback else step(rollout)
+    except (CanaryError, OSError) as exc:
+        raise RunUnfinished.of(rollout, exc) from exc
     finally:
         write_report(rollout.state, rollout.audit)
     print_result(args, result)
-    return EXIT.get(result["verdict"], ERROR_EXIT) if step.decides else 0
+    return Brief.of(result).outcome.exit_code if step.decides else 0

@@ -12,6 +12,7 @@ from canary.errors import CanaryError
 from canary.judge import INCONCLUSIVE, PROMOTE
 from canary.kafka.wait import describe
 from canary.rollout.core.kind import RolloutKind
+from canary.rollout.core.record import RunSummary
 from canary.rollout.core.report import write_report
 from canary.rollout.core.rollout import RolloutRun
 from canary.rollout.core.step import RolloutError, rollback_decided
@@ -19,13 +20,15 @@ from canary.rollout.core.verdict import failure_verdict
 
 
 def run_all(kind: RolloutKind, rollout: RolloutRun, approve: bool = False, on_inconclusive: str = "rollback",
-            decided: str | None = None) -> dict:
+            decided: str | None = None) -> RunSummary:
     """Runs every step still to do. `on_inconclusive`: "rollback" (the safe default) or "stop" (leave the canary in
     place for a person; the result says so, and `promote --approve` or `rollback` continues). `decided`: "promote"
     or "rollback" when a person chose before the verdict, for a kind whose canary cannot wait for a later command
     (the migration canary's instances live in this process): the verdict is still reached and recorded, then the
     choice is carried out (the kind's promote step says whether it may).
-    Returns {"outcome": PROMOTE|ROLLBACK|INCONCLUSIVE, "status", "verdict", "reason", "note", "run_dir", "report"}."""
+    Returns the run's summary: its outcome by its status (PROMOTE or ROLLBACK once verified, INCONCLUSIVE when it
+    stopped for a person), the verdict and reason, a note, where its files are. An error that stops the run is
+    raised (the run is then UNFINISHED: RunStatus.outcome)."""
     state = rollout.state
     if state.status.verified:
         return result(rollout, "the rollout had already finished")
@@ -34,7 +37,7 @@ def run_all(kind: RolloutKind, rollout: RolloutRun, approve: bool = False, on_in
         if not going_back:
             _until_verdict(kind, rollout)
         if not state.status.finished:
-            verdict = state.data["verdict"]["verdict"]
+            verdict = state.verdict.verdict if state.verdict else None
             if not going_back and (decided == "promote" or (decided is None and (
                     verdict == PROMOTE or (verdict == INCONCLUSIVE and approve)))):
                 kind.promote(rollout, approve=approve)
@@ -92,13 +95,10 @@ def _until_verdict(kind: RolloutKind, rollout: RolloutRun) -> None:
             rollout.say("%s failed (%s); rolling back", step.name, describe(exc))
             failure_verdict(rollout, step.name, describe(exc))
             return
-        if (state.data.get("window") or {}).get("stopped_early"):
+        if state.window is not None and state.window.stopped_early is not None:
             return  # the window already decided (fail fast): nothing is left to analyse
 
 
-def result(rollout: RolloutRun, note: str) -> dict:
-    verdict = rollout.state.data.get("verdict") or {}
-    status = rollout.state.status
-    return {"outcome": status.outcome or INCONCLUSIVE, "status": status, "verdict": verdict.get("verdict"),
-            "reason": verdict.get("reason"), "note": note, "run_dir": str(rollout.run_dir),
-            "report": str(rollout.run_dir / "report.html")}
+def result(rollout: RolloutRun, note: str) -> RunSummary:
+    """The run's summary as its record says (canary.rollout.core.record.RunRecord.summary)."""
+    return rollout.state.record.summary(str(rollout.run_dir), str(rollout.run_dir / "report.html"), note)

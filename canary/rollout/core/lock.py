@@ -20,8 +20,6 @@ from canary.errors import CanaryError, ClusterError
 from canary.kafka.admin import ROLLOUT_LOCK_TOPIC, TopicAdmin
 from canary.kafka.clients import QUIET_LOGGER, admin_client
 
-LOCK_TOPIC = ROLLOUT_LOCK_TOPIC
-
 
 class LockHeld(CanaryError):
     """Another rollout holds the cluster."""
@@ -41,15 +39,15 @@ class ClusterLock:
         """The holder record, {} when the lock exists without one (being taken, or its taker crashed),
         None when nobody holds the lock."""
         metadata = admin_client(self.bootstrap_servers, self.client).list_topics(timeout=self.timeout)
-        if LOCK_TOPIC not in metadata.topics:
+        if ROLLOUT_LOCK_TOPIC not in metadata.topics:
             return None
         consumer = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": "kafka-canary-lock-reader",
                              "enable.auto.commit": False, "logger": QUIET_LOGGER, **self.client})
         try:
-            low, high = consumer.get_watermark_offsets(TopicPartition(LOCK_TOPIC, 0), timeout=self.timeout)
+            low, high = consumer.get_watermark_offsets(TopicPartition(ROLLOUT_LOCK_TOPIC, 0), timeout=self.timeout)
             if high <= low:
                 return {}
-            consumer.assign([TopicPartition(LOCK_TOPIC, 0, high - 1)])
+            consumer.assign([TopicPartition(ROLLOUT_LOCK_TOPIC, 0, high - 1)])
             deadline = time.monotonic() + self.timeout
             while time.monotonic() < deadline:
                 msg = consumer.poll(0.5)
@@ -70,10 +68,10 @@ class ClusterLock:
         Raises LockHeld naming the holder and how to break a stale lock."""
         admin = TopicAdmin(self.bootstrap_servers, self.client, self.timeout)
         rf = min(3, max(1, brokers))
-        if admin.create_topic(LOCK_TOPIC, _assignment(admin, rf), {}):
+        if admin.create_topic(ROLLOUT_LOCK_TOPIC, _assignment(admin, rf), {}):
             producer = Producer({"bootstrap.servers": self.bootstrap_servers, "acks": "all", "logger": QUIET_LOGGER,
                                  **self.client})
-            producer.produce(LOCK_TOPIC, json.dumps(_holder_record(run_id)).encode(), partition=0)
+            producer.produce(ROLLOUT_LOCK_TOPIC, json.dumps(_holder_record(run_id)).encode(), partition=0)
             if producer.flush(self.timeout) != 0:
                 raise ClusterError(f"could not record the rollout lock's holder on {self.bootstrap_servers}")
             return True
@@ -110,7 +108,7 @@ class ClusterLock:
         while True:
             admin = admin_client(self.bootstrap_servers, self.client)
             try:
-                for future in admin.delete_topics([LOCK_TOPIC], operation_timeout=self.timeout).values():
+                for future in admin.delete_topics([ROLLOUT_LOCK_TOPIC], operation_timeout=self.timeout).values():
                     future.result(timeout=self.timeout)
                 break
             except KafkaException as exc:
@@ -118,14 +116,15 @@ class ClusterLock:
                 if error.name() == "UNKNOWN_TOPIC_OR_PART":
                     break
                 if error.code() != KafkaError._TIMED_OUT or time.monotonic() >= deadline:
-                    raise ClusterError(f"deleting the rollout lock {LOCK_TOPIC} failed: {error.str()}") from exc
+                    raise ClusterError(f"deleting the rollout lock {ROLLOUT_LOCK_TOPIC} failed: "
+                                       f"{error.str()}") from exc
                 time.sleep(1.0)
         # Topic deletion finishes asynchronously; wait so the next rollout can take the lock at once.
         deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline and LOCK_TOPIC in admin.list_topics(timeout=self.timeout).topics:
+        while time.monotonic() < deadline and ROLLOUT_LOCK_TOPIC in admin.list_topics(timeout=self.timeout).topics:
             time.sleep(0.2)
 
 
 def _assignment(admin: TopicAdmin, rf: int) -> list[list[int]]:
-    brokers = sorted(admin.observe(LOCK_TOPIC).brokers)
+    brokers = sorted(admin.observe(ROLLOUT_LOCK_TOPIC).brokers)
     return [brokers[:rf]]

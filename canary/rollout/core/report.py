@@ -22,36 +22,37 @@ def _e(value) -> str:
 
 
 def write_report(state: RunState, audit: AuditLog) -> Path:
-    data = state.data
-    verdict = data.get("verdict") or {}
-    word = verdict.get("verdict", "NO VERDICT")
+    record = state.record
+    verdict = record.verdict
+    word = verdict.verdict if verdict else "NO VERDICT"
+    outcome = record.outcome()
     rows = []
-    for name, step in data["steps"].items():
-        took = ((step.get("finished_ms") or step.get("started_ms", 0)) - step.get("started_ms", 0)) / 1000
-        rows.append(f"<tr><td>{_e(name)}</td><td>{_e(step['status'])}</td><td>{step['attempts']}</td>"
-                    f"<td>{took:.1f}s</td><td>{_e(step.get('error') or '')}</td></tr>")
+    for name, step in record.steps.items():
+        rows.append(f"<tr><td>{_e(name)}</td><td>{_e(step.status)}</td><td>{step.attempts}</td>"
+                    f"<td>{step.took_s:.1f}s</td><td>{_e(step.error or '')}</td></tr>")
     entries = "".join(
         f"<tr><td>{e['ts_ms']}</td><td>{_e(e['step'])}</td><td>{_e(e['action'])}</td>"
         f"<td><code>{_e({k: v for k, v in e.items() if k not in ('ts_ms', 'run_id', 'step', 'action')})}</code></td>"
         "</tr>" for e in audit.entries())
     # The traffic the verdict judged (a broker rollout's canary share of client traffic): capacity judged or not.
-    judged = verdict.get("traffic") or {}
+    judged = (verdict.traffic if verdict else None) or {}
     traffic = f"<p><b>Traffic judged:</b> {_e(judged['reason'])}</p>" if judged.get("reason") else ""
-    analysis = verdict.get("analysis")
+    analysis = verdict.analysis if verdict else None
     link = ""
     if analysis and (state.run_dir / analysis / "report.html").exists():
         rel = (state.run_dir / analysis / "report.html").relative_to(state.run_dir)
         link = f'<p><a href="{_e(str(rel))}">Analysis report: latency distributions, time series, metric table</a></p>'
-    body = f"""<!doctype html><html><head><meta charset="utf-8"><title>Rollout {_e(data['run_id'])}</title>
+    body = f"""<!doctype html><html><head><meta charset="utf-8"><title>Rollout {_e(record.run_id)}</title>
 <style>{_STYLE}</style></head><body>
-<h1>Rollout {_e(data['run_id'])}</h1>
-<p class="verdict {_e(word)}">{_e(word)} — {_e(data['status'])}</p>
-<p>{_e(verdict.get('reason', ''))}</p>{traffic}{link}
+<h1>Rollout {_e(record.run_id)}</h1>
+<p class="verdict {_e(word)}">{_e(word)} — {_e(record.status)}</p>
+<p><b>Outcome:</b> {_e(outcome)} (exit code {outcome.exit_code})</p>
+<p>{_e(verdict.reason if verdict else '')}</p>{traffic}{link}
 <h2>Steps</h2><table><tr><th>step</th><th>status</th><th>attempts</th><th>took</th><th>error</th></tr>
 {''.join(rows)}</table>
-<h2>Spec</h2><pre>{_e(json.dumps(data['spec'], indent=2))}</pre>
-<h2>Before the rollout</h2><pre>{_e(json.dumps({k: v for k, v in (data.get('before') or {}).items()
-                                                 if k != 'leaders'}, indent=2))}</pre>
+<h2>Spec</h2><pre>{_e(json.dumps(record.spec, indent=2))}</pre>
+<h2>Before the rollout</h2><pre>{_e(json.dumps({k: v for k, v in (record.before or {}).items()
+                                                 if k != 'leaders'}, indent=2, default=str))}</pre>
 <h2>Audit log</h2><table><tr><th>time (ms)</th><th>step</th><th>action</th><th>details</th></tr>{entries}</table>
 </body></html>"""
     path = state.run_dir / "report.html"

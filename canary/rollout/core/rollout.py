@@ -10,7 +10,7 @@ from typing import Any
 from canary.rollout.core.audit import AuditLog
 from canary.rollout.core.lock import ClusterLock
 from canary.rollout.core.run import RunState, existing, run_store
-from canary.rollout.deployer import Deployer, Reporting
+from canary.rollout.deployers.base import Deployer, Reporting
 from canary.rollout.guard import PartitionView
 from canary.storage import Store
 

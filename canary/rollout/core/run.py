@@ -1,4 +1,5 @@
-"""The storage of one rollout: `run.json` (spec, the pre-rollout snapshot, canary brokers, step records, verdict),
+"""The storage of one rollout: `run.json` (the run's record, canary.rollout.core.record: spec, the pre-rollout
+snapshot, canary brokers, step records, window, verdict),
 the audit log, the probe observations, the analysis output and the report, in the run storage (canary.storage: a
 directory on this disk, or an object store that every Airflow worker and the API server reach).
 
@@ -15,12 +16,22 @@ import os
 import time
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from canary.errors import CanaryError
 from canary.kafka.secrets import scrub_text
-from canary.rollout.core.status import Status
+from canary.rollout.core.record import (
+    READABLE_SCHEMAS,
+    SCHEMA,
+    RunRecord,
+    RunStatus,
+    StepRecord,
+    StepStatus,
+    Verdict,
+    Window,
+)
 from canary.storage import Conflict, Store, open_store
 
-SCHEMA = 1
 RUN_FILE = "run.json"
 MERGE_ATTEMPTS = 20
 
@@ -53,12 +64,17 @@ def run_store(location: str | Path | Store | None, run_id: str) -> Store:
 
 
 class RunState:
-    def __init__(self, store: Store, data: dict, version: str | None, secrets: list[str] | tuple[str, ...] = ()):
+    """The run's record (`record`, a RunRecord) and where it is stored. Every change is written at once, conditionally;
+    a write that lost to another writer is merged (each keeps the fields and step records it changed) and written
+    again."""
+
+    def __init__(self, store: Store, record: RunRecord, version: str | None,
+                 secrets: list[str] | tuple[str, ...] = ()):
         self.store = store
         self.run_dir = store.workdir()  # where this task writes its files; the store sends them on
-        self.data = data
+        self.record = record
         self.version = version
-        self._base = copy.deepcopy(data)  # as last read or written: what this task changed is what differs
+        self._base = record.to_json()  # as last read or written: what this task changed is what differs
         self.secrets = tuple(secrets)  # values cut out of run.json, should any text quote one
 
     @classmethod
@@ -70,9 +86,8 @@ class RunState:
         found = existing(store, run_id, spec)
         if found is not None:
             return cls(store, found[0], found[1], secrets)
-        state = cls(store, {"schema": SCHEMA, "run_id": run_id, "created_ms": int(time.time() * 1000),
-                            "spec": _as_stored(spec), "status": "new", "before": None, "canary_brokers": None,
-                            "steps": {}, "verdict": None}, None, secrets)
+        state = cls(store, RunRecord(run_id=run_id, created_ms=int(time.time() * 1000), spec=_as_stored(spec)), None,
+                    secrets)
         try:
             state.save(merge=False)
         except Conflict:  # another task created it at the same moment: open what it wrote
@@ -81,29 +96,38 @@ class RunState:
 
     @property
     def run_id(self) -> str:
-        return self.data["run_id"]
+        return self.record.run_id
+
+    @property
+    def status(self) -> RunStatus:
+        return self.record.status
+
+    @property
+    def verdict(self) -> Verdict | None:
+        return self.record.verdict
+
+    @property
+    def window(self) -> Window | None:
+        return self.record.window
 
     @property
     def before(self) -> dict | None:
-        return self.data["before"]
+        return self.record.before
 
     @property
     def snapshot(self) -> dict:
         """The pre-rollout snapshot (`before`) the steps after preflight work from."""
-        if self.data["before"] is None:
+        if self.record.before is None:
             raise RunStateError(f"rollout {self.run_id} has no pre-rollout snapshot yet: preflight takes it")
-        return self.data["before"]
-
-    @property
-    def status(self) -> Status:
-        return Status(self.data["status"])
+        return self.record.before
 
     def save(self, merge: bool = True) -> None:
         for _ in range(MERGE_ATTEMPTS):
-            text = scrub_text(json.dumps(self.data, indent=2, default=str), self.secrets) + "\n"
+            mine = self.record.to_json()
+            text = scrub_text(json.dumps(mine, indent=2, default=str), self.secrets) + "\n"
             try:
                 self.version = self.store.write_if(RUN_FILE, text.encode(), self.version)
-                self._base = copy.deepcopy(self.data)
+                self._base = mine
                 return
             except Conflict:
                 if not merge:
@@ -112,37 +136,42 @@ class RunState:
                 if found is None:
                     raise RunStateError(f"{self.store.url}/{RUN_FILE} vanished while rollout {self.run_id} "
                                         f"ran") from None
-                theirs = _parse(self.store, found[0])
-                self.data, self.version = _merge(self._base, self.data, theirs), found[1]
+                theirs = _parse(self.store, found[0]).to_json()
+                self.record, self.version = RunRecord.load(_merge(self._base, mine, theirs)), found[1]
                 self._base = theirs
         raise RunStateError(f"{self.store.url}/{RUN_FILE} kept changing under rollout {self.run_id}: "
                             f"{MERGE_ATTEMPTS} writes in a row lost; is another rollout writing to the same run?")
 
-    def update(self, **fields) -> None:
-        self.data.update(fields)
+    def update(self, **fields: object) -> None:
+        """Sets the record's `fields` (models, or their JSON-able form) and writes it."""
+        for name, value in fields.items():
+            setattr(self.record, name, value)
         self.save()
 
     def step_started(self, name: str) -> int:
-        record = self.data["steps"].setdefault(name, {"status": "new", "attempts": 0})
-        record.update(status="running", attempts=record["attempts"] + 1, started_ms=int(time.time() * 1000))
+        record = self.record.steps.setdefault(name, StepRecord())
+        record.status, record.attempts = StepStatus.RUNNING, record.attempts + 1
+        record.started_ms = int(time.time() * 1000)
         self.save()
-        return record["attempts"]
+        return record.attempts
 
     def step_finished(self, name: str, result: dict) -> None:
-        self.data["steps"][name].update(status="done", finished_ms=int(time.time() * 1000), result=result,
-                                        error=None)
+        record = self.record.steps[name]
+        record.status, record.finished_ms, record.result, record.error = (
+            StepStatus.DONE, int(time.time() * 1000), result, None)
         self.save()
 
     def step_failed(self, name: str, error: str) -> None:
-        self.data["steps"][name].update(status="failed", finished_ms=int(time.time() * 1000), error=error)
+        record = self.record.steps[name]
+        record.status, record.finished_ms, record.error = StepStatus.FAILED, int(time.time() * 1000), error
         self.save()
 
     def step_done(self, name: str) -> bool:
-        return self.data["steps"].get(name, {}).get("status") == "done"
+        return self.record.step_done(name)
 
 
-def existing(store: Store, run_id: str, spec: dict) -> tuple[dict, str] | None:
-    """The run `run_id` of `spec` already at `store` (its run.json and version), None when the place is new or empty.
+def existing(store: Store, run_id: str, spec: dict) -> tuple[RunRecord, str] | None:
+    """The run `run_id` of `spec` already at `store` (its record and version), None when the place is new or empty.
     Anything else is refused with RunStateError before anything is written there: a file where a directory should
     be, files or objects that are no run of ours (a run directory is never shared with anything: its report.html
     and audit.jsonl would overwrite or extend theirs), a run.json not of our schema, another run, another spec."""
@@ -159,20 +188,20 @@ def existing(store: Store, run_id: str, spec: dict) -> tuple[dict, str] | None:
         raise RunStateError(f"run directory {store.url} already holds files that are no run of kafka-canary's "
                             f"({shown}) and no run.json; a run directory must be new, empty or a run of "
                             f"kafka-canary's, so nothing of its own is overwritten: use another --run-dir")
-    data = _parse(store, found[0])
-    if data.get("run_id") != run_id:
-        raise RunStateError(f"{store.url} holds rollout {data.get('run_id')}, not {run_id}; use another --run-dir")
-    if data.get("spec") != _as_stored(spec):
+    record = _parse(store, found[0])
+    if record.run_id != run_id:
+        raise RunStateError(f"{store.url} holds rollout {record.run_id}, not {run_id}; use another --run-dir")
+    if record.spec != _as_stored(spec):
         raise RunStateError(f"{store.url} holds rollout {run_id} with a different spec; a changed rollout "
                             f"needs a new run_id (or another --run-dir)")
-    return data, found[1]
+    return record, found[1]
 
 
 def _as_stored(spec: dict) -> dict:
     return json.loads(json.dumps(spec, default=str))  # as run.json keeps it: tuples become lists
 
 
-def _parse(store: Store, raw: bytes) -> dict:
+def _parse(store: Store, raw: bytes) -> RunRecord:
     try:
         data = json.loads(raw)
     except ValueError as exc:
@@ -181,13 +210,20 @@ def _parse(store: Store, raw: bytes) -> dict:
     if not isinstance(data, dict) or "schema" not in data or "run_id" not in data:
         raise RunStateError(f"{store.url}/{RUN_FILE} is no run of kafka-canary's (it has no schema and run_id); a run "
                             f"directory must be new, empty or a run of kafka-canary's: use another --run-dir")
-    if data.get("schema") != SCHEMA:
+    if data.get("schema") not in READABLE_SCHEMAS:
         schema = data.get("schema")
         newer = isinstance(schema, int) and schema > SCHEMA
-        raise RunStateError(f"{store.url}/{RUN_FILE} has schema {schema}; this kafka-canary reads {SCHEMA}" + (
+        raise RunStateError(f"{store.url}/{RUN_FILE} has schema {schema}; this kafka-canary reads "
+                            f"{', '.join(map(str, READABLE_SCHEMAS))}" + (
             ": it was written by a newer kafka-canary, upgrade this one (every worker runs the same version)"
             if newer else ""))
-    return data
+    try:
+        return RunRecord.load(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
+        raise RunStateError(f"{store.url}/{RUN_FILE} is not a run of kafka-canary's schema {data['schema']} "
+                            f"({problems}); it was changed outside kafka-canary, or written by another version: use "
+                            f"another --run-dir") from None
 
 
 def _merge(base: dict, mine: dict, theirs: dict) -> dict:

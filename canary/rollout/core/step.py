@@ -16,6 +16,7 @@ from canary.kafka.secrets import scrub_text
 from canary.kafka.wait import describe
 
 if TYPE_CHECKING:
+    from canary.rollout.core.record import Verdict
     from canary.rollout.core.rollout import RolloutRun
 
 
@@ -23,11 +24,11 @@ class RolloutError(CanaryError):
     """A step cannot go on; the message says why and what to do."""
 
 
-def rollback_decided(rollout: RolloutRun) -> dict | None:
+def rollback_decided(rollout: RolloutRun) -> Verdict | None:
     """The run's verdict when it is ROLLBACK (the gate's, or a failure after the first change), else None. From then
     on the run only goes back: no step may change the cluster towards the change again, nor judge again."""
-    verdict = rollout.state.data.get("verdict") or {}
-    return verdict if verdict.get("verdict") == ROLLBACK else None
+    verdict = rollout.state.verdict
+    return verdict if verdict is not None and verdict.verdict == ROLLBACK else None
 
 
 @dataclass(frozen=True)
@@ -55,14 +56,14 @@ class Step:
         decided = None if self.after_rollback else rollback_decided(rollout)
         if decided is not None and not self.decides:
             rollout.audit.record(self.name, "step refused", why=f"the run decided {ROLLBACK}")
-            reason = " ".join(str(decided.get("reason")).split())  # one line, whatever the failure quoted
+            reason = " ".join(decided.reason.split())  # one line, whatever the failure quoted
             raise RolloutError(f"rollout {rollout.run_id} decided {ROLLBACK} ({reason}), so {self.name} may not "
                                f"run: the run can only finish its rollback (`run` resumes it; or the rollback step, "
                                f"then verify)")
         attempt = rollout.state.step_started(self.name)
         rollout.audit.record(self.name, "step started", attempt=attempt)
         try:
-            result = dict(decided) if decided is not None else self.run(rollout, **options)
+            result = decided.to_dict() if decided is not None else self.run(rollout, **options)
             if rollout.secret_values:  # the result lands in XCom and on the CLI's output: never a password
                 result = json.loads(scrub_text(json.dumps(result, default=str), rollout.secret_values))
         except BaseException as exc:

@@ -3,7 +3,7 @@
 
     result = run_migration(MigrationSpec(bootstrap_servers=servers, topic="orders", group="billing",
                                          out_dir=Path("runs/billing")))
-    result["verdict"]  # PROMOTE / ROLLBACK / INCONCLUSIVE; result.json and verdict.json in out_dir
+    Brief.of(result).verdict  # PROMOTE / ROLLBACK / INCONCLUSIVE (canary.judge.Brief); result.json in out_dir
 
 Steps: **preflight** (reads only: finalized group.version >= 1, the brokers accept the consumer protocol and let a
 group migrate, the topic exists with a partition per instance, the group has no member that is not ours) →

@@ -1,7 +1,8 @@
 """`kafka-canary migrate-protocol`: the migration canary kind from the command line. Its steps run only together
 (the instances are threads of this process), so there is one command, no per-step ones; the spec comes from flags.
-Exit codes by the verdict: 0 PROMOTE, 1 ROLLBACK, 3 INCONCLUSIVE, whichever action followed it (a person's
-`--action` may overrule it); 2 refused or an error (from canary.cli)."""
+Exit codes (canary.outcome) by the verdict: 0 PROMOTE, 1 ROLLBACK, 3 INCONCLUSIVE, whichever action followed it (a
+person's `--action` may overrule it); 2 refused or an error (from canary.cli): a migration run is never left
+unfinished, since whatever happens every instance is closed and the lock released, and running it again starts over."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
-from canary.rollout.core import EXIT
+from canary.judge import Brief
 from canary.rollout.migration.kind import MIGRATION, run_migration
 from canary.rollout.migration.spec import MigrationSpec
 
@@ -58,12 +59,12 @@ def spec_from_args(args: argparse.Namespace) -> MigrationSpec:
 def cmd_migrate_protocol(args: argparse.Namespace) -> int:
     result = run_migration(spec_from_args(args))
     print(json.dumps(result, indent=2) if args.json else summary(result))
-    return EXIT[result["verdict"]]
+    return Brief.of(result).outcome.exit_code
 
 
 def summary(result: dict) -> str:
     """A few lines a person reads: verdict, per-lane disruption, lag, the action and what was consumed."""
-    lines = [f"verdict {result['verdict']}: {result['reason']}"]
+    lines = [f"verdict {Brief.of(result).line()}"]
     for lane, disruption in result["disruption"]["lanes"].items():
         per = disruption["per_instance"]
         lines.append(f"  {lane:<8} ({disruption['slots']} instance(s)) per instance: {per['revoked']:g} revoked, "

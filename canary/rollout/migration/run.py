@@ -13,7 +13,7 @@ from pathlib import Path
 
 from canary.errors import CanaryError
 from canary.kafka.secrets import scrub_text
-from canary.rollout.core import RolloutError, RolloutRun
+from canary.rollout.core import RolloutError, RolloutRun, RunStatus
 from canary.rollout.core.run import RUN_FILE
 from canary.rollout.migration.session import MigrationSession
 from canary.rollout.migration.spec import MigrationError, MigrationSpec
@@ -39,7 +39,7 @@ class MigrationRun(RolloutRun):
         if self.state.status.verified:
             written = self.run_dir / RESULT_FILE
             self.result = json.loads(written.read_text()) if written.exists() else {}
-        elif self.state.data["steps"]:
+        elif self.state.record.steps:
             self._start_over()
 
     @property
@@ -73,11 +73,11 @@ class MigrationRun(RolloutRun):
                               "lock was not held")
 
     def _start_over(self) -> None:
-        data = self.state.data
-        self.audit.record("-", "started over", earlier_status=data["status"],
-                          earlier_steps={name: step["status"] for name, step in data["steps"].items()},
+        record = self.state.record
+        self.audit.record("-", "started over", earlier_status=record.status,
+                          earlier_steps={name: step.status for name, step in record.steps.items()},
                           why="the instances of a migration run ended with the process that ran them")
-        self.state.update(status="new", before=None, steps={}, verdict=None, window=None)
+        self.state.update(status=RunStatus.NEW, before=None, steps={}, verdict=None, window=None)
 
 
 def _refuse_another_run(store: Store, run_id: str) -> None:

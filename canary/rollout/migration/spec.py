@@ -14,11 +14,10 @@ from canary.clients.view import connection_settings
 from canary.errors import CanaryError
 from canary.fields import BuiltSpec, ClientSettings, Duration, Location, Name, RunId, TopicName, required
 from canary.lanes import canary_client_id
-from canary.rollout.spec import SpecError, SpecIdentity, SpecSection, validated, with_environment
+from canary.rollout.core.spec import DAY, SpecError, SpecIdentity, SpecSection, validated, with_environment
 
 Protocol = Literal["classic", "consumer"]
 Action = Literal["auto", "promote", "rollback"]
-DAY = 24 * 3600
 
 
 class MigrationError(CanaryError):

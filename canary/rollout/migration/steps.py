@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import time
 
-from canary.judge import PROMOTE
-from canary.rollout.core import RolloutError, Status
-from canary.rollout.core.status import PROMOTED, ROLLED_BACK
+from canary.judge import Brief
+from canary.rollout.core import RolloutError, RunStatus, Verdict, Window
 from canary.rollout.core.verdict import record_verdict, require_promotable
 from canary.rollout.migration.preflight import preflight
 from canary.rollout.migration.run import MigrationRun
@@ -30,7 +29,7 @@ def preflight_step(run: MigrationRun) -> dict:
     taken = run.lock.acquire(run.run_id, evidence["brokers"])
     run.holds_lock = True
     run.audit.record(run.step, "lock taken" if taken else "lock already held by this run")
-    run.state.update(before=evidence, status="preflight")
+    run.state.update(before=evidence, status=RunStatus.PREFLIGHT)
     run.audit.record(run.step, "snapshot", before=evidence)
     run.result = {"run_id": run.run_id, "spec": run.spec.to_dict(), "preflight": evidence}
     return {"group_version": evidence["group_version"], "migration_policy": evidence["migration_policy"],
@@ -48,7 +47,7 @@ def join_step(run: MigrationRun) -> dict:
     group = joined["group_at_start"]
     run.audit.record(run.step, "joined", group_state=group["state"], group_type=group["type"],
                      members={member["client_id"]: member["protocol"] for member in group["members"]})
-    run.state.update(status="canary deployed")
+    run.state.update(status=RunStatus.CANARY_DEPLOYED)
     return {"baseline_settled_s": joined["baseline_settled_s"], "canary_settled_s": joined["canary_settled_s"],
             "group_type": group["type"]}
 
@@ -60,8 +59,7 @@ def window_step(run: MigrationRun) -> dict:
     window = session.observe_window()
     run.result["window"] = window
     # a migration window has no interim look and never stops early: its disruption is judged on the whole window
-    run.state.update(window={**window, "start_ms": start_ms, "end_ms": int(time.time() * 1000),
-                             "stopped_early": None, "interim": []}, verdict=None)
+    run.state.update(window=Window(**window, start_ms=start_ms, end_ms=int(time.time() * 1000)), verdict=None)
     run.audit.record(run.step, "window", **window)
     return window
 
@@ -72,10 +70,10 @@ def judge_step(run: MigrationRun) -> dict:
     judged = run.live_session().verdict()
     run.result.update(judged)
     run.write_result()
-    run.say("%s (%s)", judged["verdict"], judged["reason"])
-    return record_verdict(run, {"verdict": judged["verdict"], "reason": judged["reason"], "engine": "inline",
-                                "failed": judged["judge"]["failed"]},
-                          disruption=judged["disruption"]["verdict"], judge=judged["judge"]["verdict"])
+    combined, disruption, lag = Brief.of(judged), Brief.of(judged["disruption"]), Brief.of(judged["judge"])
+    run.say("%s", combined.line())
+    return record_verdict(run, Verdict(verdict=combined.verdict, reason=combined.reason, engine="inline",
+                                       failed=lag.failed), disruption=disruption.verdict, judge=lag.verdict)
 
 
 def promote_step(run: MigrationRun, approve: bool = False) -> dict:
@@ -83,15 +81,15 @@ def promote_step(run: MigrationRun, approve: bool = False) -> dict:
     with approval), unless a person chose promote (the spec's action)."""
     if run.spec.action != "promote":
         require_promotable(run, approve)
-    return _act(run, "promote", PROMOTED)
+    return _act(run, "promote", RunStatus.PROMOTED)
 
 
 def rollback_step(run: MigrationRun) -> dict:
     """Canary instances back to `classic`, one at a time, while the traffic goes on."""
-    return _act(run, "rollback", ROLLED_BACK)
+    return _act(run, "rollback", RunStatus.ROLLED_BACK)
 
 
-def _act(run: MigrationRun, action: str, status: str) -> dict:
+def _act(run: MigrationRun, action: str, status: RunStatus) -> dict:
     done = run.live_session().act(action)
     run.result["action"] = done
     run.audit.record(run.step, action, protocol=done["protocol"], switched=done["switched"])
@@ -105,7 +103,7 @@ def verify_step(run: MigrationRun) -> dict:
     status = run.state.status
     if not status.finished or status.verified:
         raise RolloutError(f"nothing to verify yet: the run is at '{status}'; promote or roll back first")
-    action = "promote" if status.outcome == PROMOTE else "rollback"
+    action = "promote" if status.promoted else "rollback"
     verified = run.live_session().verify(action)
     run.result["verify"] = verified
     path = run.write_result()
@@ -116,6 +114,6 @@ def verify_step(run: MigrationRun) -> dict:
     released = run.lock.release(run.run_id)
     run.holds_lock = False
     run.audit.record(run.step, "lock released" if released else "lock was not held")
-    run.state.update(status=Status.verified_as(status))
+    run.state.update(status=status.as_verified())
     return {"ok": True, "protocols": verified["protocols"], "group_type": verified["group"]["type"],
             "records": verified["records"], "lock_released": released}

@@ -48,4 +48,5 @@ def window_verdict(spec: MigrationSpec, events: list[RebalanceEvent], span: tupl
     judged = judge_observations(observations, out_dir, judge_config(spec.judge_config))
     verdict, reason = combine(disruption, judged)
     return {"verdict": verdict, "reason": reason, "disruption": disruption,
-            "judge": brief(judged) | {"metrics": metric_summary(judged), "file": str(out_dir / "verdict.json")}}
+            "judge": brief(judged).to_dict() | {"metrics": metric_summary(judged),
+                                                "file": str(out_dir / "verdict.json")}}

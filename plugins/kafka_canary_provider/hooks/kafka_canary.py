@@ -36,11 +36,11 @@ class KafkaCanaryHook(BaseHook):
     def cluster_section(self) -> dict[str, Any]:
         """The cluster section (deployer; dir, docker or command; client) from the connection; raises ValueError
         naming every bad extra. The extras are the rollout spec's cluster section (one model,
-        canary.rollout.spec.ClusterSection); the password becomes the client's sasl.password."""
+        canary.rollout.core.spec.ClusterSection); the password becomes the client's sasl.password."""
         from pydantic import ValidationError
 
         from canary.fields import problems
-        from canary.rollout.spec import ClusterSection
+        from canary.rollout.core.spec import ClusterSection
 
         conn = self.get_connection(self.kafka_canary_conn_id)
         where = f"connection {self.kafka_canary_conn_id}"
@@ -71,7 +71,7 @@ class KafkaCanaryHook(BaseHook):
         return section
 
     def bootstrap_servers(self, section: dict[str, Any] | None = None) -> str:
-        from canary.rollout.spec import ClusterSection
+        from canary.rollout.core.spec import ClusterSection
 
         section = section or self.cluster_section()
         return ClusterSection.model_validate(section).open_deployer().bootstrap_servers
@@ -79,7 +79,7 @@ class KafkaCanaryHook(BaseHook):
     def test_connection(self) -> tuple[bool, str]:
         """(True, "...") when the cluster's metadata can be read and every broker is healthy."""
         from canary.kafka import health
-        from canary.rollout.spec import ClusterSection
+        from canary.rollout.core.spec import ClusterSection
 
         try:
             section = self.cluster_section()

@@ -54,6 +54,8 @@ class CanaryAnalysisSubmitOperator(SparkSubmitOperator):
         finally:
             if store is not None:
                 store.push(store.workdir())  # the verdict, or the job's log for whoever looks into a failure
-        verdict = json.loads(verdict_file.read_text())
-        self.log.info("analysis verdict %s: %s", verdict["verdict"], verdict["reason"])
-        return {"verdict": verdict["verdict"], "reason": verdict["reason"], "verdict_file": str(verdict_file)}
+        from canary.judge import Brief
+
+        judged = Brief.of(json.loads(verdict_file.read_text()))
+        self.log.info("analysis verdict %s", judged.line())
+        return {"verdict": judged.verdict, "reason": judged.reason, "verdict_file": str(verdict_file)}

@@ -19,9 +19,12 @@ def verdict_gate(judge, *, subject: str, body: str, timeout: timedelta = APPROVA
 
     @task.branch(task_id="route_verdict")
     def route_verdict(verdict: dict, params: dict | None = None) -> str:
-        if verdict["verdict"] == "PROMOTE":
+        from canary.judge import INCONCLUSIVE, PROMOTE, Brief
+
+        judged = Brief.of(verdict)  # the judge task's result: the run's verdict (canary.rollout.core.Verdict)
+        if judged.verdict == PROMOTE:
             return "verdict_promote"
-        if verdict["verdict"] == "INCONCLUSIVE" and (params or {}).get("on_inconclusive") == "ask":
+        if judged.verdict == INCONCLUSIVE and (params or {}).get("on_inconclusive") == "ask":
             return "ask_a_person"
         return "verdict_rollback"
 

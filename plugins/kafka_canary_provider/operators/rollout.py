@@ -113,10 +113,10 @@ class AnalysisRequestOperator(RolloutStepOperator):
 
         from canary.rollout.broker.verdict import analysis_request
 
-        window = rollout.state.data.get("window") or {}
-        if window.get("stopped_early"):
-            raise AirflowSkipException(f"the window stopped early: {window['stopped_early'].get('reason')}")
-        if rollout.spec.engine == "inline":
+        window = rollout.state.window
+        if window is not None and window.stopped_early is not None:
+            raise AirflowSkipException(f"the window stopped early: {window.stopped_early.reason}")
+        if rollout.spec.judge.engine == "inline":
             raise AirflowSkipException("engine: inline; the judge task analyses the window in-process")
         # Files relative to the run: the Spark task may run on another worker, which finds them in its own work
         # directory for the run (the DAG's run_file macro).
@@ -133,16 +133,17 @@ class JudgeOperator(RolloutStepOperator):
     yet, it fails and nothing is rolled back."""
 
     def run_step(self, rollout: RolloutRun, context: Context) -> dict:
+        from canary.rollout.core.record import StepStatus
         from canary.rollout.core.verdict import failure_verdict
 
         kind = self.kind()
         state = rollout.state
-        failed = [(name, record.get("error")) for name, record in state.data["steps"].items()
-                  if name in kind.changing_steps and record["status"] == "failed"]
+        failed = [(name, record.error) for name, record in state.record.steps.items()
+                  if name in kind.changing_steps and record.status == StepStatus.FAILED]
         if failed and state.before is not None:
             name, error = failed[0]
             self.log.warning("%s failed after the first change; the verdict is ROLLBACK", name)
-            return failure_verdict(rollout, name, error)
+            return failure_verdict(rollout, name, error).to_dict()
         return kind.step("judge")(rollout)
 
 
@@ -197,25 +198,24 @@ class VerifyOperator(RolloutStepOperator):
 
 
 class RolloutReportOperator(RolloutStepOperator):
-    """Writes the run's report and returns where it is, with the outcome:
-    {"outcome", "status", "verdict", "reason", "run_dir", "report", "analysis_report", "url"}.
-    Fails (after writing it) when the rollout did not finish verified, so the DAG run fails too."""
+    """Writes the run's report and returns where it is, with the run's summary (canary.rollout.core.RunSummary:
+    outcome, exit_code, status, verdict, reason, run_dir, report) and "analysis_report", "url". Fails (after
+    writing it, and with the summary in XCom all the same, where `kafka-canary release` reads the outcome) when the
+    rollout did not finish verified, so the DAG run fails too."""
 
     def run_step(self, rollout: RolloutRun, context: Context) -> dict:
-        verdict = rollout.state.data.get("verdict") or {}
-        status = rollout.state.status
-        outcome = status.outcome or "UNFINISHED"
-        analysis = verdict.get("analysis")
-        result = {"outcome": outcome, "status": status, "verdict": verdict.get("verdict"),
-                  "reason": verdict.get("reason"), "run_dir": str(rollout.run_dir),
-                  "report": str(rollout.run_dir / "report.html"),
-                  "analysis_report": str(rollout.local(analysis) / "report.html") if analysis else None,
-                  "url": report_url(rollout.run_id)}
-        self.log.info("rollout %s: %s (%s), verdict %s: %s; report %s", rollout.run_id, outcome, status,
-                      result["verdict"], result["reason"], result["report"])
-        if not status.verified:
+        record = rollout.state.record
+        summary = record.summary(str(rollout.run_dir), str(rollout.run_dir / "report.html"))
+        analysis = record.verdict.analysis if record.verdict else None
+        result = summary.to_dict() | {
+            "analysis_report": str(rollout.local(analysis) / "report.html") if analysis else None,
+            "url": report_url(rollout.run_id)}
+        self.log.info("rollout %s: %s; report %s", rollout.run_id, summary.line(), summary.report)
+        if not record.status.verified:
             # The report is written either way; the DAG run fails, so nobody reads an unfinished rollout as done.
             from airflow.sdk.exceptions import AirflowException
 
-            raise AirflowException(f"the rollout did not finish: it is at '{status}'; see {result['report']}")
+            context["ti"].xcom_push(key="return_value", value=result)
+            raise AirflowException(f"the rollout did not finish ({summary.outcome}): it is at '{record.status}'; "
+                                   f"see {summary.report}")
         return result

@@ -40,10 +40,10 @@ class LearnerWarmUpOperator(RolloutStepOperator):
         self.log.info("canary brokers %s still catching up: %s; deferring", canaries,
                       {b: len(p) for b, p in behind.items()})
         self.defer(trigger=LearnerWarmUpTrigger(self.kafka_canary_conn_id, canaries,
-                                                timeout=rollout.spec.warm_up_timeout,
+                                                timeout=rollout.spec.timeouts.warm_up,
                                                 poll_interval=self.poll_interval),
                    method_name="execute_complete",
-                   timeout=timedelta(seconds=rollout.spec.warm_up_timeout + 60))
+                   timeout=timedelta(seconds=rollout.spec.timeouts.warm_up + 60))
         raise AssertionError("unreachable: defer() raises")
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict:

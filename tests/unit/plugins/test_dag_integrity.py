@@ -97,7 +97,7 @@ def test_demo_params_pass_the_form_and_make_a_valid_spec(dagbag, bad):
     from kafka_canary_provider.runs import spec_from_params
 
     from canary.demo import demo_params
-    from canary.rollout.spec import load_spec
+    from canary.rollout.broker.spec import load_spec
 
     params = ParamsDict(dict(dagbag.dags["kafka_broker_canary"].params.items()))
     for name, value in demo_params(bad=bad).items():
@@ -106,7 +106,7 @@ def test_demo_params_pass_the_form_and_make_a_valid_spec(dagbag, bad):
     spec = load_spec(spec_from_params(values, {"deployer": "local", "dir": "/tmp/c", "client": {}}, "demo-run"))
     assert spec.change.config == ({"message.max.bytes": "100"} if bad else {"num.io.threads": "6"})
     assert spec.change.version is None
-    assert spec.engine == "spark" and values["on_inconclusive"] == "rollback"
+    assert spec.judge.engine == "spark" and values["on_inconclusive"] == "rollback"
 
 
 # ----- the health sweep DAG -----
@@ -184,15 +184,16 @@ def test_client_dag_params_make_a_valid_client_spec(dagbag):
     from kafka_canary_provider.runs import client_spec_from_params
 
     from canary.forms import FormError
-    from canary.rollout.client_spec import load_client_spec
+    from canary.rollout.client.spec import ServiceSpec, load_client_spec
 
     params = ParamsDict(dict(dagbag.dags["kafka_client_canary"].params.items()))
     params["fleet_dir"] = "/tmp/orders-fleet"
     params["window"] = "30s"
     values = params.validate()
     spec = load_client_spec(client_spec_from_params(values, {"deployer": "local", "dir": "/tmp/c"}, "client-run"))
-    assert (spec.from_version, spec.to_version, spec.window, spec.engine) == ("v1", "v2", 30.0, "spark")
-    assert (spec.service.topic, spec.service.consumers, spec.service.dir) == ("orders", 2, "/tmp/orders-fleet")
+    assert (spec.change.from_, spec.change.to, spec.window.duration, spec.judge.engine) == ("v1", "v2", 30.0, "spark")
+    assert (spec.service.topic, spec.service.dir) == ("orders", "/tmp/orders-fleet")
+    assert spec.service.consumers == ServiceSpec.model_fields["consumers"].default  # the form shows the model's
     assert spec.run_id == "client-run"
     with pytest.raises(FormError, match="windw: unknown param; known params are"):
         client_spec_from_params({**values, "windw": "1m"}, {"deployer": "local", "dir": "/tmp/c"}, "client-run")

@@ -9,7 +9,7 @@ import logging
 import pytest
 from kafka_canary_provider.hooks.kafka_canary import KafkaCanaryHook
 
-from canary.rollout.spec import load_spec
+from canary.rollout.broker.spec import load_spec
 
 SECRET = "s3cr3t-pa55word"
 

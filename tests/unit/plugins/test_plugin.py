@@ -3,6 +3,8 @@ the run id mapping; the warm-up trigger's serialize() mirrors its constructor.""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from fastapi import HTTPException
 from fastapi.testclient import TestClient
@@ -11,7 +13,7 @@ from kafka_canary_provider.links import RolloutReportLink
 from kafka_canary_provider.runs import rollout_run_id, spec_from_params
 from kafka_canary_provider.triggers.warm_up import LearnerWarmUpTrigger
 
-from canary.rollout.spec import load_spec
+from canary.rollout.broker.spec import load_spec
 
 
 @pytest.fixture
@@ -21,7 +23,9 @@ def runs(tmp_path, monkeypatch):
     (run / "analysis-1").mkdir(parents=True)
     (run / "report.html").write_text("<p>ROLLBACK</p>")
     (run / "analysis-1" / "latency.png").write_bytes(b"\x89PNG")
-    (run / "run.json").write_text('{"run_id": "r1", "status": "verified rolled_back", "spec": {}}')
+    (run / "run.json").write_text(json.dumps({"schema": 1, "run_id": "r1", "created_ms": 1, "spec": {},
+                                              "status": "verified rolled_back", "steps": {},
+                                              "verdict": {"verdict": "ROLLBACK", "reason": "e2e p99"}}))
     (run / "observations-window-1.jsonl").write_text("{}")
     (tmp_path / "secret.html").write_text("not a report")
     return tmp_path / "runs"
@@ -57,7 +61,8 @@ def test_reports_served_to_an_authenticated_user(runs):
     app.dependency_overrides[get_user] = lambda: object()  # what Airflow's login resolves to
     client = TestClient(app)
     assert client.get("/runs/r1/report.html").text == "<p>ROLLBACK</p>"
-    assert "r1" in client.get("/").text
+    index = client.get("/").text
+    assert "<td>ROLLBACK</td><td>ROLLBACK</td><td>verified rolled_back</td>" in index and ">r1</a>" in index
     assert client.get("/runs/r1/analysis-1/latency.png").content == b"\x89PNG"
     for missing in ("/runs/r1/run.json", "/runs/r1/missing.html", "/runs/r2/report.html",
                     "/runs/r1/observations-window-1.jsonl"):
@@ -96,11 +101,13 @@ def test_spec_from_params():
               "preflight_probe": "3s", "judge_config": {"warmup_s": 15}, "engine": "inline", "finalize": False,
               "client_delay_ms": 300}
     spec = load_spec(spec_from_params(params, {"deployer": "local", "dir": "/c", "client": {}}, "run-1"))
-    assert (spec.change.version, spec.change.config, spec.canary_count, spec.window, spec.interim_interval) == (
+    assert (spec.change.version, spec.change.config, spec.canary.count, spec.probe.window,
+            spec.probe.interim_interval) == (
         "4.1.2", {"message.max.bytes": "100"}, 2, 60.0, 20.0)
-    assert (spec.engine, spec.finalize, spec.fault.client_delay_ms, spec.run_id) == ("inline", False, 300.0, "run-1")
+    assert (spec.judge.engine, spec.finalize, spec.fault.client_delay_ms, spec.run_id) == (
+        "inline", False, 300.0, "run-1")
     brokers = load_spec(spec_from_params({**params, "canary_brokers": [3]}, {"dir": "/c"}, "run-1"))
-    assert brokers.canary_brokers == (3,) and brokers.canary_count is None
+    assert brokers.canary.brokers == [3] and brokers.canary.count is None
     config_only = load_spec(spec_from_params({**params, "target_version": None}, {"dir": "/c"}, "run-1"))
     assert config_only.change.version is None
 

@@ -14,7 +14,7 @@ import pytest
 from kafka_canary_provider.get_provider_info import get_provider_info
 from kafka_canary_provider.hooks.kafka_canary import KafkaCanaryHook
 
-from canary.rollout.spec import DEPLOYERS
+from canary.rollout.core.spec import DEPLOYERS
 
 REPO = Path(__file__).resolve().parents[3]
 SCHEMAS = Path(airflow.__file__).parent

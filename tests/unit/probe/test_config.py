@@ -1,8 +1,9 @@
 import pytest
 
+from canary.fields import parse_duration
 from canary.kafka.secrets import MASK, redacted
 from canary.probe.cli import format_summary
-from canary.probe.config import ConfigError, ProbeConfig, load, parse_duration
+from canary.probe.config import ConfigError, ProbeConfig, load
 
 
 def test_file_env_and_flags_layer_and_secrets_are_redacted(tmp_path):

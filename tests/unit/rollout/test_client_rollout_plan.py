@@ -7,8 +7,8 @@ import pytest
 
 from canary.rollout.client import fleet
 from canary.rollout.client.lane_plan import LanePlanError, canary_partitions, candidates, plan_open, plan_restore
-from canary.rollout.client_spec import ClientRolloutSpec, load_client_spec
-from canary.rollout.spec import SpecError
+from canary.rollout.client.spec import ClientRolloutSpec, load_client_spec
+from canary.rollout.core.spec import SpecError
 
 # Broker 3 is never first: outside a rollout the topic has no canary partition.
 REPLICAS = {0: [1, 2, 3], 1: [2, 1, 3], 2: [1, 3, 2], 3: [2, 3, 1], 4: [1, 2], 5: [2, 1]}
@@ -62,7 +62,7 @@ def test_canary_partitions_are_the_ones_led_by_a_canary_broker():
 def test_spec_parses_and_names_the_fleet():
     spec = load_client_spec(GOOD)
     assert isinstance(spec, ClientRolloutSpec)
-    assert (spec.from_version, spec.to_version, spec.canary_partitions, spec.window) == ("v1", "v2", 2, 30.0)
+    assert (spec.change.from_, spec.change.to, spec.lane.partitions, spec.window.duration) == ("v1", "v2", 2, 30.0)
     assert spec.service.observations_run_id == "orders-service"
     assert spec.effective_run_id.startswith("client-rollout-")
     assert [(i.name, i.role, i.lane, i.instance, i.instances) for i in fleet(spec, "v1")] == [
@@ -71,7 +71,7 @@ def test_spec_parses_and_names_the_fleet():
     assert [(i.name, i.lane, i.version) for i in fleet(spec, "v2", "canary")] == [
         ("orders-producer-0-canary", "canary", "v2"), ("orders-consumer-0-canary", "canary", "v2")]
     # the client-rollout judge decides on the client metrics
-    metrics = {m.name: m for m in spec.judge().active}
+    metrics = {m.name: m for m in spec.judge_settings().active}
     assert metrics["processing_error_rate"].must_have_data and "throughput" not in metrics
 
 

@@ -12,10 +12,10 @@ import pytest
 
 from canary.errors import ClusterError
 from canary.fields import problems
+from canary.rollout.core.spec import ClusterSection
 from canary.rollout.deployers import commands
 from canary.rollout.deployers.base import CommandSettings
 from canary.rollout.deployers.command import CommandDeployer, parse_description
-from canary.rollout.spec import ClusterSection
 
 
 def test_each_value_is_one_shell_argument_whatever_it_holds(tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ import pytest
 
 from canary.cli import main
 from canary.errors import ClusterError
-from canary.rollout.spec import SpecError, load_spec
+from canary.rollout.broker.spec import load_spec
+from canary.rollout.core.spec import SpecError
 
 WHY = ("a value must not end in a backslash (a trailing backslash joins the next line of server.properties to it, so "
        "the next override would be lost)")

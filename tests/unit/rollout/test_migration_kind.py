@@ -10,8 +10,7 @@ import json
 import pytest
 
 from canary.cli import build_parser
-from canary.rollout.core import RolloutError, Status, Step, run_all
-from canary.rollout.core.status import PROMOTED, ROLLED_BACK
+from canary.rollout.core import RolloutError, RunStatus, Step, run_all
 from canary.rollout.migration import MIGRATION, MigrationError, MigrationRun, MigrationSpec
 
 
@@ -20,7 +19,7 @@ def fake_kind(verdict: str, done: list[str]):
 
     def judge(run):
         done.append("judge")
-        run.state.update(verdict={"verdict": verdict, "reason": "fake"}, status=f"judged {verdict}")
+        run.state.update(verdict={"verdict": verdict, "reason": "fake"}, status=RunStatus.judged(verdict))
         return {"verdict": verdict}
 
     def act(name, status):
@@ -32,12 +31,13 @@ def fake_kind(verdict: str, done: list[str]):
 
     def verify(run):
         done.append("verify")
-        run.state.update(status=Status.verified_as(run.state.status))
+        run.state.update(status=run.state.status.as_verified())
         return {}
 
     return dataclasses.replace(MIGRATION, steps=(Step("judge", judge, "", decides=True),),
-                               promote=Step("promote", act("promote", PROMOTED), "", after_rollback=True),
-                               rollback=Step("rollback", act("rollback", ROLLED_BACK), "", after_rollback=True),
+                               promote=Step("promote", act("promote", RunStatus.PROMOTED), "", after_rollback=True),
+                               rollback=Step("rollback", act("rollback", RunStatus.ROLLED_BACK), "",
+                                             after_rollback=True),
                                verify=Step("verify", verify, "", after_rollback=True))
 
 
@@ -51,7 +51,8 @@ def test_the_engine_carries_out_the_verdict_or_the_persons_action(tmp_path, verd
     result = run_all(fake_kind(verdict, done), MigrationRun(spec),
                      decided=None if action == "auto" else action)
     assert done == ["judge", want, "verify"]
-    assert result["outcome"] == ("PROMOTE" if want == "promote" else "ROLLBACK")
+    assert result.outcome == ("PROMOTE" if want == "promote" else "ROLLBACK")
+    assert result.exit_code == (0 if want == "promote" else 1) and result.status.verified
     audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     assert [(e["step"], e["action"]) for e in audit if e["action"] == "step finished"] == [
         ("judge", "step finished"), (want, "step finished"), ("verify", "step finished")]
@@ -61,13 +62,13 @@ def test_an_unfinished_run_starts_over_and_a_verified_one_is_finished(tmp_path):
     spec = MigrationSpec(bootstrap_servers="x:1", topic="t", group="g", out_dir=tmp_path)
     first = MigrationRun(spec)
     first.state.step_started("join")
-    first.state.update(status="canary deployed")
+    first.state.update(status=RunStatus.CANARY_DEPLOYED)
 
     again = MigrationRun(spec)
 
-    assert again.state.data["steps"] == {} and again.state.status == "new"
+    assert again.state.record.steps == {} and again.state.status is RunStatus.NEW
     assert json.loads((tmp_path / "audit.jsonl").read_text().splitlines()[-1])["action"] == "started over"
-    again.state.update(status=Status.verified_as(PROMOTED))
+    again.state.update(status=RunStatus.VERIFIED_PROMOTED)
     (tmp_path / "result.json").write_text('{"verdict": "PROMOTE"}')
     assert MigrationRun(spec).result == {"verdict": "PROMOTE"}
 
@@ -82,7 +83,7 @@ def test_a_session_step_without_the_join_of_this_process_is_refused(tmp_path):
     run = MigrationRun(MigrationSpec(bootstrap_servers="x:1", topic="t", group="g", out_dir=tmp_path))
     with pytest.raises(RolloutError, match="run together"):
         MIGRATION.step("window")(run)
-    assert run.state.data["steps"]["window"]["status"] == "failed"
+    assert run.state.record.steps["window"].status == "failed"
 
 
 def test_the_kind_runs_its_steps_only_together():

@@ -11,14 +11,15 @@ from pathlib import Path
 import pytest
 
 from canary.judge import PROMOTE, ROLLBACK
+from canary.outcome import Outcome
 from canary.rollout.broker import BROKER
 from canary.rollout.broker.desired import not_back
-from canary.rollout.core import RolloutError, RolloutKind, RolloutRun, Step, run_all
+from canary.rollout.broker.spec import load_spec
+from canary.rollout.core import RolloutError, RolloutKind, RolloutRun, RunStatus, Step, Verdict, run_all
 from canary.rollout.core.audit import AuditLog
 from canary.rollout.core.engine import roll_back
 from canary.rollout.core.run import RunState
-from canary.rollout.deployer import BrokerInfo, ControllerInfo
-from canary.rollout.spec import load_spec
+from canary.rollout.deployers.base import BrokerInfo, ControllerInfo
 
 BEFORE = {"brokers": {str(i): {"version": "3.9.2", "config": {"num.io.threads": "4"}, "rack": None}
                       for i in (1, 2, 3)},
@@ -75,12 +76,13 @@ def fake_kind(broken: set[str]) -> RolloutKind:
             if name == "preflight":
                 run.state.update(before=BEFORE, canary_brokers=[3])
             if name == "judge":
-                run.state.update(verdict={"verdict": PROMOTE, "reason": "no regression"}, status=f"judged {PROMOTE}")
+                run.state.update(verdict=Verdict(verdict=PROMOTE, reason="no regression"),
+                                 status=RunStatus.JUDGED_PROMOTE)
                 return {"verdict": PROMOTE}
             if name in ("promote", "rollback"):
-                run.state.update(status="promoted" if name == "promote" else "rolled_back")
+                run.state.update(status=RunStatus.PROMOTED if name == "promote" else RunStatus.ROLLED_BACK)
             if name == "verify":
-                run.state.update(status=f"verified {run.state.status}")
+                run.state.update(status=run.state.status.as_verified())
             return {}
         return step
 
@@ -97,7 +99,8 @@ def failed_run(tmp_path: Path) -> tuple[FakeRun, str]:
     with pytest.raises(RolloutError) as failed:
         run_all(fake_kind({"deploy-canary", "rollback"}), run)
     assert run.calls == ["preflight", "deploy-canary", "rollback"]
-    assert run.state.data["verdict"]["verdict"] == ROLLBACK and run.state.status == f"judged {ROLLBACK}"
+    assert run.state.verdict is not None and run.state.verdict.verdict == ROLLBACK
+    assert run.state.status is RunStatus.JUDGED_ROLLBACK and run.state.status.outcome() is Outcome.UNFINISHED
     return run, str(failed.value)
 
 
@@ -117,14 +120,14 @@ def test_resuming_after_a_failed_rollback_only_finishes_the_rollback(tmp_path):
     resumed = FakeRun(tmp_path / "run")  # the same run directory; deploy-canary would work now, judge say PROMOTE
     result = run_all(fake_kind(set()), resumed, approve=True)
     assert resumed.calls == ["rollback", "verify"]
-    assert result["outcome"] == ROLLBACK and result["verdict"] == ROLLBACK
-    assert result["reason"] == first.state.data["verdict"]["reason"]
-    steps = resumed.state.data["steps"]
-    assert steps["deploy-canary"]["status"] == "failed" and steps["deploy-canary"]["attempts"] == 1
+    assert (result.outcome, result.verdict, result.exit_code) == (Outcome.ROLLBACK, ROLLBACK, 1)
+    assert first.state.verdict is not None and result.reason == first.state.verdict.reason
+    steps = resumed.state.record.steps
+    assert steps["deploy-canary"].status == "failed" and steps["deploy-canary"].attempts == 1
     assert "judge" not in steps and "promote" not in steps
-    assert [steps["rollback"]["attempts"], steps["rollback"]["status"]] == [2, "done"]
+    assert [steps["rollback"].attempts, steps["rollback"].status] == [2, "done"]
     again = FakeRun(tmp_path / "run")  # finished: nothing runs again
-    assert run_all(fake_kind(set()), again)["outcome"] == ROLLBACK and again.calls == []
+    assert run_all(fake_kind(set()), again).outcome is Outcome.ROLLBACK and again.calls == []
 
 
 def test_resuming_when_the_rollback_fails_again_says_so_again(tmp_path):
@@ -158,8 +161,8 @@ def test_the_gate_repeats_the_rollback_verdict_instead_of_judging_again(tmp_path
     first, _ = failed_run(tmp_path)
     run = FakeRun(tmp_path / "run")
     verdict = fake_kind(set()).step(name)(run)
-    assert verdict == first.state.data["verdict"] and run.calls == []
-    assert run.state.data["verdict"] == first.state.data["verdict"] and run.state.status == f"judged {ROLLBACK}"
+    assert first.state.verdict is not None and verdict == first.state.verdict.to_dict() and run.calls == []
+    assert run.state.verdict == first.state.verdict and run.state.status is RunStatus.JUDGED_ROLLBACK
 
 
 def test_rollback_and_verify_finish_the_run_one_step_at_a_time(tmp_path):
@@ -168,7 +171,7 @@ def test_rollback_and_verify_finish_the_run_one_step_at_a_time(tmp_path):
     kind = fake_kind(set())
     roll_back(kind, run)
     kind.verify(run)
-    assert run.calls == ["rollback", "verify"] and run.state.status == "verified rolled_back"
+    assert run.calls == ["rollback", "verify"] and run.state.status is RunStatus.VERIFIED_ROLLED_BACK
 
 
 def test_a_rollback_whose_nodes_cannot_be_described_still_says_the_lock_is_held(tmp_path):

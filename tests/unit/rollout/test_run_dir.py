@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from canary.rollout.core.record import RunStatus
 from canary.rollout.core.run import RunState, RunStateError, run_store
 from canary.storage import StoreError
 
@@ -82,10 +83,10 @@ def test_a_new_an_empty_and_our_own_run_directory_are_used(tmp_path):
     state = RunState.open(empty, "r1", SPEC)
     state.step_started("preflight")
     (empty / "report.html").write_text("<p>ours</p>")
-    assert RunState.open(empty, "r1", SPEC).data["steps"]["preflight"]["attempts"] == 1  # resumed
+    assert RunState.open(empty, "r1", SPEC).record.steps["preflight"].attempts == 1  # resumed
     with pytest.raises(RunStateError, match="holds rollout r1, not r2; use another --run-dir"):
         RunState.open(empty, "r2", SPEC)
-    assert RunState.open(tmp_path / "new" / "r1", "r1", SPEC).data["status"] == "new"
+    assert RunState.open(tmp_path / "new" / "r1", "r1", SPEC).status is RunStatus.NEW
 
 
 def test_a_prefix_holding_foreign_objects_is_refused_on_an_object_store():

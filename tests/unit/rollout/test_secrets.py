@@ -5,8 +5,8 @@ import json
 from canary.kafka.secrets import MASK, scrub_text
 from canary.kafka.settings import kafka_python_settings
 from canary.rollout.broker import Rollout
+from canary.rollout.broker.spec import load_spec
 from canary.rollout.core.run import RunState
-from canary.rollout.spec import load_spec
 
 PASSWORD = 'pa"ss\\word-42'
 RAW = {"cluster": {"dir": "/c", "client": {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
@@ -42,7 +42,7 @@ def test_kafka_python_gets_the_same_credentials():
 def test_no_file_of_the_run_holds_a_secret_even_in_an_error_message(tmp_path):
     spec = load_spec(RAW, environ={"KAFKA_CANARY_CLIENT_SASL_PASSWORD": PASSWORD})
     rollout = Rollout(spec, tmp_path / "run", deployer=FakeDeployer())
-    rollout.state.data["steps"]["preflight"] = {"status": "running", "attempts": 1}
+    rollout.state.step_started("preflight")
     rollout.state.step_failed("preflight", f"a library quoted the settings: sasl.password={PASSWORD}")
     rollout.audit.record("preflight", "step failed", error=f"login {PASSWORD} refused",
                          settings={"sasl.password": PASSWORD}, nested=[{"text": f"x{PASSWORD}y"}])
@@ -50,8 +50,8 @@ def test_no_file_of_the_run_holds_a_secret_even_in_an_error_message(tmp_path):
         text = path.read_text()
         assert PASSWORD not in text and json.dumps(PASSWORD)[1:-1] not in text, path
     assert f"login {MASK} refused" in rollout.audit.entries()[-1]["error"]
-    assert RunState.open(tmp_path / "run", "secured", spec.to_dict()).data["steps"]["preflight"]["error"].endswith(
-        "sasl.password=***")
+    error = RunState.open(tmp_path / "run", "secured", spec.to_dict()).record.steps["preflight"].error
+    assert error is not None and error.endswith("sasl.password=***")
 
 
 def test_scrub_text_cuts_raw_and_json_escaped_values():

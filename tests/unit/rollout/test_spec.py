@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from canary.rollout.spec import SpecError, load_spec
+from canary.rollout.broker.spec import load_spec
+from canary.rollout.core.spec import SpecError
 
 GOOD = {"cluster": {"dir": "/tmp/c"}, "change": {"version": "4.1.2"}, "canary": {"count": 1}}
 
@@ -15,8 +16,9 @@ def problems(raw) -> list[str]:
 
 def test_minimal_spec_gets_defaults():
     spec = load_spec(GOOD)
-    assert (spec.cluster_dir, spec.change.version, spec.canary_count) == ("/tmp/c", "4.1.2", 1)
-    assert (spec.window, spec.interim_interval, spec.engine, spec.finalize) == (120.0, 30.0, "spark", True)
+    assert (spec.cluster.dir, spec.change.version, spec.canary.count) == ("/tmp/c", "4.1.2", 1)
+    assert (spec.probe.window, spec.probe.interim_interval, spec.judge.engine, spec.finalize) == (
+        120.0, 30.0, "spark", True)
 
 
 def test_durations_config_and_yaml_file(tmp_path):
@@ -26,8 +28,9 @@ def test_durations_config_and_yaml_file(tmp_path):
                     "fault: {client_delay_ms: 200}\nrun_id: r-1\n")
     spec = load_spec(path)
     assert spec.change.config == {"num.io.threads": "6", "log.cleaner.enable": "false", "x.y": None}
-    assert spec.canary_brokers == (3, 1)
-    assert (spec.window, spec.interim_interval, spec.fault.client_delay_ms, spec.run_id) == (300, 45, 200, "r-1")
+    assert spec.canary.brokers == [3, 1]
+    assert (spec.probe.window, spec.probe.interim_interval, spec.fault.client_delay_ms, spec.run_id) == (
+        300, 45, 200, "r-1")
 
 
 def test_every_bad_field_is_named_at_once():
@@ -114,8 +117,8 @@ def test_values_are_coerced_as_written_and_booleans_are_not_numbers():
                       "change": {"config": {"a.b": True, "c.d": 6, "e.f": 1.5}},
                       "probe": {"window": 60, "interim_interval": 12.5, "rate": 10}})
     assert spec.client == {"x.verify": "false"} and spec.change.config == {"a.b": "true", "c.d": "6", "e.f": "1.5"}
-    assert (spec.window, spec.interim_interval, spec.probe_rate) == (60.0, 12.5, 10.0)
-    assert isinstance(spec.probe_rate, float)
+    assert (spec.probe.window, spec.probe.interim_interval, spec.probe.rate) == (60.0, 12.5, 10.0)
+    assert isinstance(spec.probe.rate, float)
     for bad, where in [({"canary": {"count": True}}, "canary.count"), ({"canary": {"count": 1.0}}, "canary.count"),
                        ({"canary": {"brokers": [True]}}, "canary.brokers.0"), ({"probe": {"rate": True}}, "probe.rate"),
                        ({"probe": {"rate": "10"}}, "probe.rate"), ({"finalize": 1}, "finalize"),
@@ -125,7 +128,8 @@ def test_values_are_coerced_as_written_and_booleans_are_not_numbers():
 
 def test_an_empty_section_means_its_defaults():
     spec = load_spec({**GOOD, "probe": None, "judge": None, "lead_topics": None})
-    assert (spec.window, spec.engine, spec.lead_topics, spec.capacity) == (120.0, "spark", "all", "required")
+    assert (spec.probe.window, spec.judge.engine, spec.lead_topics, spec.capacity) == (
+        120.0, "spark", "all", "required")
 
 
 def test_the_canary_leads_every_topic_and_capacity_is_required_unless_the_spec_narrows_it():
@@ -134,7 +138,7 @@ def test_the_canary_leads_every_topic_and_capacity_is_required_unless_the_spec_n
     assert (spec.traffic.tolerance, spec.traffic.min_bytes_per_s, spec.traffic.wait) == (0.5, 100_000.0, 60.0)
     narrowed = load_spec({**GOOD, "lead_topics": ["orders", "payments"], "capacity": "not_required",
                           "traffic": {"tolerance": 0.25, "min_bytes_per_s": 0, "wait": "2m"}})
-    assert (narrowed.lead_topics, narrowed.capacity) == (("orders", "payments"), "not_required")
+    assert (narrowed.lead_topics, narrowed.capacity) == (["orders", "payments"], "not_required")
     assert (narrowed.traffic.tolerance, narrowed.traffic.wait) == (0.25, 120.0)
     assert load_spec({**GOOD, "lead_topics": "none"}).lead_topics == "none"
     for bad, where in [({"lead_topics": "some"}, "lead_topics"), ({"capacity": "maybe"}, "capacity"),

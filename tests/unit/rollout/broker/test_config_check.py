@@ -15,7 +15,7 @@ def test_refused_values_are_named_with_the_broker_s_own_message(monkeypatch):
         version, invalid={"num.io.threads": "Invalid value .nan for configuration num.io.threads: Not a number"}))
     with pytest.raises(RolloutError, match=r"Kafka 4.1.2 broker refuses \(num.io.threads: Invalid value .nan .*\); "
                                            r"fix them in the spec \(nothing was changed\)"):
-        config_check.check_change_config("b:9092", None, {"num.io.threads": ".nan"}, "4.1.2", 1)
+        config_check.check_change_config("b:9092", None, {"num.io.threads": ".nan"}, "4.1.2", 1, same_version=False)
 
 
 def test_without_the_release_s_jars_a_running_broker_checks_and_static_keys_are_listed(monkeypatch):
@@ -24,19 +24,30 @@ def test_without_the_release_s_jars_a_running_broker_checks_and_static_keys_are_
     monkeypatch.setattr(config_check, "broker_check", lambda bootstrap, client, broker, values: (
         asked.append((broker, dict(values))) or BrokerCheck(static=["replica.fetch.min.bytes"])))
     checked = config_check.check_change_config("b:9092", None, {"num.io.threads": "6", "replica.fetch.min.bytes": "9",
-                                                                "log.retention.ms": None}, "4.1.2", 2)
+                                                                "log.retention.ms": None}, "4.1.2", 2, False)
     assert asked == [(2, {"num.io.threads": "6", "replica.fetch.min.bytes": "9"})]  # a removed key is not parsed
-    assert checked == {"keys": ["num.io.threads", "replica.fetch.min.bytes"], "by": "broker 2", "unknown_keys": [],
+    assert checked == {"keys": ["num.io.threads", "replica.fetch.min.bytes"], "by": ["broker 2"], "unknown_keys": [],
                        "not_checked": ["replica.fetch.min.bytes"]}
 
 
 def test_a_change_that_only_removes_overrides_has_nothing_to_check(monkeypatch):
     monkeypatch.setattr(config_check, "definition_check", pytest.fail)
-    assert config_check.check_change_config("b:9092", None, {"num.io.threads": None}, "4.1.2", 1) == {}
+    assert config_check.check_change_config("b:9092", None, {"num.io.threads": None}, "4.1.2", 1, True) == {}
 
 
 def test_unknown_keys_are_reported_not_refused(monkeypatch):
     monkeypatch.setattr(config_check, "definition_check",
                         lambda version, values: DefinitionCheck(version, unknown=["a.custom.note"]))
-    checked = config_check.check_change_config("b:9092", None, {"a.custom.note": "x"}, "3.9.2", 1)
-    assert checked["by"] == "Kafka 3.9.2's definitions" and checked["unknown_keys"] == ["a.custom.note"]
+    checked = config_check.check_change_config("b:9092", None, {"a.custom.note": "x"}, "4.1.2", 1, False)
+    assert checked["by"] == ["Kafka 4.1.2's definitions"] and checked["unknown_keys"] == ["a.custom.note"]
+
+
+def test_on_the_same_release_the_running_broker_checks_too_and_holds_conditions_between_keys(monkeypatch):
+    """The definitions judge each value alone; a running broker on the canary's release also builds its whole
+    config, so a value that breaks a condition between keys is refused in its words."""
+    cleaner = "log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread."
+    monkeypatch.setattr(config_check, "definition_check", lambda version, values: DefinitionCheck(version))
+    monkeypatch.setattr(config_check, "broker_check", lambda bootstrap, client, broker, values: BrokerCheck(
+        refused={"log.cleaner.dedupe.buffer.size": cleaner}))
+    with pytest.raises(RolloutError, match="log.cleaner.dedupe.buffer.size: log.cleaner.dedupe.buffer.size must be"):
+        config_check.check_change_config("b:9092", None, {"log.cleaner.dedupe.buffer.size": "1"}, "4.1.2", 1, True)

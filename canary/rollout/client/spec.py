@@ -18,35 +18,37 @@ how many canary partitions, how long to watch, how to judge.
     timeouts: {stop: 20s, drain: 60s, lane: 60s}
     run_id: client-42
 
-`load_client_spec` checks every field before anything is touched, through `ClientRolloutModel` (every rule in one
-place), and lists every problem at once (SpecError, as for the broker rollout). Checks that need the cluster (the
-topic exists, a canary broker hosts its replicas) are preflight's, still before any change.
+`load_client_spec` checks every field before anything is touched, through `ClientRolloutSpec` (every rule in one
+place; the steps read it as it is), and lists every problem at once (SpecError, as for the broker rollout). Checks
+that need the cluster (the topic exists, a canary broker hosts its replicas) are preflight's, still before any change.
 `KAFKA_CANARY_CLIENT_<KEY>` variables add or override client settings.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from canary.fields import NAME_PATTERN, Duration, Matching, Name, RunId, TopicName, required
-from canary.rollout.spec import (
+from canary.kafka.secrets import redacted
+from canary.rollout.core.spec import (
+    DAY,
     ClusterSection,
     JudgeSection,
     SpecIdentity,
     SpecSection,
     interim_within,
-    judge_settings,
     section,
+    stored_cluster,
     validated,
     with_environment,
 )
 
-DAY = 24 * 3600
+if TYPE_CHECKING:
+    from canary.judge import JudgeConfig
 VersionLabel = Annotated[str, Matching(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$",
                                        "a version label such as v2 or 1.4.0 (1-64 letters, digits, '.', '_' or '-')")]
 
@@ -136,53 +138,44 @@ class ClientTimeouts(SpecSection):
     lane: Annotated[float, Duration(5, 3600)] = 60.0      # opening/closing the lane: reassignment and elections
 
 
-class ClientRolloutModel(SpecSection):
-    """The client rollout spec file, as written."""
+class ClientRolloutSpec(SpecSection, SpecIdentity):
+    """The client rollout spec, as written and validated; the steps read it as it is."""
+    RUN_ID_PREFIX = "client-rollout"
+
     cluster: ClusterSection = section()
     service: ServiceSpec = section()
     change: VersionChange = section()
     lane: LaneSection = section()
     window: WindowSection = section()
-    judge: JudgeSection = section()
+    judge: JudgeSection = section()             # config None: CLIENT_JUDGE
     timeouts: ClientTimeouts = section()
     run_id: RunId | None = None
 
+    @property
+    def client(self) -> dict[str, str]:
+        """The librdkafka settings every client of the rollout uses."""
+        return self.cluster.client
 
-@dataclass(frozen=True)
-class ClientRolloutSpec(SpecIdentity):
-    """A validated client rollout spec under the names the steps use (built by load_client_spec only)."""
-    RUN_ID_PREFIX = "client-rollout"
-
-    cluster_dir: str
-    cluster: ClusterSection
-    service: ServiceSpec
-    from_version: str
-    to_version: str
-    canary_partitions: int
-    deployer: str
-    client: dict[str, str]
-    window: float
-    interim_interval: float
-    judge_config: str | dict | None             # None: CLIENT_JUDGE
-    engine: str
-    stop_timeout: float
-    drain_timeout: float
-    lane_timeout: float
-    run_id: str | None
-
-    def judge(self):
+    def judge_settings(self) -> JudgeConfig:
         """The JudgeConfig of this rollout: the spec's, else CLIENT_JUDGE."""
-        return judge_settings(self.judge_config if self.judge_config is not None else CLIENT_JUDGE)
+        return self.judge.settings(CLIENT_JUDGE)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as run.json has kept it since its schema 1, secrets masked. A resumed run compares it and a
+        derived run id hashes it, so its keys stay as they are: a run.json written earlier must still match."""
+        return {
+            "cluster_dir": self.cluster.dir, "cluster": stored_cluster(self.cluster),
+            "service": self.service.model_dump(), "from_version": self.change.from_, "to_version": self.change.to,
+            "canary_partitions": self.lane.partitions, "deployer": self.cluster.deployer,
+            "client": redacted(self.client), "window": self.window.duration,
+            "interim_interval": self.window.interim_interval, "judge_config": self.judge.config,
+            "engine": self.judge.engine, "stop_timeout": self.timeouts.stop, "drain_timeout": self.timeouts.drain,
+            "lane_timeout": self.timeouts.lane, "run_id": self.run_id}
 
 
 def load_client_spec(source: str | Path | dict, environ: Mapping[str, str] | None = None) -> ClientRolloutSpec:
     """A spec from a YAML/JSON file or a mapping; raises SpecError naming every bad field. With `environ`, its
     KAFKA_CANARY_CLIENT_<KEY> variables add or override the cluster's client settings."""
-    spec = validated(ClientRolloutModel, source)
-    return ClientRolloutSpec(
-        cluster_dir=spec.cluster.dir, cluster=spec.cluster, service=spec.service, from_version=spec.change.from_,
-        to_version=spec.change.to, canary_partitions=spec.lane.partitions, deployer=spec.cluster.deployer,
-        client=with_environment(spec.cluster.client, environ), window=spec.window.duration,
-        interim_interval=spec.window.interim_interval, judge_config=spec.judge.config, engine=spec.judge.engine,
-        stop_timeout=spec.timeouts.stop, drain_timeout=spec.timeouts.drain, lane_timeout=spec.timeouts.lane,
-        run_id=spec.run_id)
+    spec = validated(ClientRolloutSpec, source)
+    cluster = spec.cluster.model_copy(update={"client": with_environment(spec.cluster.client, environ)})
+    return spec.model_copy(update={"cluster": cluster})

@@ -1,0 +1,278 @@
+"""The record of one run, as run.json keeps it, for every rollout kind: `RunRecord` with its `StepRecord`s, its
+`Window` (with the interim `Look`s) and its `Verdict`; `RunStatus`, which knows the run's outcome and so its exit
+code (canary.outcome); and `RunSummary`, what a run says when a command or a task ends. The record is serialized
+here and only here (`RunRecord.load`, `RunRecord.to_json`); where it is stored, and how two writers' records are
+merged, is canary.rollout.core.run's.
+
+Schema 2: every verdict has the same fields (a failed step's ROLLBACK too), every window and look those of its
+kind. A schema 1 run.json (what kafka-canary wrote before) loads as it is: a field it lacks takes its default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
+
+from canary.judge import ROLLBACK, Brief, VerdictWord
+from canary.outcome import Outcome
+
+SCHEMA = 2
+READABLE_SCHEMAS = (1, 2)  # a run.json of an older schema is read as this one; its next write is this one
+
+
+class RunStatus(StrEnum):
+    """Where a run is: new → preflight → (lane open →) canary deployed → judged <VERDICT> → promoted or rolled_back →
+    verified promoted or verified rolled_back. Its value is what run.json keeps."""
+
+    NEW = "new"
+    PREFLIGHT = "preflight"
+    LANE_OPEN = "lane open"
+    CANARY_DEPLOYED = "canary deployed"
+    JUDGED_PROMOTE = "judged PROMOTE"
+    JUDGED_ROLLBACK = "judged ROLLBACK"
+    JUDGED_INCONCLUSIVE = "judged INCONCLUSIVE"
+    PROMOTED = "promoted"
+    ROLLED_BACK = "rolled_back"
+    VERIFIED_PROMOTED = "verified promoted"
+    VERIFIED_ROLLED_BACK = "verified rolled_back"
+
+    @classmethod
+    def judged(cls, verdict: str) -> RunStatus:
+        return cls(f"judged {verdict}")
+
+    def as_verified(self) -> RunStatus:
+        """The status once verify passed after this one (promoted or rolled_back)."""
+        if self is RunStatus.PROMOTED:
+            return RunStatus.VERIFIED_PROMOTED
+        if self is RunStatus.ROLLED_BACK:
+            return RunStatus.VERIFIED_ROLLED_BACK
+        raise ValueError(f"a run at '{self}' has nothing to verify: promote or roll back first")
+
+    @property
+    def verified(self) -> bool:
+        """Verify passed: the run is over."""
+        return self in (RunStatus.VERIFIED_PROMOTED, RunStatus.VERIFIED_ROLLED_BACK)
+
+    @property
+    def finished(self) -> bool:
+        """Promote or rollback has finished (verified or not): no further change is made."""
+        return self.promoted or self in (RunStatus.ROLLED_BACK, RunStatus.VERIFIED_ROLLED_BACK)
+
+    @property
+    def promoted(self) -> bool:
+        """The change was promoted (verified or not); else, once finished, it was rolled back."""
+        return self in (RunStatus.PROMOTED, RunStatus.VERIFIED_PROMOTED)
+
+    def outcome(self) -> Outcome:
+        """PROMOTE or ROLLBACK once verified; INCONCLUSIVE while a person must decide (judged INCONCLUSIVE and
+        nothing done since); UNFINISHED for anything else: a run that stopped (or has not yet got) before verify,
+        not because of a verdict. The one rule every consumer (engine, CLI, operators, release hook) reads."""
+        if self is RunStatus.VERIFIED_PROMOTED:
+            return Outcome.PROMOTE
+        if self is RunStatus.VERIFIED_ROLLED_BACK:
+            return Outcome.ROLLBACK
+        if self is RunStatus.JUDGED_INCONCLUSIVE:
+            return Outcome.INCONCLUSIVE
+        return Outcome.UNFINISHED
+
+    @property
+    def exit_code(self) -> int:
+        return self.outcome().exit_code
+
+
+class StepStatus(StrEnum):
+    NEW = "new"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class _Record(BaseModel):
+    """A part of the record: unknown fields refused; the fields named in DETAILS (what only some kinds have) are left
+    out of run.json while they are None."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    DETAILS: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _without_absent_details(self, handler: Any) -> dict[str, Any]:
+        return {key: value for key, value in handler(self).items() if value is not None or key not in self.DETAILS}
+
+
+class StepRecord(_Record):
+    """One step's record: its status, attempts so far, when the last attempt started and finished, and its result
+    (the step's small JSON-able dict) or error."""
+
+    status: StepStatus = StepStatus.NEW
+    attempts: int = 0
+    started_ms: int | None = None
+    finished_ms: int | None = None
+    result: dict[str, Any] | None = None
+    error: str | None = None
+
+    @property
+    def took_s(self) -> float:
+        """Seconds the last attempt took (so far)."""
+        started = self.started_ms or 0
+        return ((self.finished_ms or started) - started) / 1000
+
+
+class Look(Brief, _Record):
+    """An interim look at the window (or what else stopped it: a canary instance that exited). observations: those
+    judged (broker) or read (client); usable: of those read, the ones judged (client); at_s: seconds into the window."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    DETAILS: ClassVar[frozenset[str]] = frozenset({"observations", "usable", "at_s"})
+
+    observations: int | None = None
+    usable: int | None = None
+    at_s: float | None = None
+
+
+class Window(_Record):
+    """The last window: its attempt, start and end, the look that stopped it early (fail fast) or None, and its
+    interim looks. A broker rollout adds its probe (run id, observations file, counts per lane), the disturbances
+    seen, the brokers' readings, the load and the traffic; the migration canary its span on the recorder's clock and
+    the disturbance it caused."""
+
+    DETAILS: ClassVar[frozenset[str]] = frozenset({
+        "attempt", "probe_run_id", "observations", "disturbed", "probe", "broker_readings", "load", "traffic",
+        "start_s", "end_s", "disturbance"})
+
+    attempt: int | None = None
+    start_ms: int
+    end_ms: int
+    stopped_early: Look | None = None
+    interim: list[Look] = []
+    probe_run_id: str | None = None
+    observations: str | None = None  # the observations file, relative to the run
+    disturbed: list[str] | None = None
+    probe: dict[str, dict[str, Any]] | None = None  # per lane: sent, acked, lost, produce_errors
+    broker_readings: dict[str, Any] | None = None
+    load: dict[str, Any] | None = None
+    traffic: dict[str, Any] | None = None
+    start_s: float | None = None
+    end_s: float | None = None
+    disturbance: dict[str, Any] | None = None
+
+
+class Verdict(Brief, _Record):
+    """The run's verdict: its word, reason and failed metrics (the brief), the engine that reached it (`spark`,
+    `inline`, `interim` for fail fast, None for a failed step), the window judged, whether it stopped early and after
+    how many interim looks, the analysis directory. A broker rollout adds its probe and the traffic it judged, a
+    client rollout the observations read, the migration canary its two parts' verdicts."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    DETAILS: ClassVar[frozenset[str]] = frozenset({"probe_run_id", "probe", "traffic", "observations", "disruption",
+                                                   "judge"})
+
+    engine: Literal["spark", "inline", "interim"] | None = None
+    window_ms: tuple[int, int] | None = None
+    stopped_early: bool = False
+    interim_looks: int = 0
+    analysis: str | None = None
+    probe_run_id: str | None = None
+    probe: dict[str, dict[str, Any]] | None = None  # per lane: sent, acked, lost, produce_errors
+    traffic: dict[str, Any] | None = None
+    observations: int | None = None
+    disruption: VerdictWord | None = None
+    judge: VerdictWord | None = None
+
+    @classmethod
+    def failure(cls, step: str, error: object) -> Verdict:
+        """The verdict of a step that failed after the first change: ROLLBACK, the failure its reason."""
+        return cls(verdict=ROLLBACK, reason=f"{step} failed: {error}")
+
+    @classmethod
+    def of_window(cls, brief: Brief, window: Window | None, **details: Any) -> Verdict:
+        """`brief` (with its engine and analysis, when it has them) as the verdict of `window`, with `details`."""
+        fields = brief.model_dump(include={"verdict", "reason", "failed", "engine", "analysis"})
+        if window is not None:
+            fields |= {"window_ms": (window.start_ms, window.end_ms), "stopped_early": window.stopped_early is not None,
+                       "interim_looks": len(window.interim)}
+        return cls(**fields | details)
+
+    def to_dict(self) -> dict:
+        return self.model_dump(mode="json")
+
+
+class RunSummary(BaseModel):
+    """What a run says when a command or task ends: its outcome (by its status, RunStatus.outcome) and exit code,
+    status, the verdict and reason, a note for a person, where its files and report are."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_id: str
+    outcome: Outcome
+    status: RunStatus
+    verdict: VerdictWord | None = None
+    reason: str | None = None
+    note: str = ""
+    run_dir: str
+    report: str
+
+    @property
+    def exit_code(self) -> int:
+        return self.outcome.exit_code
+
+    def line(self) -> str:
+        """One line for logs: `ROLLBACK (verified rolled_back): fail fast after 46.1s: …`."""
+        reason = " ".join((self.reason or "no verdict").split())
+        return f"{self.outcome} ({self.status}): {reason}" + (f"; {self.note}" if self.note else "")
+
+    def to_dict(self) -> dict:
+        """JSON-able (XCom, the command line's --json), with the exit code."""
+        return self.model_dump(mode="json") | {"exit_code": self.exit_code}
+
+
+class RunRecord(_Record):
+    """One run: its id, when it was created, its spec (secret settings as ***), status, the pre-rollout snapshot
+    (`before`) and the canary brokers preflight chose, the steps' records, the last window and the verdict; a broker
+    rollout also the load preflight sized (`load_sizing`)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
+
+    schema_version: int = Field(default=SCHEMA, alias="schema")
+    run_id: str
+    created_ms: int
+    spec: dict[str, Any]
+    status: RunStatus = RunStatus.NEW
+    before: dict[str, Any] | None = None
+    canary_brokers: list[int] | None = None
+    steps: dict[str, StepRecord] = {}
+    verdict: Verdict | None = None
+    window: Window | None = None
+    load_sizing: dict[str, Any] | None = None
+
+    @classmethod
+    def load(cls, data: Mapping[str, Any]) -> RunRecord:
+        """The record run.json holds (of a schema in READABLE_SCHEMAS). ValueError (pydantic's ValidationError, every
+        problem named) for anything else."""
+        if data.get("schema") not in READABLE_SCHEMAS:
+            raise ValueError(f"schema {data.get('schema')!r} is not one of {READABLE_SCHEMAS}")
+        return cls.model_validate(data)
+
+    def to_json(self) -> dict[str, Any]:
+        """run.json's content: every field, None too (a field cleared is a change another writer's merge must see),
+        in this schema whatever schema it was read in."""
+        # default=str as json.dumps: a step's result or the snapshot may hold a value JSON has no type for
+        return self.model_dump(mode="json", by_alias=True, fallback=str) | {"schema": SCHEMA}
+
+    def step(self, name: str) -> StepRecord | None:
+        return self.steps.get(name)
+
+    def step_done(self, name: str) -> bool:
+        step = self.steps.get(name)
+        return step is not None and step.status is StepStatus.DONE
+
+    def outcome(self) -> Outcome:
+        return self.status.outcome()
+
+    def summary(self, run_dir: str, report: str, note: str = "") -> RunSummary:
+        verdict = self.verdict
+        return RunSummary(run_id=self.run_id, outcome=self.outcome(), status=self.status,
+                          verdict=verdict.verdict if verdict else None, reason=verdict.reason if verdict else None,
+                          note=note, run_dir=run_dir, report=report)
