@@ -131,11 +131,12 @@ class Window:
         self.partitions = {lane: np.array([len(agg.hist(lane, "partition", b)) for b in self.buckets], dtype=float)
                            for lane in LANES}
 
-    def broker_readings(self, metric: str) -> Readings:
-        """The brokers' readings of `metric` after the warm-up, up to the end of the last bucket."""
+    def broker_readings(self, metric: str, settle_s: float = 0.0) -> Readings:
+        """The brokers' readings of `metric` from `settle_s` after the warm-up, up to the end of the last bucket."""
         if not self.buckets:
             return {}
-        return self.agg.broker_readings(metric, self.warmup_end, self.buckets[-1] + self.agg.bucket_ms)
+        return self.agg.broker_readings(metric, self.warmup_end + settle_s * 1000,
+                                        self.buckets[-1] + self.agg.bucket_ms)
 
     def before_readings(self, metric: str) -> Readings:
         """The same brokers' readings of `metric` before the change (the calibration's), or none."""

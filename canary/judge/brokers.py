@@ -67,6 +67,11 @@ def judged_readings(readings_of: Callable[[str], Readings], metric: MetricSpec) 
     return judged
 
 
+def _settled(window: Window, metric: MetricSpec) -> Callable[[str], Readings]:
+    """The window's readings as `metric` judges them: from its settle time after the warm-up on."""
+    return lambda source: window.broker_readings(source, metric.settle_s)
+
+
 def broker_test(window: Window, metric: MetricSpec, alpha: float, result: dict) -> None:
     """H0: at every reading the worst broker is a canary broker with probability at most K/(K+B)."""
     if metric.compare == "before":
@@ -79,7 +84,7 @@ def broker_test(window: Window, metric: MetricSpec, alpha: float, result: dict) 
     x: list[float] = []
     p0s: list[float] = []
     brokers: dict[str, set[int]] = {"canary": set(), "baseline": set()}
-    for values in judged_readings(window.broker_readings, metric).values():
+    for values in judged_readings(_settled(window, metric), metric).values():
         canary = {b: v for b, (lane, v) in values.items() if lane == "canary"}
         baseline = {b: v for b, (lane, v) in values.items() if lane == "baseline"}
         if not canary or not baseline:
@@ -116,7 +121,7 @@ def before_test(window: Window, metric: MetricSpec, alpha: float, result: dict) 
     probability at most 1/(m+1). The test counts the readings that do (a one-sample e-process, like the lane
     test's); a FAIL also needs the median shift beyond the floors plus how far the readings before strayed."""
     direction = _direction(metric)
-    after = judged_readings(window.broker_readings, metric)
+    after = judged_readings(_settled(window, metric), metric)
     baseline = sorted({b for values in after.values() for b, (lane, _) in values.items() if lane == "baseline"})
 
     def medians(readings: Readings) -> list[float]:

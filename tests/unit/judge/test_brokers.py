@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from canary.judge import Aggregates, JudgeConfig, judge
@@ -225,3 +227,18 @@ def test_a_canary_broker_that_serves_a_consumer_behind_at_a_fraction_of_the_spee
     alike = metric(verdict_of(readings({1: 70e6, 2: 80e6, 3: 85e6}, metric="load_catch_up_bytes_per_s", noise=0.05)),
                    name)
     assert alike["decision"] == "PASS", alike["reason"]
+
+
+def test_a_just_restarted_jvm_s_first_minute_is_not_held_against_it_a_lasting_cut_is():
+    """The restarted canary's handler pool is three times as busy per request until its JIT has compiled the hot
+    code (here until 70 s into the window, 40 s after the warm-up): its effort is judged from 45 s after the
+    warm-up on, so PASS. A canary that stays three times as busy is a cut: FAIL."""
+    same = work({1: 400.0, 2: 400.0, 3: 400.0})
+    cold = [r if r.broker != 1 or r.ts >= 70_000 else dataclasses.replace(r, value=0.76)
+            for r in readings({1: 0.92, 2: 0.92, 3: 0.921}, metric="request_handler_idle_ratio", noise=0.005)]
+    assert metric(verdict_of(cold + same), HANDLER)["decision"] == "PASS"
+    assert min(r.ts for r in cold if r.broker == 1 and r.value < 0.8) < 40_000  # at the warm-up's end it was cold
+    lasting = readings({1: 0.76, 2: 0.92, 3: 0.921}, metric="request_handler_idle_ratio", noise=0.005)
+    m = metric(verdict_of(lasting + same), HANDLER)
+    assert m["decision"] == "FAIL", m["reason"]
+    assert m["canary"]["readings"] == 9  # from 75 s on (readings at 1 s and 5 s of each 10-s bucket)
