@@ -9,8 +9,8 @@ from airflow.sdk import BaseOperatorLink
 from kafka_canary_provider.runs import rollout_run_id
 
 if TYPE_CHECKING:
-    from airflow.models.taskinstancekey import TaskInstanceKey
     from airflow.sdk import BaseOperator
+    from airflow.sdk.types import TaskInstanceKey
 
 URL_PREFIX = "/kafka-canary"
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from canary.rollout.core.rollout import RolloutRun
 from canary.rollout.core.step import Step
+from canary.storage import Store
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ class RolloutKind:
         the step that decides records when it runs after them)."""
         return tuple(s.name for s in self.steps if s.after_change and not s.decides)
 
-    def open(self, source: str | Path | dict, run_dir: str | Path | None = None,
+    def open(self, source: str | Path | dict, run_dir: str | Path | Store | None = None,
              environ: Mapping[str, str] | None = None, **options: Any) -> RolloutRun:
         """The run of the spec in `source` (a YAML/JSON file or a mapping), in `run_dir`."""
         return self.open_run(self.load_spec(source, environ), run_dir, **options)

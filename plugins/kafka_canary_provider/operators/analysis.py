@@ -37,7 +37,8 @@ class CanaryAnalysisSubmitOperator(SparkSubmitOperator):
         self.verdict_file = verdict_file
         self.run_id = run_id
 
-    def execute(self, context: Context) -> dict | None:
+    # The verdict is the task's XCom value: Airflow keeps what execute returns, whatever the base class declares.
+    def execute(self, context: Context) -> dict | None:  # type: ignore[override]
         from kafka_canary_provider.runs import run_dir
 
         store = run_dir(self.run_id) if self.run_id else None

@@ -18,6 +18,7 @@ from kafka_canary_provider.runs import rollout_run_id, run_dir, spec_from_params
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from canary.rollout.broker import Rollout
     from canary.rollout.core import RolloutKind, RolloutRun
 
 
@@ -103,6 +104,15 @@ class ProbeWindowOperator(RolloutStepOperator):
     step = "probe-window"
 
 
+def broker_run(rollout: RolloutRun) -> Rollout:
+    """The broker kind's run: the broker DAG's own steps are given nothing else."""
+    from canary.rollout.broker import Rollout
+
+    if not isinstance(rollout, Rollout):
+        raise TypeError(f"a broker rollout's step was given a {type(rollout).__name__}")
+    return rollout
+
+
 class AnalysisRequestOperator(RolloutStepOperator):
     """The Spark job's arguments for the last probe window ({observations, from_ms, to_ms, run_id, out, config});
     skipped when the window already stopped early with a fail-fast verdict (nothing left to analyse), and with
@@ -113,6 +123,7 @@ class AnalysisRequestOperator(RolloutStepOperator):
 
         from canary.rollout.broker.verdict import analysis_request
 
+        rollout = broker_run(rollout)
         window = rollout.state.window
         if window is not None and window.stopped_early is not None:
             raise AirflowSkipException(f"the window stopped early: {window.stopped_early.reason}")

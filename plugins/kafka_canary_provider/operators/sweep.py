@@ -39,7 +39,7 @@ class HealthSweepOperator(BaseOperator):
     """Probes one cluster for `duration`, compares with its history, keeps the history and the trend.
 
     :param kafka_canary_conn_id: the cluster's connection (KafkaCanaryHook); templated, mappable.
-    :param duration: probe traffic, e.g. "30s" (canary.probe.config.parse_duration); templated.
+    :param duration: probe traffic, e.g. "30s" (canary.fields.parse_duration); templated.
     :param probe_rate: probe messages per second per partition; templated.
     :param reference_sweeps: healthy sweeps pooled as the reference; templated.
     :param judge_config: judge config mapping merged over canary.sweep.SWEEP_JUDGE; templated.
@@ -69,10 +69,11 @@ class HealthSweepOperator(BaseOperator):
         hook = KafkaCanaryHook(self.kafka_canary_conn_id)
         section = hook.cluster_section()
         bootstrap = hook.bootstrap_servers(section)
-        config = SweepConfig(bootstrap_servers=bootstrap, cluster_name=self.kafka_canary_conn_id,
-                             client=section["client"], duration=self.duration,
-                             rate=float(self.probe_rate), reference_sweeps=int(self.reference_sweeps),
-                             judge=dict(self.judge_config or {}), history=self.history or None)
+        # As the form gives them: the model reads a duration as text ("30s") or seconds, and checks its range.
+        config = SweepConfig.model_validate({
+            "bootstrap_servers": bootstrap, "cluster_name": self.kafka_canary_conn_id, "client": section["client"],
+            "duration": self.duration, "rate": float(self.probe_rate), "reference_sweeps": int(self.reference_sweeps),
+            "judge": dict(self.judge_config or {}), "history": self.history or None})
         self.log.info("sweeping %s (%s) for %ss at %s msg/s per partition", self.kafka_canary_conn_id, bootstrap,
                       config.duration, config.rate)
         result = run_sweep(config, config.history_store(run_storage_options()))

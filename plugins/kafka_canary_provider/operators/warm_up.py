@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowException
 
-from kafka_canary_provider.operators.rollout import RolloutStepOperator, _jsonable
+from kafka_canary_provider.operators.rollout import RolloutStepOperator, _jsonable, broker_run
 from kafka_canary_provider.triggers.warm_up import LearnerWarmUpTrigger
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from canary.rollout.broker import Rollout
+    from canary.rollout.core import RolloutRun
 
 
 class LearnerWarmUpOperator(RolloutStepOperator):
@@ -29,9 +29,10 @@ class LearnerWarmUpOperator(RolloutStepOperator):
         self.deferrable = deferrable
         self.poll_interval = poll_interval
 
-    def run_step(self, rollout: Rollout, context: Context) -> dict:
+    def run_step(self, rollout: RolloutRun, context: Context) -> dict:
         from canary.rollout import guard
 
+        rollout = broker_run(rollout)
         canaries = rollout.canary_ids()
         partitions = rollout.partitions()
         behind = {b: guard.not_in_isr(b, partitions) for b in canaries}
