@@ -26,6 +26,12 @@ class ClusterError(CanaryError):
     """A cluster operation cannot be done as asked."""
 
 
+class InfrastructureError(ClusterError):
+    """The tool could not reach or drive what it deploys through (a host ssh cannot reach, a command that is not
+    there): no judgment of the change. A rollout that already changed something still rolls back, for safety, and
+    ends UNFINISHED (exit 4), not ROLLBACK: a release pipeline tells a bad change from a broken road to it."""
+
+
 class ClusterStateError(ClusterError):
     """The cluster directory is not in the state the operation needs (already up, not up)."""
 

@@ -9,8 +9,9 @@ of every command (`rollout run` and the gate, `client-rollout`, `migrate-protoco
     3 INCONCLUSIVE   a person must decide
     4 UNFINISHED     a run was started and stopped before it was verified, because of an error of the tool or its
                      infrastructure (the lock held by another rollout, storage or cluster unreachable, a step that
-                     failed or was refused, a failed rollback or verify), not because of a verdict; the same command
-                     with the same run directory goes on from where it stopped
+                     failed or was refused, a failed rollback or verify, a host the deployer could not reach), not
+                     because of a verdict; a change already made was rolled back for safety first (the run says so).
+                     The same command with the same run directory goes on from where it stopped
 """
 
 from __future__ import annotations

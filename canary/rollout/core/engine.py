@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 
-from canary.errors import CanaryError
+from canary.errors import CanaryError, InfrastructureError
 from canary.judge import INCONCLUSIVE, PROMOTE
 from canary.kafka.wait import describe
 from canary.rollout.core.kind import RolloutKind
@@ -93,7 +93,7 @@ def _until_verdict(kind: RolloutKind, rollout: RolloutRun) -> None:
             if not step.after_change or not state.before:
                 raise  # nothing was changed
             rollout.say("%s failed (%s); rolling back", step.name, describe(exc))
-            failure_verdict(rollout, step.name, describe(exc))
+            failure_verdict(rollout, step.name, describe(exc), isinstance(exc, InfrastructureError))
             return
         if state.window is not None and state.window.stopped_early is not None:
             return  # the window already decided (fail fast): nothing is left to analyse

@@ -112,6 +112,9 @@ class StepRecord(_Record):
     finished_ms: int | None = None
     result: dict[str, Any] | None = None
     error: str | None = None
+    DETAILS: ClassVar[frozenset[str]] = frozenset({"infrastructure"})
+    # True: the error was the road to the nodes (canary.errors.InfrastructureError); left out of run.json otherwise
+    infrastructure: bool | None = None
 
     @property
     def took_s(self) -> float:
@@ -167,7 +170,7 @@ class Verdict(Brief, _Record):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     DETAILS: ClassVar[frozenset[str]] = frozenset({"probe_run_id", "probe", "traffic", "observations", "disruption",
-                                                   "judge"})
+                                                   "judge", "infrastructure"})
 
     engine: Literal["spark", "inline", "interim"] | None = None
     window_ms: tuple[int, int] | None = None
@@ -180,11 +183,14 @@ class Verdict(Brief, _Record):
     observations: int | None = None
     disruption: VerdictWord | None = None
     judge: VerdictWord | None = None
+    infrastructure: bool | None = None  # a failed step's, True: the road to the nodes broke, the change not judged
 
     @classmethod
-    def failure(cls, step: str, error: object) -> Verdict:
-        """The verdict of a step that failed after the first change: ROLLBACK, the failure its reason."""
-        return cls(verdict=ROLLBACK, reason=f"{step} failed: {error}")
+    def failure(cls, step: str, error: object, infrastructure: bool = False) -> Verdict:
+        """The verdict of a step that failed after the first change: ROLLBACK, the failure its reason. An
+        `infrastructure` failure is rolled back as well, but the run then ends UNFINISHED, not ROLLBACK."""
+        why = " (the deployer could not reach or drive a node: the change was not judged)" if infrastructure else ""
+        return cls(verdict=ROLLBACK, reason=f"{step} failed{why}: {error}", infrastructure=infrastructure or None)
 
     @classmethod
     def of_window(cls, brief: Brief, window: Window | None, **details: Any) -> Verdict:
@@ -269,6 +275,10 @@ class RunRecord(_Record):
         return step is not None and step.status is StepStatus.DONE
 
     def outcome(self) -> Outcome:
+        """The status's outcome, except that a run rolled back because its deployer could not reach a node ends
+        UNFINISHED: the change was not judged bad."""
+        if self.status is RunStatus.VERIFIED_ROLLED_BACK and self.verdict is not None and self.verdict.infrastructure:
+            return Outcome.UNFINISHED
         return self.status.outcome()
 
     def summary(self, run_dir: str, report: str, note: str = "") -> RunSummary:

@@ -161,9 +161,10 @@ class RunState:
             StepStatus.DONE, int(time.time() * 1000), result, None)
         self.save()
 
-    def step_failed(self, name: str, error: str) -> None:
+    def step_failed(self, name: str, error: str, infrastructure: bool = False) -> None:
         record = self.record.steps[name]
         record.status, record.finished_ms, record.error = StepStatus.FAILED, int(time.time() * 1000), error
+        record.infrastructure = infrastructure or None
         self.save()
 
     def step_done(self, name: str) -> bool:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from canary.errors import CanaryError
+from canary.errors import CanaryError, InfrastructureError
 from canary.judge import ROLLBACK
 from canary.kafka.secrets import scrub_text
 from canary.kafka.wait import describe
@@ -68,7 +68,7 @@ class Step:
                 result = json.loads(scrub_text(json.dumps(result, default=str), rollout.secret_values))
         except BaseException as exc:
             rollout.store.push(rollout.run_dir)
-            rollout.state.step_failed(self.name, describe(exc))
+            rollout.state.step_failed(self.name, describe(exc), isinstance(exc, InfrastructureError))
             rollout.audit.record(self.name, "step failed", attempt=attempt, error=describe(exc))
             raise
         # The step's files first, then its record: a task that sees the step done finds what it wrote.

@@ -13,10 +13,10 @@ if TYPE_CHECKING:
     from canary.rollout.core.rollout import RolloutRun
 
 
-def failure_verdict(rollout: RolloutRun, step_name: str, error: object) -> Verdict:
+def failure_verdict(rollout: RolloutRun, step_name: str, error: object, infrastructure: bool = False) -> Verdict:
     """A step after the first change failed: the verdict is ROLLBACK, with that failure as its reason (the engine
-    and the Airflow judge task both decide so)."""
-    verdict = Verdict.failure(step_name, error)
+    and the Airflow judge task both decide so); `infrastructure`: the deployer could not reach a node."""
+    verdict = Verdict.failure(step_name, error, infrastructure)
     rollout.state.update(verdict=verdict, status=RunStatus.judged(verdict.verdict))
     rollout.audit.record(step_name, "verdict", verdict=verdict.verdict, reason=verdict.reason, engine=None)
     return verdict

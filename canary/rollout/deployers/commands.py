@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from canary.errors import ClusterError
+from canary.errors import ClusterError, InfrastructureError
 from canary.kafka.secrets import scrub_text
 
 OUTPUT_TAIL = 4000  # characters of a command's output kept for the audit log
@@ -31,6 +31,17 @@ class CommandFailed(ClusterError):
     def __init__(self, message: str, output: str = ""):
         super().__init__(message)
         self.output = output
+
+
+class CommandUnavailable(CommandFailed, InfrastructureError):
+    """The command could not be run where it should: not started at all, not found or not executable (exit 127,
+    126), or ssh could not reach the host (its exit status 255). No answer about the broker."""
+
+
+# Exit statuses that say the road to the node is broken rather than the node: the shell's "not found" and "not
+# executable", and ssh's own failure (it exits 255 when it cannot connect or authenticate).
+UNAVAILABLE = {126: "the command is not executable", 127: "the command was not found",
+               255: "ssh could not reach or log in to the host, or the command itself exited 255"}
 
 
 @dataclass(frozen=True)
@@ -130,7 +141,7 @@ def run(action: str, template: str, values: Mapping[str, object], timeout: float
             proc = subprocess.Popen(["/bin/sh", "-c", command], stdout=sink, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as exc:
-            raise CommandFailed(f"the {action} command could not be started ({exc}): {shown}") from None
+            raise CommandUnavailable(f"the {action} command could not be started ({exc}): {shown}") from None
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -142,9 +153,11 @@ def run(action: str, template: str, values: Mapping[str, object], timeout: float
         out = _read(sink)
     result = CommandResult(action, shown, proc.returncode, time.monotonic() - started, _tail(out, secrets))
     if proc.returncode != 0:
-        raise CommandFailed(f"the {action} command exited with status {proc.returncode}: {shown}"
-                            + (f"; its output: {_telling_lines(result.output)}" if result.output else ""),
-                            result.output) from None
+        why = UNAVAILABLE.get(proc.returncode)
+        error = CommandUnavailable if why else CommandFailed
+        raise error(f"the {action} command exited with status {proc.returncode}" + (f" ({why})" if why else "")
+                    + f": {shown}" + (f"; its output: {_telling_lines(result.output)}" if result.output else ""),
+                    result.output) from None
     return result
 
 

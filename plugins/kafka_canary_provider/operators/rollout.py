@@ -149,12 +149,12 @@ class JudgeOperator(RolloutStepOperator):
 
         kind = self.kind()
         state = rollout.state
-        failed = [(name, record.error) for name, record in state.record.steps.items()
+        failed = [(name, record) for name, record in state.record.steps.items()
                   if name in kind.changing_steps and record.status == StepStatus.FAILED]
         if failed and state.before is not None:
-            name, error = failed[0]
+            name, record = failed[0]
             self.log.warning("%s failed after the first change; the verdict is ROLLBACK", name)
-            return failure_verdict(rollout, name, error).to_dict()
+            return failure_verdict(rollout, name, record.error, bool(record.infrastructure)).to_dict()
         return kind.step("judge")(rollout)
 
 

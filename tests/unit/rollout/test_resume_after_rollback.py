@@ -64,15 +64,15 @@ class FakeRun:
         pass
 
 
-def fake_kind(broken: set[str]) -> RolloutKind:
-    """The broker kind with each step replaced by one that records its call, and fails while named in `broken`;
-    its judge would say PROMOTE."""
+def fake_kind(broken: set[str], error: type[Exception] = RolloutError) -> RolloutKind:
+    """The broker kind with each step replaced by one that records its call, and fails (raising `error`) while named
+    in `broken`; its judge would say PROMOTE."""
 
     def fake(name: str):
         def step(run, **_):
             run.calls.append(name)
             if name in broken:
-                raise RolloutError(f"{name}: ssh: connect to host k3 port 22: Connection refused")
+                raise error(f"{name}: ssh: connect to host k3 port 22: Connection refused")
             if name == "preflight":
                 run.state.update(before=BEFORE, canary_brokers=[3])
             if name == "judge":
