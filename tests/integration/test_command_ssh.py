@@ -5,6 +5,7 @@ ssh option or shell syntax never gets past the spec."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,8 @@ from pathlib import Path
 import pytest
 from ssh_host import SshHost, ssh_host
 
+from canary.errors import InfrastructureError
+from canary.process import free_port
 from canary.rollout.broker.spec import load_spec
 from canary.rollout.core.spec import SpecError
 from canary.rollout.deployers import commands
@@ -146,3 +149,16 @@ def test_a_template_that_quotes_a_placeholder_is_refused_by_the_spec(roll: str) 
     raw["cluster"]["command"]["roll"] = roll
     with pytest.raises(SpecError, match=r"cluster\.command\.roll: .* inside quotes; write placeholders bare"):
         load_spec(raw)
+
+
+def test_ssh_that_cannot_reach_its_host_is_an_infrastructure_failure_not_the_node_s_answer(sshd: SshHost) -> None:
+    """ssh exits 255 when it cannot connect: the deployer's road broke, not the broker (a rollout then rolls back
+    what it changed and ends UNFINISHED, exit 4: tests/unit/rollout/core/test_infrastructure_failure.py). A remote
+    command that fails is the node's answer: a failed roll, ROLLBACK."""
+    closed = free_port()
+    with pytest.raises(commands.CommandUnavailable, match=r"exited with status 255 \(ssh could not reach"):
+        commands.run("roll", f"{dataclasses.replace(sshd, port=closed).prefix} {{host}} true",
+                     {"host": sshd.target}, 60)
+    with pytest.raises(commands.CommandFailed) as failed:
+        commands.run("roll", f"{sshd.prefix} {{host}} 'exit 1'", {"host": sshd.target}, 60)
+    assert not isinstance(failed.value, InfrastructureError)
