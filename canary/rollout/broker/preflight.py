@@ -55,10 +55,7 @@ def preflight(run: Rollout) -> dict:
     check_capabilities(run)
     if spec.change.version:
         run.deployer.prepare(spec.change.version)
-    current = next(b.version for b in brokers if b.broker_id == canaries[0])
-    config_checked = check_change_config(run.bootstrap_servers, spec.client, dict(spec.change.config),
-                                         spec.change.version or current, canaries[0],
-                                         same_version=spec.change.version in (None, current))
+    config_checked = check_config(run, brokers, canaries[0])
 
     seen = health.check(run.bootstrap_servers, [b.broker_id for b in brokers], client_config=spec.client,
                         expected_voters=[c.node_id for c in run.deployer.controllers()])
@@ -103,6 +100,15 @@ def preflight(run: Rollout) -> dict:
         run.audit.record("preflight", "snapshot", before=run.state.before)
     return {"canary_brokers": canaries, "brokers": len(brokers), "finalized": levels.finalized, "probe": probe,
             "broker_metrics": metrics_from, "load": load, "traffic": traffic, "config_checked": config_checked}
+
+
+def check_config(run: Rollout, brokers: list[BrokerInfo], canary: int) -> dict:
+    """The change's config values as the canary's broker will check them at start (canary.rollout.broker.
+    config_check): refused before any change, in Kafka's words."""
+    change = run.spec.change
+    current = next(b.version for b in brokers if b.broker_id == canary)
+    return check_change_config(run.bootstrap_servers, run.spec.client, dict(change.config),
+                               change.version or current, canary, same_version=change.version in (None, current))
 
 
 def traffic_before(run: Rollout, before: dict[int, dict[str, float]], canaries: list[int], load_rate: float) -> dict:
