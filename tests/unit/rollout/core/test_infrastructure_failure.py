@@ -15,7 +15,7 @@ from canary.rollout.core import RunStatus, run_all
 from canary.rollout.core.record import RunRecord
 from canary.rollout.deployers import commands
 
-from ..test_resume_after_rollback import FakeRun, fake_kind
+from ..broker.test_resume_after_rollback import FakeRun, fake_kind
 
 
 @pytest.mark.parametrize(("template", "status", "why"), [
