@@ -12,6 +12,7 @@ from canary.cluster.processes import NodeProcesses
 from canary.cluster.state import ClusterState, NodeState, Role
 from canary.errors import HealthTimeout
 from canary.kafka import health
+from canary.kafka.broker_log import fatal_cause_in
 
 
 @dataclass(frozen=True)
@@ -95,8 +96,12 @@ def wait_healthy(state: ClusterState, processes: NodeProcesses, client_config: d
         # A delayed broker whose proxy died is unreachable for clients although it looks registered.
         dead += [n.node_id for n in state.brokers if n.desired == "running" and n.client_delay_ms > 0
                  and n.node_id not in dead and not processes.proxy_running(n)]
-        if dead or time.monotonic() > deadline:
-            logs = ", ".join(str(state.node_dir(state.node(i)) / "logs") for i in dead)
-            raise HealthTimeout(f"cluster in {state.directory} not healthy after {timeout:.0f}s: {seen.reason()}"
-                                + (f"; nodes {dead} (or their delay proxies) exited (see {logs})" if dead else ""))
+        if dead:
+            logs = [state.node_dir(state.node(i)) / "logs" for i in dead]
+            said = "".join(f"; node {i} says: {cause}" for i, log in zip(dead, logs, strict=True)
+                           if (cause := fatal_cause_in(log)))
+            raise HealthTimeout(f"cluster in {state.directory}: nodes {dead} (or their delay proxies) exited"
+                                f"{said} (logs in {', '.join(map(str, logs))})")
+        if time.monotonic() > deadline:
+            raise HealthTimeout(f"cluster in {state.directory} not healthy after {timeout:.0f}s: {seen.reason()}")
         time.sleep(0.5)

@@ -15,6 +15,7 @@ from canary import process
 from canary.containers import env
 from canary.containers.spec import CLUSTER, NODE_ID, PREVIOUS, ROLE, ContainerSpec
 from canary.errors import ClusterError
+from canary.kafka.broker_log import fatal_cause
 
 
 class NodeStartError(ClusterError):
@@ -139,9 +140,7 @@ def _wait_serving(container: Container, port: int | None, timeout: float) -> Non
         if container.status in ("exited", "dead"):
             code = container.attrs["State"].get("ExitCode")
             tail = container.logs(tail=60).decode(errors="replace").strip().splitlines()
-            causes = [line.strip() for line in tail if re.search(r"(Exception|Error)\b", line)
-                      and not line.startswith(("\t", " "))]
-            hint = (causes or tail or ["no output"])[0]
+            hint = fatal_cause(tail) or (tail or ["no output"])[0]
             raise NodeStartError(f"{container.name} exited at start (exit code {code}): {hint[:400]}")
         if port and process.accepts_connections(port, timeout=0.5):
             return

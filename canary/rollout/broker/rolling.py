@@ -72,9 +72,11 @@ class ProcessWatch:
         self.last = time.monotonic()
         self.down = self.down + 1 if self.run.deployer.process_running(self.broker_id) is False else 0
         if self.down >= 2:
+            cause = self.run.deployer.exit_cause(self.broker_id)
             raise RolloutError(f"broker {self.broker_id} stopped after its roll: the deployer reports its process not "
-                               f"running {time.monotonic() - self.started:.0f}s after it was started (a config it "
-                               f"refused at start, or a crash); its log says why")
+                               f"running {time.monotonic() - self.started:.0f}s after it was started; " + (
+                                   f"its log says: {cause}" if cause else
+                                   "a config it refused at start, or a crash: its log says why"))
 
 
 def roll_broker(run: Rollout, broker_id: int, phase: str, warm: bool) -> dict | None:

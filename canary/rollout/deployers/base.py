@@ -89,6 +89,11 @@ class Deployer(Protocol):
         """Whether the broker's process runs now (None: this deployer cannot tell). Asked every few seconds while a
         rolled broker registers, so a broker that died after its roll is named at once."""
 
+    def exit_cause(self, broker_id: int) -> str | None:
+        """Why the broker's process stopped, in its own words (its log's fatal exception), or None: not known to
+        this deployer (the command deployer's roll prints the log itself)."""
+        return None
+
     def stop_broker(self, broker_id: int) -> None:
         """Controlled shutdown of one broker; it stays stopped (capability stop_start)."""
 

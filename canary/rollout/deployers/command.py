@@ -96,6 +96,9 @@ class CommandDeployer:
     def process_running(self, broker_id: int) -> bool | None:
         return self._describe("broker", broker_id, self._host("broker", broker_id, self.settings.brokers))[1]
 
+    def exit_cause(self, broker_id: int) -> str | None:
+        return None  # its roll command prints the broker's log when the broker does not start
+
     def controllers(self) -> list[ControllerInfo]:
         found = []
         for node_id, host in sorted(self.settings.controllers.items()):

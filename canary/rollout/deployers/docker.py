@@ -21,6 +21,7 @@ from canary.containers import engine, env, images, nodes
 from canary.containers.spec import ADDRESS, METRICS_PORT, PREVIOUS, VERSION, ContainerSpec
 from canary.errors import ClusterError
 from canary.kafka import broker_config
+from canary.kafka.broker_log import TAIL_LINES, fatal_cause
 from canary.rollout.deployers.base import (
     BrokerInfo,
     Capability,
@@ -91,6 +92,12 @@ class DockerDeployer:
     def process_running(self, broker_id: int) -> bool | None:
         container = self._nodes("broker").get(broker_id)
         return container is not None and container.status == "running"
+
+    def exit_cause(self, broker_id: int) -> str | None:
+        container = self._nodes("broker").get(broker_id)
+        if container is None:
+            return None
+        return fatal_cause(container.logs(tail=TAIL_LINES).decode(errors="replace").splitlines())
 
     def controllers(self) -> list[ControllerInfo]:
         return [ControllerInfo(node_id, self._version(c), c.status == "running")

@@ -7,6 +7,7 @@ from pathlib import Path
 from canary.broker_metrics import BrokerMetricsSource, ExporterSource
 from canary.cluster import distribution
 from canary.cluster.local import UNCHANGED, LocalCluster
+from canary.kafka.broker_log import fatal_cause_in
 from canary.rollout.deployers.base import BrokerInfo, Capability, ControllerInfo
 
 
@@ -40,6 +41,9 @@ class LocalDeployer:
     def process_running(self, broker_id: int) -> bool | None:
         self.cluster.reload()
         return self.cluster.is_running(self.cluster.state.node(broker_id, "broker"))
+
+    def exit_cause(self, broker_id: int) -> str | None:
+        return fatal_cause_in(self.cluster.state.node_dir(self.cluster.state.node(broker_id, "broker")) / "logs")
 
     def roll_broker(self, broker_id: int, *, version: str, config: dict[str, str], rack: str | None,
                     client_delay_ms: float) -> None:

@@ -10,9 +10,10 @@ from canary.rollout.broker.rolling import ProcessWatch
 from canary.rollout.core import RolloutError
 
 
-def watch(answers: list[bool | None]) -> ProcessWatch:
-    """A watch whose deployer gives `answers` in turn, asked on every check (no waiting between checks)."""
-    deployer = SimpleNamespace(process_running=lambda broker_id: answers.pop(0))
+def watch(answers: list[bool | None], cause: str | None = None) -> ProcessWatch:
+    """A watch whose deployer gives `answers` in turn, asked on every check (no waiting between checks), and
+    `cause` as the broker's own reason for stopping."""
+    deployer = SimpleNamespace(process_running=lambda broker_id: answers.pop(0), exit_cause=lambda broker_id: cause)
     found = ProcessWatch(SimpleNamespace(deployer=deployer), 2, started=0.0)
     found.CHECK_EVERY = 0.0
     return found
@@ -23,6 +24,15 @@ def test_a_broker_reported_stopped_twice_in_a_row_fails_the_roll_naming_it():
     w.check()   # one answer may be a supervisor restarting it
     with pytest.raises(RolloutError, match="broker 2 stopped after its roll: the deployer reports its process not "
                                            "running"):
+        w.check()
+
+
+def test_the_roll_fails_with_the_broker_s_own_words_when_its_log_has_them():
+    w = watch([False, False], cause="java.lang.IllegalArgumentException: requirement failed: replica.socket."
+                                    "timeout.ms should always be at least replica.fetch.wait.max.ms")
+    w.check()
+    with pytest.raises(RolloutError, match=r"started; its log says: java.lang.IllegalArgumentException: requirement "
+                                           r"failed: replica.socket.timeout.ms should always be at least"):
         w.check()
 
 
