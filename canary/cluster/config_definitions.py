@@ -26,10 +26,14 @@ class DefinitionCheck:
 
 
 def definition_check(version: str, config: Mapping[str, str], timeout: float = 120) -> DefinitionCheck | None:
-    """`config` checked against release `version`'s definitions; None when its jars are not on this machine (or no
-    compiler for single-file programs: a JRE without jdk.compiler)."""
+    """`config` checked against release `version`'s definitions; None when its jars or Java are not on this machine
+    (or no compiler for single-file programs: a JRE without jdk.compiler): a running broker checks instead."""
     dist = distribution.installed(version)
     if dist is None or not config:
+        return None
+    try:
+        distribution.require_java()
+    except SetupError:  # the jars without Java (a worker that only talks to the cluster)
         return None
     pairs = "".join(f"{_b64(k)} {_b64(v)}\n" for k, v in sorted(config.items()))
     jvm = ["-XX:TieredStopAtLevel=1", "-Xshare:auto", "-Xmx256m"]
