@@ -69,7 +69,8 @@ class RunStatus(StrEnum):
     def outcome(self) -> Outcome:
         """PROMOTE or ROLLBACK once verified; INCONCLUSIVE while a person must decide (judged INCONCLUSIVE and
         nothing done since); UNFINISHED for anything else: a run that stopped (or has not yet got) before verify,
-        not because of a verdict. The one rule every consumer (engine, CLI, operators, release hook) reads."""
+        not because of a verdict. RunRecord.outcome() adds the one case the status alone cannot tell (a rollback
+        because the deployer could not reach a node); it is what every consumer reads."""
         if self is RunStatus.VERIFIED_PROMOTED:
             return Outcome.PROMOTE
         if self is RunStatus.VERIFIED_ROLLED_BACK:
