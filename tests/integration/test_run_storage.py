@@ -19,6 +19,7 @@ from canary.demo import FAST_JUDGE, GOOD_CONFIG
 from canary.kafka.admin import ROLLOUT_LOCK_TOPIC
 from canary.kafka.clients import admin_client
 from canary.rollout.core.audit import AuditLog
+from canary.rollout.core.record import RunStatus
 from canary.rollout.core.run import RunState, RunStateError
 from canary.storage import StoreError, open_store
 
@@ -42,13 +43,13 @@ def test_two_tasks_writing_one_run_at_once_keep_both_steps(runs_url):
     second.step_started("warm-up")  # its write loses (the first wrote since it read): merged, written again
     first.step_finished("deploy-canary", {"restarted": [3]})
     second.step_finished("warm-up", {"in_isr": [3]})
-    second.update(status="changed canary")
+    second.update(status=RunStatus.CANARY_DEPLOYED)
 
-    stored = RunState.open(open_store(runs_url).child("r1"), "r1", spec).data
-    assert stored["steps"]["deploy-canary"]["result"] == {"restarted": [3]}
-    assert stored["steps"]["warm-up"]["result"] == {"in_isr": [3]}
-    assert [stored["steps"][s]["attempts"] for s in ("deploy-canary", "warm-up")] == [1, 1]
-    assert stored["status"] == "changed canary"
+    stored = RunState.open(open_store(runs_url).child("r1"), "r1", spec).record
+    assert stored.steps["deploy-canary"].result == {"restarted": [3]}
+    assert stored.steps["warm-up"].result == {"in_isr": [3]}
+    assert [stored.steps[s].attempts for s in ("deploy-canary", "warm-up")] == [1, 1]
+    assert stored.status is RunStatus.CANARY_DEPLOYED
     with pytest.raises(RunStateError, match="different spec"):
         RunState.open(open_store(runs_url).child("r1"), "r1", {"change": {"config": {"a": "2"}}})
 
@@ -66,8 +67,8 @@ def test_audit_appends_from_four_processes_lose_no_line(runs_url):
 
 
 def test_a_run_written_by_a_newer_version_is_refused(runs_url):
-    open_store(runs_url).child("r1").write("run.json", json.dumps({"schema": 2, "run_id": "r1"}).encode())
-    with pytest.raises(RunStateError, match="schema 2; this kafka-canary reads 1: it was written by a newer"):
+    open_store(runs_url).child("r1").write("run.json", json.dumps({"schema": 3, "run_id": "r1"}).encode())
+    with pytest.raises(RunStateError, match="schema 3; this kafka-canary reads 1, 2: it was written by a newer"):
         RunState.open(open_store(runs_url).child("r1"), "r1", {})
 
 
