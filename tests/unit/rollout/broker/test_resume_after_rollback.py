@@ -15,11 +15,13 @@ from canary.outcome import Outcome
 from canary.rollout.broker import BROKER
 from canary.rollout.broker.desired import not_back
 from canary.rollout.broker.spec import load_spec
-from canary.rollout.core import RolloutError, RolloutKind, RolloutRun, RunStatus, Step, Verdict, run_all
+from canary.rollout.core import RolloutError, RolloutKind, RolloutRun, RunStatus, Verdict, run_all
 from canary.rollout.core.audit import AuditLog
 from canary.rollout.core.engine import roll_back
 from canary.rollout.core.run import RunState
 from canary.rollout.deployers.base import BrokerInfo, ControllerInfo
+
+from ..fake_steps import with_fake_steps
 
 BEFORE = {"brokers": {str(i): {"version": "3.9.2", "config": {"num.io.threads": "4"}, "rack": None}
                       for i in (1, 2, 3)},
@@ -86,10 +88,7 @@ def fake_kind(broken: set[str], error: type[Exception] = RolloutError) -> Rollou
             return {}
         return step
 
-    def swapped(step: Step) -> Step:
-        return dataclasses.replace(step, run=fake(step.name))
-    return dataclasses.replace(BROKER, steps=tuple(swapped(s) for s in BROKER.steps), promote=swapped(BROKER.promote),
-                               rollback=swapped(BROKER.rollback), verify=swapped(BROKER.verify))
+    return with_fake_steps(BROKER, fake)
 
 
 def failed_run(tmp_path: Path) -> tuple[FakeRun, str]:

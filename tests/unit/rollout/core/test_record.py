@@ -6,7 +6,6 @@ exits UNFINISHED when a step stops the run."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 from pathlib import Path
 
@@ -16,10 +15,12 @@ from canary.judge import Brief
 from canary.outcome import EXIT_CODES, Outcome
 from canary.rollout.broker import BROKER
 from canary.rollout.broker.spec import load_spec
-from canary.rollout.core import RolloutError, RunRecord, RunStatus, Step, Verdict, Window
+from canary.rollout.core import RolloutError, RunRecord, RunStatus, Verdict, Window
 from canary.rollout.core.cli import RunUnfinished, cmd_run
 from canary.rollout.core.record import SCHEMA, Look, StepStatus
 from canary.rollout.core.run import RunState, RunStateError
+
+from ..fake_steps import with_fake_steps
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # run.json of two finished broker rollouts, as kafka-canary wrote them before the record was typed (schema 1).
@@ -205,11 +206,8 @@ def _kind(run_dir: Path, failing: str | None, verdict: str = "PROMOTE"):
             return {}
         return run
 
-    def swapped(s: Step) -> Step:
-        return dataclasses.replace(s, run=step(s.name))
-    return dataclasses.replace(BROKER, steps=tuple(swapped(s) for s in BROKER.steps), promote=swapped(BROKER.promote),
-                               rollback=swapped(BROKER.rollback), verify=swapped(BROKER.verify),
-                               load_spec=lambda source, environ: None, open_run=lambda spec, where: _FakeRun(run_dir))
+    return with_fake_steps(BROKER, step, load_spec=lambda source, environ: None,
+                           open_run=lambda spec, where: _FakeRun(run_dir))
 
 
 def _args(kind) -> argparse.Namespace:
