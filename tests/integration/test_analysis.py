@@ -18,6 +18,7 @@ from canary.probe.runner import Probe
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.slow  # ~1 min: make faults (CI's time)
 def test_analyze_reads_a_probe_run_from_the_observations_topic(shared_cluster, tmp_path):
     obs_file = tmp_path / "observations.jsonl"
     start_ms = int(time.time() * 1000)

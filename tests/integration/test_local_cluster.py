@@ -140,6 +140,7 @@ def test_bad_input_changes_nothing(shared_cluster, run_root):
     assert all(n.version == BASELINE_VERSION for n in status.nodes) and status.health.healthy
 
 
+@pytest.mark.slow  # ~1 min: make faults (CI's time)
 def test_upgrade_in_place_rollback_before_finalize_then_finalize(cluster_factory):
     cluster = cluster_factory(brokers=3)
     bootstrap = cluster.bootstrap_servers

@@ -229,28 +229,27 @@ def test_harm_that_lands_on_the_baseline_brokers_rolls_back_on_their_own_times_b
     assert snapshot(cluster) == before
 
 
-def test_a_capacity_cut_the_probe_cannot_see_rolls_back_on_broker_metrics_under_load(baseline_cluster, tmp_path):
-    """One network and one I/O thread on the canary broker: the light probe's latency does not move, but under
-    load (the same records per second into every broker's partition) the canary broker works harder than the
-    baseline brokers at every reading, by more than they differ among themselves."""
+def test_a_capacity_cut_rolls_back_on_the_brokers_effort_under_load(baseline_cluster, tmp_path):
+    """One network and one I/O thread on the canary broker: under load (the same records per second into every
+    broker's partition) the canary broker works harder than the baseline brokers at every reading, by more than
+    they differ among themselves. The light probe's latency may move too on a busy machine (CI saw its p99 at
+    288 vs 179 ms), so the window is judged whole and the brokers' metrics must be among what failed."""
     before = snapshot(baseline_cluster)
     spec = spec_for(baseline_cluster, "capacity-cut", change={"config": {"num.network.threads": "1",
                                                                          "num.io.threads": "1"}},
-                    canary={"brokers": [3]}, probe={"window": "60s", "interim_interval": "15s", "rate": 50,
+                    canary={"brokers": [3]}, probe={"window": "60s", "interim_interval": "60s", "rate": 50,
                                                     "preflight": "3s", "calibration": "3s"},
                     broker_metrics={"interval": "2s"}, load={"rate": 3000, "record_size": 1000},
                     judge={"engine": "inline", "config": CAPACITY_JUDGE})
     rollout = Rollout(spec, tmp_path / "run")
     result = run_all(BROKER, rollout)
 
-    # Broker metrics are critical: an interim look may decide (fail fast) as well as the final analysis.
     verdict = rollout.state.record.to_json()["verdict"]
     failed = verdict["failed"]
-    if verdict["analysis"]:
-        metrics = json.loads((tmp_path / "run" / verdict["analysis"] / "verdict.json").read_text())["metrics"]
-        assert failed == [m["name"] for m in metrics if m["decision"] == "FAIL"], verdict
-    assert result.outcome == "ROLLBACK" and failed, verdict
-    assert all(name.startswith("broker_") for name in failed), failed  # the brokers' metrics saw it, not the probe
+    assert result.outcome == "ROLLBACK" and verdict["analysis"], verdict
+    metrics = json.loads((tmp_path / "run" / verdict["analysis"] / "verdict.json").read_text())["metrics"]
+    assert failed == [m["name"] for m in metrics if m["decision"] == "FAIL"], verdict
+    assert any(name.endswith("_busy_per_request") for name in failed), failed  # the brokers' own effort saw it
     assert snapshot(baseline_cluster) == before
     load = rollout.state.record.to_json()["window"]["load"]
     assert load["lanes"]["canary"]["partitions"] == 1 and load["lanes"]["baseline"]["partitions"] == 2, load
