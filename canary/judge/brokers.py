@@ -15,7 +15,12 @@ the same readings), and beyond the absolute floor.
 A metric of effort (a busy share, CPU) is judged per unit of work (`per`): a broker that does less must not look
 healthier for it. A change can also harm the brokers it does not run on (a canary that is a slow follower holds up
 every acks=all write its leaders wait for): `compare: before` judges the baseline brokers against their own readings
-before the change (the preflight probe's). See canary/judge/README.md.
+before the change (the preflight probe's).
+
+A broker just restarted works harder and slower for its first minutes than one that has run for hours. With
+control brokers (`control_brokers`: baseline brokers a broker rollout restarted with nothing changed, beside the
+canary) the canary brokers are compared with them, fresh with fresh, and not with every baseline broker; the
+comparison with before the change leaves them out. See canary/judge/README.md.
 """
 
 from __future__ import annotations
@@ -67,16 +72,31 @@ def judged_readings(readings_of: Callable[[str], Readings], metric: MetricSpec) 
     return judged
 
 
+CONTROL = "control"
+
+
 def _settled(window: Window, metric: MetricSpec) -> Callable[[str], Readings]:
-    """The window's readings as `metric` judges them: from its settle time after the warm-up on."""
-    return lambda source: window.broker_readings(source, metric.settle_s)
+    """The window's readings as `metric` judges them: from its settle time after the warm-up on, the control brokers
+    in a lane of their own."""
+    control = set(window.config.control_brokers)
+
+    def readings(source: str) -> Readings:
+        taken = window.broker_readings(source, metric.settle_s)
+        if not control:
+            return taken
+        return {at: {b: (CONTROL if b in control and lane == "baseline" else lane, v)
+                     for b, (lane, v) in values.items()} for at, values in taken.items()}
+    return readings
 
 
 def broker_test(window: Window, metric: MetricSpec, alpha: float, result: dict) -> None:
-    """H0: at every reading the worst broker is a canary broker with probability at most K/(K+B)."""
+    """H0: at every reading the worst broker is a canary broker with probability at most K/(K+B) (B: the control
+    brokers when there are any, else the baseline brokers)."""
     if metric.compare == "before":
         before_test(window, metric, alpha, result)
         return
+    reference = CONTROL if window.config.control_brokers else "baseline"
+    named = "control brokers" if reference == CONTROL else "baseline brokers"
     direction = _direction(metric)
     worst_canary: list[float] = []
     pool: list[float] = []
@@ -86,7 +106,7 @@ def broker_test(window: Window, metric: MetricSpec, alpha: float, result: dict) 
     brokers: dict[str, set[int]] = {"canary": set(), "baseline": set()}
     for values in judged_readings(_settled(window, metric), metric).values():
         canary = {b: v for b, (lane, v) in values.items() if lane == "canary"}
-        baseline = {b: v for b, (lane, v) in values.items() if lane == "baseline"}
+        baseline = {b: v for b, (lane, v) in values.items() if lane == reference}
         if not canary or not baseline:
             continue
         brokers["canary"] |= set(canary)
@@ -103,15 +123,17 @@ def broker_test(window: Window, metric: MetricSpec, alpha: float, result: dict) 
     for lane, series in (("canary", worst_canary), ("baseline", pool)):
         result[lane] = {"brokers": sorted(brokers[lane]), "readings": n, "unit": unit,
                         "value": float(np.median(series)) if series else None}
-    if not check_sufficiency(result, n, n, metric, "readings of canary and baseline brokers"):
+    if reference == CONTROL:
+        result["baseline"]["what"] = "the control brokers, restarted with nothing changed beside the canary"
+    if not check_sufficiency(result, n, n, metric, f"readings of canary and {named}"):
         return
     c, b, s = float(np.median(worst_canary)), float(np.median(pool)), float(np.median(spread))
     result["baseline"]["spread"] = s   # how far the healthy brokers stray from their median (median over readings)
     result["canary"]["worst_at_readings"] = int(sum(x))
     _conclude(result, metric, direction, alpha, c, b, s, _rank_log_e(np.array(x), np.array(p0s)),
-              f"canary broker(s) {format_value(c)} vs baseline brokers' median {format_value(b)} {unit} "
-              f"(baseline brokers within {format_value(s)} of it; canary the worst broker at {int(sum(x))} of {n} "
-              f"readings)", "the baseline", "the canary is the worst broker more often than chance")
+              f"canary broker(s) {format_value(c)} vs {named}' median {format_value(b)} {unit} "
+              f"({named} within {format_value(s)} of it; canary the worst broker at {int(sum(x))} of {n} "
+              f"readings)", f"the {named}", "the canary is the worst broker more often than chance")
 
 
 def before_test(window: Window, metric: MetricSpec, alpha: float, result: dict) -> None:

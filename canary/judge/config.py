@@ -211,7 +211,8 @@ class JudgeConfig(SpecModel):
     Spark job's time bucket. min_buckets: post-warm-up buckets needed before anything may pass.
     max_excluded_share: a run in which more than this share of the observations was excluded as bad data
     (malformed, clock skew, ...) is not promoted: INCONCLUSIVE, since the excluded part could hide a regression.
-    metrics: every metric by name, complete (`config_from_dict` merges a file's over the defaults)."""
+    metrics: every metric by name, complete (`config_from_dict` merges a file's over the defaults).
+    control_brokers: see below."""
 
     version: Annotated[Literal[1], Field(exclude=True)] = 1  # the config format's version
     alpha: Annotated[float, Field(strict=True, gt=0, lt=0.5)] = 0.01
@@ -220,6 +221,9 @@ class JudgeConfig(SpecModel):
     min_buckets: Annotated[int, Field(strict=True, ge=1)] = 3
     max_excluded_share: Annotated[float, Field(strict=True, ge=0, le=1)] = 0.05
     metrics: dict[str, MetricSpec] = Field(default_factory=lambda: {m.name: m for m in DEFAULT_METRICS})
+    # Set by a broker rollout, not in a file: its control brokers (baseline brokers restarted with nothing changed,
+    # canary.rollout.broker.control), which the canary's broker metrics are compared with (canary.judge.brokers).
+    control_brokers: list[Annotated[int, Field(strict=True, ge=0)]] = Field(default_factory=list)
 
     @field_validator("metrics")
     @classmethod

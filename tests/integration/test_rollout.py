@@ -67,13 +67,14 @@ CAPACITY_JUDGE = FAST_JUDGE | {"metrics": FAST_JUDGE["metrics"] | {
 
 def spec_for(cluster: LocalCluster, run_id: str, **overrides):
     """A short rollout on an idle test cluster: the probe judges alone (capacity: not_required, so no load either)
-    unless a test asks for the default."""
+    and no control broker is restarted, unless a test asks for the default."""
     raw = {"cluster": {"dir": str(cluster.directory)}, "change": {"version": TARGET_VERSION},
            "canary": {"count": 1}, "probe": {"window": "45s", "interim_interval": "10s", "rate": 50, "preflight": "3s",
                                         "calibration": "12s"},
            "judge": {"engine": "inline", "config": FAST_JUDGE}, "timeouts": {"guard": "60s", "warm_up": "120s"},
            "capacity": "not_required", "run_id": run_id}
     raw.update(overrides)
+    raw["canary"] = {"control": "none", **raw["canary"]}
     return load_spec(raw)
 
 
@@ -94,12 +95,13 @@ def baseline_cluster() -> Iterator[LocalCluster]:
 
 
 def test_good_canary_carries_its_share_of_real_traffic_promotes_the_fleet_and_finalizes(cluster_factory, tmp_path):
-    """The default spec (every topic led, capacity required, load auto) on a cluster that carries its own traffic:
-    Kafka's ProducerPerformance and ConsumerPerformance on a user topic the spec never names."""
+    """The default spec (every topic led, capacity required, load auto, a control broker) on a cluster that carries
+    its own traffic: Kafka's ProducerPerformance and ConsumerPerformance on a user topic the spec never names."""
     cluster = cluster_factory(brokers=3)
     # The inline engine: Spark judges real rollouts in the e2e and distributed tests (and the broker readings in
     # tests/unit/analysis/test_job.py); here a Spark start would only add a minute.
-    spec = spec_for(cluster, "good", judge={"engine": "inline", "config": FAST_JUDGE}, capacity="required")
+    spec = spec_for(cluster, "good", judge={"engine": "inline", "config": FAST_JUDGE}, capacity="required",
+                    canary={"count": 1, "control": "auto"})
     rollout = Rollout(spec, tmp_path / "run")
     with UserTraffic(distribution.ensure(BASELINE_VERSION), cluster.bootstrap_servers, USER_TRAFFIC,
                      tmp_path / "traffic") as traffic:
@@ -127,8 +129,10 @@ def test_good_canary_carries_its_share_of_real_traffic_promotes_the_fleet_and_fi
     assert all(rack is None for _, _, rack in snapshot(cluster).values())  # no canary marker left
     assert cluster.features().finalized["metadata.version"] > rollout.state.before["features"]["metadata.version"]
     assert stepped["judge"]["result"]["engine"] == "inline"
-    # The brokers' own metrics were read beside the probe and judged, canary broker against the others.
-    canary = rollout.state.record.canary_brokers
+    # The brokers' own metrics were read beside the probe and judged, canary broker against the control broker:
+    # the highest id that is not a canary, restarted with nothing changed right after the canary.
+    canary, control = rollout.state.record.canary_brokers, rollout.state.record.control_brokers
+    assert control == [max({1, 2, 3} - {*canary})] and stepped["preflight"]["result"]["control_brokers"] == control
     assert stepped["preflight"]["result"]["broker_metrics"] == "deployer"
     readings = stepped["probe-window"]["result"]["broker_readings"]
     assert readings["written"] > 0 and readings["failed"] == 0, readings
@@ -142,15 +146,16 @@ def test_good_canary_carries_its_share_of_real_traffic_promotes_the_fleet_and_fi
     assert verdict["metrics"][0]["calibration"]["ratio"] > 0, verdict["metrics"][0]
     produce = judged["broker_produce_total_time_p99_ms"]
     assert produce["decision"] in ("PASS", "INSUFFICIENT_DATA"), produce
-    assert produce["canary"]["brokers"] == canary and produce["baseline"]["brokers"] == sorted({1, 2, 3} - {*canary})
+    assert produce["canary"]["brokers"] == canary and produce["baseline"]["brokers"] == control, produce
+    assert "control brokers" in produce["baseline"]["what"], produce
     for step in ("deploy-canary", "promote"):
         probe = stepped[step]["result"]["probe"]
         assert probe["acked"] > 0 and probe["lost"] == 0, (step, probe)
     assert sum(t["lost"] for t in stepped["probe-window"]["result"]["probe"].values()) == 0
-    assert restarts(rollout, "deploy-canary") == canary
+    assert restarts(rollout, "deploy-canary") == [*canary, *control]
     assert sorted(restarts(rollout, "promote")) == [1, 2, 3]  # the canary once more, to drop its marker
     assert ClusterLock(cluster.bootstrap_servers).holder() is None
-    assert (tmp_path / "run" / "report.html").read_text().count("restart broker") == 4
+    assert (tmp_path / "run" / "report.html").read_text().count("restart broker") == 5
 
     # Finalized levels cannot go down: a rollback now is refused and changes nothing.
     before = snapshot(cluster)

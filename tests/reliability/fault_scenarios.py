@@ -79,6 +79,7 @@ def spec_raw(cluster: LocalCluster, run_id: str, io_threads: int, **overrides) -
            "judge": {"engine": "inline", "config": JUDGE}, "timeouts": {"guard": "90s", "warm_up": "180s"},
            "capacity": "not_required", "run_id": run_id}
     raw.update(overrides)
+    raw["canary"] = {"control": "none", **raw["canary"]}  # the counted restarts are the canary's and the fleet's
     return raw
 
 

@@ -1,5 +1,5 @@
 """What each broker should look like in each phase of a broker rollout: canary (the change with the canary
-marker), promoted (the change), baseline (as before the rollout)."""
+marker), promoted (the change), baseline (as before the rollout); a control broker is restarted as baseline."""
 
 from __future__ import annotations
 
@@ -23,9 +23,10 @@ def target_config(run: Rollout, before: dict) -> dict[str, str]:
 
 
 def desired_state(run: Rollout, broker_id: int, phase: str) -> dict:
-    """What broker `broker_id` should look like in `phase`: canary, promoted or baseline (= before)."""
+    """What broker `broker_id` should look like in `phase`: canary, promoted, baseline (= before) or control (the
+    same)."""
     before = run.state.snapshot["brokers"][str(broker_id)]
-    if phase == "baseline":
+    if phase in ("baseline", "control"):
         return {"version": before["version"], "config": before["config"], "rack": before["rack"],
                 "client_delay_ms": 0.0}
     canary = phase == "canary"

@@ -13,6 +13,7 @@ from canary.kafka.clients import admin_client
 from canary.kafka.settings import kafka_python_settings
 from canary.probe.load_sizing import size_load
 from canary.rollout.broker.config_check import check_change_config
+from canary.rollout.broker.control import choose_control
 from canary.rollout.broker.metrics import check_broker_metrics
 from canary.rollout.broker.probes import green_probe, probe_observations
 from canary.rollout.broker.rollout import Rollout
@@ -46,6 +47,9 @@ def preflight(run: Rollout) -> dict:
     spec = run.spec
     brokers = run.deployer.brokers()
     canaries = run.state.record.canary_brokers or choose_canaries(run, brokers)
+    controls = run.state.record.control_brokers
+    if controls is None:
+        controls = choose_control(run, [b.broker_id for b in brokers], canaries)
     down = [b.broker_id for b in brokers if not b.running]
     if down and len(down) == len(brokers):
         raise RolloutError(f"no broker answers at {run.bootstrap_servers} (brokers {down} are not registered): check "
@@ -80,7 +84,7 @@ def preflight(run: Rollout) -> dict:
 
     taken = run.lock.acquire(run.run_id, len(brokers))
     run.audit.record("preflight", "lock taken" if taken else "lock already held by this rollout")
-    run.state.update(canary_brokers=canaries, status=RunStatus.PREFLIGHT)
+    run.state.update(canary_brokers=canaries, control_brokers=controls, status=RunStatus.PREFLIGHT)
     try:
         # Long enough to measure each broker before the change (the window's latencies are calibrated by it).
         probe = green_probe(run, "preflight", reconcile=True,
@@ -98,8 +102,9 @@ def preflight(run: Rollout) -> dict:
     if run.state.before is None:
         run.state.update(before=snapshot(run))
         run.audit.record("preflight", "snapshot", before=run.state.before)
-    return {"canary_brokers": canaries, "brokers": len(brokers), "finalized": levels.finalized, "probe": probe,
-            "broker_metrics": metrics_from, "load": load, "traffic": traffic, "config_checked": config_checked}
+    return {"canary_brokers": canaries, "control_brokers": controls, "brokers": len(brokers),
+            "finalized": levels.finalized, "probe": probe, "broker_metrics": metrics_from,
+            "load": load, "traffic": traffic, "config_checked": config_checked}
 
 
 def check_config(run: Rollout, brokers: list[BrokerInfo], canary: int) -> dict:

@@ -80,10 +80,11 @@ class ProcessWatch:
 
 
 def roll_broker(run: Rollout, broker_id: int, phase: str, warm: bool) -> dict | None:
-    """Converges one broker to `phase` under the guard; None when it already was there."""
+    """Converges one broker to `phase` under the guard; None when it already was there. A control broker is
+    restarted as it is (canary.rollout.broker.control)."""
     current = run.broker(broker_id)
     want = desired_state(run, broker_id, phase)
-    if is_as_desired(current, want) and current.running:
+    if is_as_desired(current, want) and current.running and phase != "control":
         run.say("broker %s already %s (%s), no restart", broker_id, phase, want["version"])
         return None  # a crash left it down after its change was recorded: start it below
     if current.running:

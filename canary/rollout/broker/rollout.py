@@ -3,6 +3,7 @@ cluster (its partitions as the safe-roll guard sees them, the canary brokers, on
 
 from __future__ import annotations
 
+from canary.judge.config import JudgeConfig
 from canary.rollout import guard
 from canary.rollout.broker.spec import BrokerRolloutSpec
 from canary.rollout.core import ClusterRun, RolloutError
@@ -25,6 +26,15 @@ class Rollout(ClusterRun):
             raise RolloutError("preflight has not chosen the canary brokers yet; run `kafka-canary rollout "
                                "preflight` first")
         return ids
+
+    def judge_config(self) -> JudgeConfig:
+        """The judge's settings for this run: the spec's, with the control brokers the canary is compared with."""
+        return self.spec.judge.settings().changed(control_brokers=self.control_ids())
+
+    def control_ids(self) -> list[int]:
+        """The control brokers preflight chose (canary.rollout.broker.control); none for a run that chose before
+        they existed."""
+        return self.state.record.control_brokers or []
 
     def broker(self, broker_id: int) -> BrokerInfo:
         for b in self.deployer.brokers():

@@ -2,7 +2,7 @@
 
     cluster:  {deployer: local, dir: /tmp/kc}          # the embedded local cluster
     change:   {version: 4.1.2, config: {num.io.threads: "6", log.cleaner.threads: null}}
-    canary:   {count: 1}                                # or {brokers: [2]}
+    canary:   {count: 1, control: auto}                 # or {brokers: [2], control: [1]}; control: none
     probe:    {window: 2m, interim_interval: 30s, rate: 10}
     judge:    {config: judge.yaml, engine: spark}       # engine: spark (the Spark job) or inline
     finalize: true
@@ -68,22 +68,32 @@ class ChangeSection(SpecSection):
         return self
 
 
+# auto: one control broker when the cluster has one to spare (canary.rollout.broker.control); none; or these ids.
+Control = Literal["auto", "none"] | Annotated[list[BrokerId], Field(min_length=1)]
+
+
 class CanarySection(SpecSection):
     count: int | None = Field(None, strict=True, ge=1)                    # exactly one of count / brokers
     brokers: list[BrokerId] | None = Field(None, min_length=1, json_schema_extra={"uniqueItems": True})
+    # Baseline brokers restarted with nothing changed beside the canary, which its broker metrics are compared with
+    control: Control = "auto"
 
-    @field_validator("brokers")
+    @field_validator("brokers", "control")
     @classmethod
-    def _each_once(cls, brokers: list[int] | None) -> list[int] | None:
-        twice = sorted({b for b in brokers or () if brokers and brokers.count(b) > 1})
-        if twice:
-            raise ValueError(f"broker ids {twice} are listed twice")
+    def _each_once(cls, brokers: Any) -> Any:
+        if isinstance(brokers, list):
+            twice = sorted({b for b in brokers if brokers.count(b) > 1})
+            if twice:
+                raise ValueError(f"broker ids {twice} are listed twice")
         return brokers
 
     @model_validator(mode="after")
     def _one_of(self) -> CanarySection:
         if (self.count is None) == (self.brokers is None):
             raise ValueError("give exactly one of canary.count (how many brokers) or canary.brokers (their ids)")
+        both = sorted(set(self.brokers or ()) & set(self.control if isinstance(self.control, list) else ()))
+        if both:
+            raise ValueError(f"brokers {both} are listed as canary and as control; a control broker runs unchanged")
         return self
 
 
@@ -244,7 +254,9 @@ class BrokerRolloutSpec(SpecSection, SpecIdentity):
             "lead_topics": self.lead_topics, "capacity": self.capacity, "traffic": self.traffic.model_dump(),
             "fault": self.fault.model_dump(), "warm_up_timeout": self.timeouts.warm_up,
             "guard_timeout": self.timeouts.guard, "broker_metrics": self.broker_metrics.model_dump(),
-            "load": self.load.model_dump(), "run_id": self.run_id}
+            "load": self.load.model_dump(), "run_id": self.run_id,
+            # Kept only when not the default, so a spec stored before the control existed hashes as it did.
+            **({"canary_control": self.canary.control} if self.canary.control != "auto" else {})}
 
 
 def load_spec(source: str | Path | dict, environ: Mapping[str, str] | None = None) -> BrokerRolloutSpec:

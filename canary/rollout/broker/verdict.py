@@ -26,7 +26,7 @@ def analysis_request(run: Rollout) -> dict:
     return judging.analysis_request(run, observations=run.local(window.observations or ""), from_ms=window.start_ms,
                                     to_ms=window.end_ms + 1, source_run_id=window.probe_run_id or "",
                                     out=run.run_dir / f"analysis-{window.attempt}",
-                                    config=run.spec.judge.settings(), before=before_observations(run))
+                                    config=run.judge_config(), before=before_observations(run))
 
 
 def judge_window(run: Rollout) -> dict:
@@ -38,7 +38,7 @@ def judge_window(run: Rollout) -> dict:
         return decided.to_dict()
     request = analysis_request(run)
     observations = run.local(window.observations or "")  # last_window refuses a window without its file
-    verdict = judging.final_verdict(run, request, observations, run.spec.judge.settings())
+    verdict = judging.final_verdict(run, request, observations, run.judge_config())
     if verdict.verdict == PROMOTE and window.disturbed:
         # A broker that failed in the window hurt both lanes (every acks=all write waits for its replicas) and may
         # have failed because of the canary; lanes that look alike then prove nothing. A person decides.

@@ -58,7 +58,7 @@ def probe_window(run: Rollout) -> dict:
     second, registration and offline partitions at each look): a window in which it was disturbed cannot promote,
     whatever the lanes' comparison says (see judge_window)."""
     spec = run.spec
-    config = spec.judge.settings()
+    config = run.judge_config()
     attempt = run.state.record.steps["probe-window"].attempts
     cfg = probe_config(run, f"window-{attempt}")
     observations = observations_path(run, f"window-{attempt}")

@@ -249,6 +249,8 @@ class RunRecord(_Record):
     status: RunStatus = RunStatus.NEW
     before: dict[str, Any] | None = None
     canary_brokers: list[int] | None = None
+    control_brokers: list[int] | None = None   # a broker rollout's control brokers (canary.rollout.broker.control)
+    control_restarted: list[int] = []          # those of them the deploy step restarted already
     steps: dict[str, StepRecord] = {}
     verdict: Verdict | None = None
     window: Window | None = None

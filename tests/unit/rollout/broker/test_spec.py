@@ -51,6 +51,10 @@ def test_every_bad_field_is_named_at_once():
     ({**GOOD, "canary": {"brokers": ["a"]}}, "canary.brokers.0: 'a' is not a broker id: a whole number from 0 to "
                                              "2147483647"),
     ({**GOOD, "change": {}}, "say what changes"),
+    ({**GOOD, "canary": {"brokers": [3], "control": [2, 3]}}, "listed as canary and as control"),
+    ({**GOOD, "canary": {"count": 1, "control": [2, 2]}}, "listed twice"),
+    ({**GOOD, "canary": {"count": 1, "control": "some"}}, "canary.control"),
+    ({**GOOD, "canary": {"count": 1, "control": []}}, "canary.control"),
     ({**GOOD, "change": {"version": "9.9"}}, "change.version"),
     ({**GOOD, "change": {"config": {"Bad Key": "1"}}}, "not a broker config name"),
     ({**GOOD, "change": {"version": "4.1.2", "config": {"a.b": [1]}}}, "single value"),
