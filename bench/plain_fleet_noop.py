@@ -11,8 +11,8 @@ that script — LocalCluster never sees it.
 
 Each run is one rollout of the default spec (every topic led, capacity required, load auto, a 2-minute window; the
 judge's engine inline) whose change is Kafka's default, `num.io.threads: "8"`, which the fleet states already: the
-canary (broker 2, then 3, ...) is restarted with nothing changed, and the fleet is left as it was, which is checked
-after every run. With `--traffic N` the fleet carries N records/s of 1 kB of real client traffic for all the runs
+canary (broker 2, then 3, ...) is restarted with nothing changed, as is the control broker beside it, and the fleet
+is left as it was, which is checked after every run. With `--traffic N` the fleet carries N records/s of 1 kB of real client traffic for all the runs
 (Kafka's ProducerPerformance, acks=all, into `orders`: 8 partitions, replication 3, and ConsumerPerformance reading
 it); with 0 it is idle and the spec's auto load stands in. Printed: one JSON line per run (outcome and verdict,
 the metrics that decided, reason, seconds from the window's start to the verdict, the canary's share of client
@@ -51,7 +51,8 @@ BROKERS = (1, 2, 3)
 CONTROLLER = 3000
 NO_OP = {"num.io.threads": "8"}  # Kafka's default
 # The brokers' own overrides. Stating the no-op's value makes every run alike, the first included: the canary is
-# restarted twice (into the canary lane and out of it), no other broker at all, and server.properties ends as it began.
+# restarted twice (into the canary lane and out of it), the control broker once (the default canary.control: the
+# other of 2 and 3), broker 1 not at all, and server.properties ends as it began.
 FLEET_CONFIG = dict(NO_OP)
 # What bin/kafka-server-start.sh runs (KAFKA_HEAP_OPTS, KAFKA_JVM_PERFORMANCE_OPTS), the heap cut to 512 MB.
 FLEET_JVM_OPTS = ["-Xms512m", "-Xmx512m", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
