@@ -12,12 +12,13 @@ that script — LocalCluster never sees it.
 Each run is one rollout of the default spec (every topic led, capacity required, load auto, a 2-minute window; the
 judge's engine inline) whose change is Kafka's default, `num.io.threads: "8"`, which the fleet states already: the
 canary (broker 2, then 3, ...) is restarted with nothing changed, as is the control broker beside it, and the fleet
-is left as it was, which is checked after every run. With `--traffic N` the fleet carries N records/s of 1 kB of real client traffic for all the runs
-(Kafka's ProducerPerformance, acks=all, into `orders`: 8 partitions, replication 3, and ConsumerPerformance reading
-it); with 0 it is idle and the spec's auto load stands in. Printed: one JSON line per run (outcome and verdict,
-the metrics that decided, reason, seconds from the window's start to the verdict, the canary's share of client
-traffic in the window, seconds in all, the user traffic's records acknowledged per second over the run), then a
-table of the verdicts and what decided each one other than PROMOTE. Every run should PROMOTE.
+is left as it was, which is checked after every run. With `--traffic N` the fleet carries N records/s of 1 kB of
+real client traffic for all the runs (Kafka's ProducerPerformance, acks=all, into `orders`: 8 partitions,
+replication 3, and ConsumerPerformance reading it); with 0 it is idle and the spec's auto load stands in. Printed:
+one JSON line per run (outcome and verdict, the metrics that decided, reason, seconds from the window's start to the
+verdict, the canary's share of client traffic in the window, seconds in all, the user traffic's records acknowledged
+per second over the run), then a table of the verdicts and what decided each one other than PROMOTE. Every run
+should PROMOTE.
 """
 
 from __future__ import annotations

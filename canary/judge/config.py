@@ -239,6 +239,19 @@ class JudgeConfig(SpecModel):
     def active(self) -> tuple[MetricSpec, ...]:
         return tuple(m for m in self.metrics.values() if m.enabled)
 
+    def window_needed(self, per_s: float) -> tuple[float, str]:
+        """The shortest window in which a lane that gets `per_s` observations a second can pass at all, and what sets
+        it: the warm-up, then `min_buckets` buckets and the min_samples of every metric that must have data."""
+        counted = [m for m in self.active if m.must_have_data and m.kind != "broker"]
+        buckets_s = self.min_buckets * self.bucket_s
+        most = max(counted, key=lambda m: m.min_samples, default=None)
+        if most is None or most.min_samples / per_s <= buckets_s:
+            return self.warmup_s + buckets_s, f"{self.min_buckets} buckets of {self.bucket_s:g}s after its " \
+                                              f"{self.warmup_s:g}s warm-up"
+        return self.warmup_s + most.min_samples / per_s, (
+            f"{most.min_samples} observations per lane after its {self.warmup_s:g}s warm-up ({most.name}'s "
+            f"min_samples)")
+
     def changed(self, **changes: Any) -> JudgeConfig:
         """This config with `changes` (metrics: the complete set), validated again."""
         return JudgeConfig.model_validate({**dict(self), **changes})

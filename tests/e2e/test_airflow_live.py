@@ -28,8 +28,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 KAFKA_CANARY = str(Path(sys.executable).parent / "kafka-canary")
 DAG = "kafka_broker_canary"
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-# Everything inside the warm-up: no metric has data, so the verdict is INCONCLUSIVE and a person decides.
-UNDECIDABLE = FAST_JUDGE | {"warmup_s": 100000}
+# The probe's latencies not judged, nor the brokers' metrics (a busy machine's swings must not decide here): the
+# probe's other metrics say PROMOTE, but capacity (required) was not judged, so the verdict is INCONCLUSIVE and a
+# person decides. (A window too short to decide is refused up front now.)
+UNDECIDABLE = FAST_JUDGE | {"metrics": {m: {"enabled": False} for m in (
+    "e2e_latency_p50", "e2e_latency_p95", "e2e_latency_p99", "produce_latency_p99")}}
 
 
 def _answer(stack: AirflowStack, run_id: str, option: str) -> None:
@@ -98,10 +101,11 @@ def test_release_hook_person_in_the_loop_and_report_page_on_a_live_airflow(clust
 
         # A real rollout that cannot decide: the DAG asks a person, release says so and exits 3.
         run_id = "release_live_1"
-        params = {"judge_config": UNDECIDABLE, "on_inconclusive": "ask", "probe_rate": 20,
-                  "preflight_probe": "3s", "interim_interval": "10s", "capacity": "not_required"}
+        params = {"judge_config": UNDECIDABLE, "on_inconclusive": "ask", "probe_rate": 50,
+                  "preflight_probe": "3s", "interim_interval": "10s", "capacity": "required", "load_rate": 0,
+                  "broker_metrics": {"enabled": False}}
         asked = release(stack, "--cluster", "kafka_canary_default", "--config", "num.io.threads=6",
-                         "--window", "30s", "--engine", "spark", "--run-id", run_id, "--wait", "--poll", "2",
+                         "--window", "40s", "--engine", "spark", "--run-id", run_id, "--wait", "--poll", "2",
                          *[a for k, v in params.items() for a in ("--param", f"{k}={json.dumps(v)}")])
         assert asked.returncode == 3, asked.stdout[-3000:] + asked.stderr[-3000:]
         assert "a person must decide" in asked.stdout and "spark_analysis: success" in asked.stdout, asked.stdout

@@ -38,7 +38,7 @@ def test_bad_canary_is_rolled_back_and_verified(cluster_factory, tmp_path, monke
     assert migrate.returncode == 0, migrate.stdout[-3000:] + migrate.stderr[-3000:]
 
     # The idle test cluster: the probe judges alone (no load), as the bad canary needs no more.
-    params = demo_params(bad=True, engine="inline", window="30s") | {"interim_interval": "10s",
+    params = demo_params(bad=True, engine="inline", window="40s") | {"interim_interval": "10s",
                                                                       "target_version": None,
                                                                       "capacity": "not_required"}
     code = run_dag_test(env, params, tmp_path / "dags-test.log", echo=False, timeout=600)

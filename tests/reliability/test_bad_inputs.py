@@ -25,14 +25,15 @@ from .bad_inputs import CASES, DOC, ERROR_CODES, Case, Cli, MissingFile, Obs, Ra
 
 KAFKA_CANARY = str(Path(sys.executable).parent / "kafka-canary")
 NO_CLUSTER = "/nonexistent/kafka-canary-cluster"
-GOOD_SPEC = {"change": {"config": {"num.io.threads": "6"}}, "canary": {"count": 1},
-             "probe": {"window": "30s", "interim_interval": "10s", "preflight": "3s", "calibration": "3s"},
-             "judge": {"engine": "inline"}}
 # Small enough data for the judge to decide: the good run below is PROMOTE, so an exclusion is visibly not silent.
 JUDGE = {"warmup_s": 5, "bucket_s": 5, "min_buckets": 2,
          "metrics": {name: {"min_samples": 50} for name in (
              "e2e_latency_p50", "e2e_latency_p95", "e2e_latency_p99", "produce_latency_p99", "produce_error_rate",
              "consume_error_rate", "loss_rate", "duplicate_rate", "out_of_order_rate", "availability", "throughput")}}
+# A 30-s window this judge can pass (the default judge's warm-up alone is 30 s: such a spec is refused).
+GOOD_SPEC = {"change": {"config": {"num.io.threads": "6"}}, "canary": {"count": 1},
+             "probe": {"window": "30s", "interim_interval": "10s", "preflight": "3s", "calibration": "3s"},
+             "judge": {"engine": "inline", "config": JUDGE}}
 # The password of every case that puts credentials in a URL: never printed.
 SECRET = "s3cret"
 # Errors a person can act on; anything else (TypeError, KeyError, …) is a crash.

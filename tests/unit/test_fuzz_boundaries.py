@@ -28,7 +28,7 @@ FUZZ = settings(max_examples=200, deadline=None, database=None,
 
 BROKER = {"cluster": {"dir": "/tmp/c", "client": {"security.protocol": "PLAINTEXT"}},
           "change": {"version": "4.1.2", "config": {"num.io.threads": "6"}}, "canary": {"count": 1},
-          "probe": {"window": "2m", "interim_interval": "30s", "rate": 10, "preflight": "5s"},
+          "probe": {"window": "2m", "interim_interval": "30s", "rate": 20, "preflight": "5s"},
           "judge": {"engine": "inline"}, "finalize": True, "lead_topics": ["orders"], "fault": {"client_delay_ms": 0},
           "timeouts": {"warm_up": "5m", "guard": "1m"}, "run_id": "r-1"}
 CLIENT = {"cluster": {"dir": "/tmp/kc"},

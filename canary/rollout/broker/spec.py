@@ -25,6 +25,7 @@ The cluster's client settings are `cluster.client`, with the KAFKA_CANARY_CLIENT
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -32,7 +33,18 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, PlainValidator, WithJsonSchema, field_validator, model_validator
 
 from canary.cluster.node_config import is_managed
-from canary.fields import BrokerId, ConfigKey, ConfigValue, Duration, KafkaVersion, Matching, Name, RunId, TopicName
+from canary.fields import (
+    BrokerId,
+    ConfigKey,
+    ConfigValue,
+    Duration,
+    KafkaVersion,
+    Matching,
+    Name,
+    RunId,
+    TopicName,
+    format_duration,
+)
 from canary.kafka.secrets import redacted, refuse_credentials
 from canary.rollout.core.spec import (
     DAY,
@@ -239,6 +251,18 @@ class BrokerRolloutSpec(SpecSection, SpecIdentity):
     def client(self) -> dict[str, str]:
         """The librdkafka settings every client of the rollout uses."""
         return self.cluster.client
+
+    @model_validator(mode="after")
+    def _window_can_promote(self) -> BrokerRolloutSpec:
+        """A window too short for the judge to pass could only end INCONCLUSIVE after a canary restart: refused."""
+        partitions = self.canary.count or len(self.canary.brokers or ())   # the probe: one partition per broker
+        needed, why = self.judge.settings().window_needed(self.probe.rate * partitions)
+        if self.probe.window < needed:
+            raise ValueError(
+                f"probe.window {format_duration(self.probe.window)} can never promote: at {self.probe.rate:g} msg/s "
+                f"per partition through the canary's {partitions} probe partition(s) the judge needs {why}; make "
+                f"the window at least {format_duration(math.ceil(needed))}, or raise probe.rate")
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as run.json has kept it since its schema 1, secrets masked. A resumed run compares it and a

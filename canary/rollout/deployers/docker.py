@@ -36,6 +36,7 @@ class DockerDeployer:
     def __init__(self, settings: DockerSettings, bootstrap_servers: str | None = None,
                  client_config: dict[str, str] | None = None):
         self.settings = settings
+        self.engine_at = engine.where(settings.host)
         self.client = engine.connect(settings.host)
         self._bootstrap = bootstrap_servers
         self.client_config = client_config or {}
@@ -61,6 +62,7 @@ class DockerDeployer:
         return frozenset({"controllers", "stop_start"})
 
     @property
+    @engine.answering
     def bootstrap_servers(self) -> str:
         if self._bootstrap:
             return self._bootstrap
@@ -77,6 +79,7 @@ class DockerDeployer:
         match = re.fullmatch(tmpl, container.attrs["Config"]["Image"])
         return match[1] if match else "unknown"
 
+    @engine.answering
     def brokers(self) -> list[BrokerInfo]:
         containers = self._nodes("broker")
         facts = cluster_facts(self.bootstrap_servers, self.client_config)  # {}: what the containers were given is all
@@ -89,23 +92,28 @@ class DockerDeployer:
                                     c.status == "running"))
         return found
 
+    @engine.answering
     def process_running(self, broker_id: int) -> bool | None:
         container = self._nodes("broker").get(broker_id)
         return container is not None and container.status == "running"
 
+    @engine.answering
     def exit_cause(self, broker_id: int) -> str | None:
         container = self._nodes("broker").get(broker_id)
         if container is None:
             return None
         return fatal_cause(container.logs(tail=TAIL_LINES).decode(errors="replace").splitlines())
 
+    @engine.answering
     def controllers(self) -> list[ControllerInfo]:
         return [ControllerInfo(node_id, self._version(c), c.status == "running")
                 for node_id, c in self._nodes("controller").items()]
 
+    @engine.answering
     def prepare(self, version: str) -> None:
         images.ensure(self.client, version, self.settings.image)
 
+    @engine.answering
     def roll_broker(self, broker_id: int, *, version: str, config: dict[str, str], rack: str | None,
                     client_delay_ms: float) -> None:
         if client_delay_ms:
@@ -125,14 +133,17 @@ class DockerDeployer:
         environment = env.with_config(current.environment, wanted, replaced={*before.config, *wanted, "broker.rack"})
         self._roll(container, current, replace(current, environment=environment), version)
 
+    @engine.answering
     def roll_controller(self, node_id: int, *, version: str) -> None:
         container = self._recovered("controller", node_id)
         current = nodes.spec_of(self.client, container)
         self._roll(container, current, current, version)
 
+    @engine.answering
     def stop_broker(self, broker_id: int) -> None:
         self._container("broker", broker_id).stop(timeout=int(self.settings.stop_timeout))
 
+    @engine.answering
     def start_broker(self, broker_id: int) -> None:
         container = self._container("broker", broker_id)
         nodes.start(container, nodes.listener_port(nodes.spec_of(self.client, container)), self.settings.start_timeout)
@@ -157,6 +168,7 @@ class DockerDeployer:
             return
         nodes.replace(self.client, container, new, self.settings.stop_timeout, self.settings.start_timeout)
 
+    @engine.answering
     def broker_metrics(self) -> BrokerMetricsSource | None:
         """The metrics agents of brokers in our images (the port in their label, on the host's network)."""
         ports = {node_id: c.labels.get(METRICS_PORT) for node_id, c in self._nodes("broker").items()}

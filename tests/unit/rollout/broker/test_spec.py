@@ -71,6 +71,26 @@ def test_bad_inputs(raw, fragment):
     assert any(fragment in p for p in problems(raw)), problems(raw)
 
 
+def test_a_window_too_short_for_the_judge_to_pass_is_refused_saying_how_long_it_must_be():
+    """The default judge needs 1000 observations per lane after its 30 s warm-up: at 20 msg/s through one canary
+    partition that is 80 s. Two canary brokers (two partitions) halve it; a judge asking less allows less."""
+    short = {**GOOD, "probe": {"window": "1m"}}
+    assert problems(short) == [
+        "the spec: probe.window 1m can never promote: at 20 msg/s per partition through the canary's 1 probe "
+        "partition(s) the judge needs 1000 observations per lane after its 30s warm-up (produce_error_rate's "
+        "min_samples); make the window at least 80s, or raise probe.rate"]
+    assert load_spec({**GOOD, "probe": {"window": "80s"}}).probe.window == 80
+    assert load_spec({**short, "canary": {"count": 2}}).probe.window == 60
+    quick = {"warmup_s": 5, "bucket_s": 5, "min_buckets": 2, "metrics": {
+        m: {"min_samples": 50} for m in ("produce_error_rate", "consume_error_rate", "loss_rate", "duplicate_rate",
+                                         "out_of_order_rate", "availability", "throughput", "e2e_latency_p50",
+                                         "e2e_latency_p95", "e2e_latency_p99", "produce_latency_p99")}}
+    assert load_spec({**GOOD, "probe": {"window": "15s", "interim_interval": "5s"},
+                      "judge": {"config": quick}}).probe.window == 15
+    assert "2 buckets of 5s after its 5s warm-up" in problems(
+        {**GOOD, "probe": {"window": "14s", "interim_interval": "5s"}, "judge": {"config": quick}})[0]
+
+
 def test_not_a_mapping_and_unreadable_file(tmp_path):
     assert "mapping" in problems([1, 2])[0]
     assert "cannot read" in problems(tmp_path / "missing.yaml")[0]
@@ -119,9 +139,9 @@ def test_a_managed_key_is_refused_even_to_remove_it(key):
 def test_values_are_coerced_as_written_and_booleans_are_not_numbers():
     spec = load_spec({**GOOD, "cluster": {"dir": "/c", "client": {"x.verify": False}},
                       "change": {"config": {"a.b": True, "c.d": 6, "e.f": 1.5}},
-                      "probe": {"window": 60, "interim_interval": 12.5, "rate": 10}})
+                      "probe": {"window": 60, "interim_interval": 12.5, "rate": 50}})
     assert spec.client == {"x.verify": "false"} and spec.change.config == {"a.b": "true", "c.d": "6", "e.f": "1.5"}
-    assert (spec.probe.window, spec.probe.interim_interval, spec.probe.rate) == (60.0, 12.5, 10.0)
+    assert (spec.probe.window, spec.probe.interim_interval, spec.probe.rate) == (60.0, 12.5, 50.0)
     assert isinstance(spec.probe.rate, float)
     for bad, where in [({"canary": {"count": True}}, "canary.count"), ({"canary": {"count": 1.0}}, "canary.count"),
                        ({"canary": {"brokers": [True]}}, "canary.brokers.0"), ({"probe": {"rate": True}}, "probe.rate"),
