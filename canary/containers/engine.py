@@ -48,13 +48,13 @@ def answering(method: Method) -> Method:
 def connect(host: str | None = None, timeout: float = 60) -> docker.DockerClient:
     """A client of the engine at `host` (None: DOCKER_HOST, else the local socket); raises DockerUnavailable naming
     where it looked and what to do."""
-    where_ = where(host)
+    at = where(host)
     try:
         client = docker.DockerClient(base_url=where, version="auto", timeout=int(timeout)) if host \
             else docker.from_env(version="auto", timeout=int(timeout))
         client.ping()
     except DockerException as exc:
         reason = str(exc).split("(", 1)[0].strip() or type(exc).__name__
-        raise DockerUnavailable(f"cannot reach the Docker engine at {where_} ({reason}): start it (Debian: `apt install "
+        raise DockerUnavailable(f"cannot reach the Docker engine at {at} ({reason}): start it (Debian: `apt install "
                                 f"docker.io`, then `dockerd`) or point DOCKER_HOST at one") from None
     return client
