@@ -86,11 +86,14 @@ def kafka_health_sweep():
         import logging
 
         log = logging.getLogger("kafka_health_sweep")
+        from canary.sweep import SweepBrief
+
         by_verdict: dict[str, list[str]] = {}
-        for result in results[:]:  # one request for every mapped result, rather than one per item
-            if result:
-                by_verdict.setdefault(result["verdict"], []).append(result["conn_id"])
-                log.info("%s: %s, %s", result["conn_id"], result["verdict"], result["reason"])
+        for returned in results[:]:  # one request for every mapped result, rather than one per item
+            if returned:
+                result = SweepBrief.model_validate(returned)
+                by_verdict.setdefault(result.verdict, []).append(result.conn_id or result.cluster)
+                log.info("%s: %s, %s", result.conn_id, result.verdict, result.reason)
         return by_verdict
 
     summary(sweeps.output)

@@ -55,8 +55,8 @@ from canary.sweep.config import (
     sweep_judge_config,
 )
 from canary.sweep.history import HistoryEntry, HistoryStore, SweepRecord, rows_of
-from canary.sweep.run import SweepResult, run_sweep
+from canary.sweep.run import SweepBrief, SweepResult, run_sweep
 
 __all__ = ["DEGRADED", "HEALTHY", "HISTORY_ENV", "SWEEP_JUDGE", "WEBHOOK_ENV", "Alert", "HistoryEntry", "HistoryStore",
-           "SweepConfig", "SweepError", "SweepRecord", "SweepResult", "cluster_key", "history_root", "rows_of",
-           "run_sweep", "send_alert", "sweep_judge_config"]
+           "SweepBrief", "SweepConfig", "SweepError", "SweepRecord", "SweepResult", "cluster_key", "history_root",
+           "rows_of", "run_sweep", "send_alert", "sweep_judge_config"]

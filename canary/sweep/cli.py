@@ -12,7 +12,7 @@ from pathlib import Path
 from canary.probe import cli as probe_cli
 from canary.sweep.alerts import WEBHOOK_ENV, Alert, send_alert
 from canary.sweep.config import DEFAULT_HISTORY, DEGRADED, HISTORY_ENV, SWEEP_OUTCOMES, SweepConfig, history_root
-from canary.sweep.run import run_sweep
+from canary.sweep.run import SweepBrief, run_sweep
 from canary.sweep.summary import ms_text, percent_text
 
 
@@ -53,23 +53,22 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     print(f"sweeping {config.cluster} ({config.bootstrap_servers}) for {config.duration:g}s at {config.rate:g} "
           f"msg/s per partition ...", file=sys.stderr, flush=True)
     result = run_sweep(config)
-    verdict = result["verdict"]  # the sweep's own: HEALTHY, DEGRADED or INCONCLUSIVE
-    if args.alert and verdict == DEGRADED:
-        sent = send_alert(Alert(config.cluster, DEGRADED, result["reason"], result["sweep_id"], result["report"]),
+    if args.alert and result.verdict == DEGRADED:
+        sent = send_alert(Alert(config.cluster, DEGRADED, result.reason, result.sweep_id, result.report),
                           config.history or history_root(), os.environ.get(WEBHOOK_ENV))
-        result["alert"] = sent
+        result = result.model_copy(update={"alert": sent})
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(result.to_dict(), indent=2))
     else:
         _print_result(result)
-    return SWEEP_OUTCOMES[verdict].exit_code
+    return SWEEP_OUTCOMES[result.verdict].exit_code
 
 
-def _print_result(result: dict) -> None:
-    summary = result["summary"]
-    print(f"{result['verdict']}: {result['reason']}")
+def _print_result(result: SweepBrief) -> None:
+    summary = result.summary
+    print(f"{result.verdict}: {result.reason}")
     print(f"  {summary['observations']} observations, e2e p99 {ms_text(summary['e2e_p99_ms'])}, produce p99 "
           f"{ms_text(summary['produce_p99_ms'])}, errors {percent_text(summary['error_rate'])}, lost "
           f"{percent_text(summary['loss_rate'])}, availability {percent_text(summary['availability'])}; "
-          f"{result['seconds']:g}s")
-    print(f"  report {result['report']}\n  history {result['history_file']}\n  trend {result['trend_file']}")
+          f"{result.seconds:g}s")
+    print(f"  report {result.report}\n  history {result.history_file}\n  trend {result.trend_file}")

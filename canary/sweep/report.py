@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from canary.judge.report import effect_text, img_tag, lane_value
 from canary.sweep.decide import relabel
 from canary.sweep.history import SCHEMA_VERSION
 from canary.sweep.summary import summary_text, when_text
 from canary.sweep.trend import UNKNOWN_COLOUR, VERDICT_COLOURS
+
+if TYPE_CHECKING:  # run.py writes the report
+    from canary.sweep.run import SweepResult
 
 RESULT_SCHEMA = "kafka-canary/sweep-result"
 
@@ -48,25 +52,25 @@ def _guard_table(guards: dict | None) -> str:
             "</th><th>state</th><th>e-value</th></tr>" + rows + "</table>")
 
 
-def write_report(out: Path, result: dict, trend_png: bytes | None, comparison: dict | None,
+def write_report(out: Path, result: SweepResult, trend_png: bytes | None, comparison: dict | None,
                  guards: dict | None) -> Path:
     """report.html: the verdict and why, this sweep against the reference metric by metric, the SLO guards,
     the trend; links to the judge's comparison report."""
     escape = html.escape
-    colour = VERDICT_COLOURS.get(result["verdict"], UNKNOWN_COLOUR)
-    sweep_id, started = escape(result["sweep_id"]), escape(when_text(result["started_ms"]))
-    during_rollout = " (during a rollout: read-only probe)" if result["during_rollout"] else ""
-    reference = ", ".join(result["reference"]) or "none"
+    colour = VERDICT_COLOURS.get(result.verdict, UNKNOWN_COLOUR)
+    sweep_id, started = escape(result.sweep_id), escape(when_text(result.started_ms))
+    during_rollout = " (during a rollout: read-only probe)" if result.during_rollout else ""
+    reference = ", ".join(result.reference) or "none"
     image = (f"<h2>Trend</h2>{img_tag(trend_png, 'trend')}"
              '<p><a href="trend.json">trend.json</a></p>') if trend_png else ""
     page = f"""<!doctype html><html><head><meta charset="utf-8">
-<title>{escape(result['cluster'])}: {escape(result['verdict'])}</title><style>{_STYLE}</style></head><body>
-<h1>Health sweep of {escape(result['cluster'])}</h1>
-<p class="verdict" style="background:{colour}">{escape(result['verdict'])}</p>
-<p><b>{escape(result['reason'])}</b></p>
-<p>Sweep {sweep_id} at {started}, {result['duration_s']:g} s of probe traffic at
-{result['rate']:g} msg/s per partition on {escape(result['bootstrap_servers'])}{during_rollout}: \
-{escape(summary_text(result['summary']))}.</p>
+<title>{escape(result.cluster)}: {escape(result.verdict)}</title><style>{_STYLE}</style></head><body>
+<h1>Health sweep of {escape(result.cluster)}</h1>
+<p class="verdict" style="background:{colour}">{escape(result.verdict)}</p>
+<p><b>{escape(result.reason)}</b></p>
+<p>Sweep {sweep_id} at {started}, {result.duration_s:g} s of probe traffic at
+{result.rate:g} msg/s per partition on {escape(result.bootstrap_servers)}{during_rollout}: \
+{escape(summary_text(result.summary))}.</p>
 <p>Reference: {escape(reference)}.</p>
 {_comparison_table(comparison)}{_guard_table(guards)}{image}
 <p style="color:#666">result schema {RESULT_SCHEMA} v{SCHEMA_VERSION}; details in result.json</p></body></html>"""

@@ -13,6 +13,9 @@ import uuid
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from canary.errors import CanaryError
 from canary.judge import Aggregates, JudgeConfig, judge
@@ -68,12 +71,37 @@ class SweepResult:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def brief(self) -> dict:
-        """The small form (Airflow XCom, the CLI's --json)."""
-        return {key: getattr(self, key) for key in (
+    def brief(self) -> SweepBrief:
+        return SweepBrief(**{key: getattr(self, key) for key in (
             "cluster", "sweep_id", "verdict", "reason", "first_sweep", "during_rollout", "seconds", "report",
-            "result_file", "history", "history_file", "trend_file")} | {"reference_sweeps": len(self.reference),
-                                                             "summary": self.summary}
+            "result_file", "history", "history_file", "trend_file", "summary")}, reference_sweeps=len(self.reference))
+
+
+class SweepBrief(BaseModel):
+    """The small form of a sweep's result, what the CLI, the Airflow operator and the health sweep DAG read (its
+    dict form travels as XCom and the CLI's --json). verdict: HEALTHY, DEGRADED or INCONCLUSIVE (the sweep's own)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cluster: str
+    sweep_id: str
+    verdict: str
+    reason: str
+    first_sweep: bool
+    during_rollout: bool
+    seconds: float
+    report: str
+    result_file: str
+    history: str
+    history_file: str
+    trend_file: str
+    reference_sweeps: int
+    summary: dict[str, Any]
+    conn_id: str | None = None          # the Airflow connection swept (the operator's)
+    alert: dict[str, Any] | None = None  # the alert the CLI sent, when it sent one
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
 
 
 @dataclass
@@ -170,7 +198,8 @@ def _write_trend(config: SweepConfig, store: HistoryStore, out: Path) -> tuple[P
     """trend.json and trend.png in `out`, copied beside the history (the latest trend, for dashboards)."""
     points = trend(store, config.trend_sweeps)
     trend_file = out / "trend.json"
-    trend_file.write_text(json.dumps({"cluster": config.cluster, "sweeps": points}, indent=1))
+    trend_file.write_text(json.dumps({"cluster": config.cluster, "sweeps": [p.model_dump() for p in points]},
+                                     indent=1))
     png = plot_trend(points, out / "trend.png", config.cluster)
     for name in ("trend.json", "trend.png"):
         shutil.copyfile(out / name, store.directory / name)
@@ -188,7 +217,7 @@ def _write_comparison(out: Path, judged: _Judged) -> None:
     write_judge_report(out / "comparison", judged.comparison, judged.comparison_agg)
 
 
-def run_sweep(config: SweepConfig, history: Store | None = None) -> dict:
+def run_sweep(config: SweepConfig, history: Store | None = None) -> SweepBrief:
     """One sweep of one cluster (the package's docstring). `history`: the cluster's history store (default
     config.history_store()); on an object store its files are brought into this machine's work directory first
     and what the sweep wrote is sent back at the end, so sweeps on different machines share one history.
@@ -236,7 +265,7 @@ def run_sweep(config: SweepConfig, history: Store | None = None) -> dict:
         probe=probed.probe, out=str(out), result_file=str(out / "result.json"), report=str(out / "report.html"),
         history=remote.url, history_file=str(history_file), trend_file=str(trend_file),
         trend_png=str(out / "trend.png"), pruned=pruned)
-    write_report(out, result.to_dict(), png, judged.comparison, judged.guards)
+    write_report(out, result, png, judged.comparison, judged.guards)
     (out / "result.json").write_text(json.dumps(
         result.to_dict() | {"guards": judged.guards, "comparison": judged.comparison}, indent=2, default=float))
     remote.push(store.directory)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from canary.judge import INCONCLUSIVE
 from canary.judge.report import png_bytes
@@ -22,18 +25,35 @@ _PANELS = (("p99 latency (ms)", (("e2e_p99_ms", "end to end", 1.0, "#1f77b4", "o
            ("availability (%)", (("availability", "availability", 100.0, "#1f77b4", "o"),)))
 
 
-def trend(store: HistoryStore, count: int) -> list[dict]:
+class TrendPoint(BaseModel):
+    """One sweep in the trend (an entry of trend.json's `sweeps`): id, time, verdict, and beside them its summary
+    figures (canary.sweep.summary: observations, e2e_p99_ms, error_rate, ...)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    sweep_id: str
+    started_ms: int | None
+    verdict: str | None
+    first_sweep: bool
+    during_rollout: bool
+
+    def figure(self, key: str) -> Any:
+        """A summary figure (None when the sweep had none)."""
+        return (self.model_extra or {}).get(key)
+
+
+def trend(store: HistoryStore, count: int) -> list[TrendPoint]:
     """The last `count` sweeps of the cluster, oldest first: id, time, verdict and summary figures."""
     points = []
     for entry in store.entries()[-count:]:
         summary = entry.meta.get("summary") or sweep_summary(store.load(entry).judged_rows())
-        points.append({"sweep_id": entry.sweep_id, "started_ms": entry.meta.get("started_ms"),
-                       "verdict": entry.verdict, "first_sweep": bool(entry.meta.get("first_sweep")),
-                       "during_rollout": bool(entry.meta.get("during_rollout"))} | summary)
+        points.append(TrendPoint(sweep_id=entry.sweep_id, started_ms=entry.meta.get("started_ms"),
+                                 verdict=entry.verdict, first_sweep=bool(entry.meta.get("first_sweep")),
+                                 during_rollout=bool(entry.meta.get("during_rollout")), **summary))
     return points
 
 
-def plot_trend(points: list[dict], path: Path, cluster: str) -> bytes:
+def plot_trend(points: list[TrendPoint], path: Path, cluster: str) -> bytes:
     """trend.png: per sweep the p99 latencies, error and loss rates and availability; markers coloured by the
     sweep's verdict. Returns the PNG."""
     import matplotlib
@@ -41,11 +61,11 @@ def plot_trend(points: list[dict], path: Path, cluster: str) -> bytes:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    times = [datetime.fromtimestamp((point["started_ms"] or 0) / 1000, UTC) for point in points]
-    colours = [VERDICT_COLOURS.get(point["verdict"], UNKNOWN_COLOUR) for point in points]
+    times = [datetime.fromtimestamp((point.started_ms or 0) / 1000, UTC) for point in points]
+    colours = [VERDICT_COLOURS.get(point.verdict, UNKNOWN_COLOUR) for point in points]
 
     def series(key: str, scale: float = 1.0) -> list[float]:
-        return [float("nan") if point.get(key) is None else point[key] * scale for point in points]
+        return [float("nan") if point.figure(key) is None else point.figure(key) * scale for point in points]
 
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
     # Each series its line colour and marker shape; each sweep's marker filled with the colour of its verdict.

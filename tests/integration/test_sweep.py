@@ -34,42 +34,42 @@ def test_two_sweeps_in_a_row_keep_history_and_compare(shared_cluster, s3_env, tm
     first = run_sweep(config)
     monkeypatch.setenv("KAFKA_CANARY_WORKDIR", str(tmp_path / "worker-2"))
     second = run_sweep(config)
-    print(f"\nsweep wall time: first {first['seconds']}s, second {second['seconds']}s (15 s of probe traffic each)")
+    print(f"\nsweep wall time: first {first.seconds}s, second {second.seconds}s (15 s of probe traffic each)")
 
-    assert first["verdict"] == HEALTHY, first["reason"]
-    assert first["first_sweep"] and first["reference_sweeps"] == 0
-    assert "judged by the SLO guards only" in first["reason"]
-    assert second["verdict"] == HEALTHY, second["reason"]
-    assert not second["first_sweep"] and second["reference_sweeps"] == 1
-    assert second["reason"].startswith("no regression against the last healthy sweep")
+    assert first.verdict == HEALTHY, first.reason
+    assert first.first_sweep and first.reference_sweeps == 0
+    assert "judged by the SLO guards only" in first.reason
+    assert second.verdict == HEALTHY, second.reason
+    assert not second.first_sweep and second.reference_sweeps == 1
+    assert second.reason.startswith("no regression against the last healthy sweep")
 
-    assert second["history"] == f"{history}/shared"
+    assert second.history == f"{history}/shared"
     monkeypatch.setenv("KAFKA_CANARY_WORKDIR", str(tmp_path / "reader"))  # what a third machine finds in the store
     remote = config.history_store()
     remote.pull(remote.workdir())
     store = HistoryStore(remote.workdir())
     entries = store.entries()
-    assert [e.sweep_id for e in entries] == [first["sweep_id"], second["sweep_id"]]
+    assert [e.sweep_id for e in entries] == [first.sweep_id, second.sweep_id]
     assert [e.verdict for e in entries] == [HEALTHY, HEALTHY]
-    assert entries[1].meta["reference"] == [first["sweep_id"]]
+    assert entries[1].meta["reference"] == [first.sweep_id]
     # Real probe traffic in the Spark job's history rows: 3 partitions (one per broker), outcomes and latencies.
     rows = pq.read_table(entries[1].path).to_pylist()
-    assert {r["run"] for r in rows} == {second["sweep_id"]}
+    assert {r["run"] for r in rows} == {second.sweep_id}
     assert {r["metric"] for r in rows} >= {"outcome.delivered", "partition", "e2e_latency_ms", "produce_latency_ms"}
     partitions = {p for r in rows if r["metric"] == "partition" for p, _ in r["histogram"]}
     assert partitions == {0, 1, 2}
-    assert second["summary"]["observations"] >= 3 * 50 * 5  # at least one full 5 s bucket on every partition
+    assert second.summary["observations"] >= 3 * 50 * 5  # at least one full 5 s bucket on every partition
 
-    result = json.loads(Path(second["result_file"]).read_text())
-    assert result["reference"] == [first["sweep_id"]]
+    result = json.loads(Path(second.result_file).read_text())
+    assert result["reference"] == [first.sweep_id]
     assert result["comparison"]["verdict"] == "PROMOTE"
     decided = {m["name"]: m["decision"] for m in result["comparison"]["metrics"]}
     assert decided["e2e_latency_p99"] == decided["availability"] == decided["throughput"] == "PASS"
     assert result["comparison"]["lanes"]["canary"]["partitions"] == 3
     assert result["comparison"]["lanes"]["baseline"]["partitions"] == 3  # the first sweep's, renumbered
-    out = store.reports / second["sweep_id"]
-    assert (out / "result.json").read_bytes() == Path(second["result_file"]).read_bytes()
+    out = store.reports / second.sweep_id
+    assert (out / "result.json").read_bytes() == Path(second.result_file).read_bytes()
     for name in ("report.html", "trend.json", "trend.png", "comparison/report.html"):
         assert (out / name).exists(), name
     assert [p["sweep_id"] for p in json.loads((out / "trend.json").read_text())["sweeps"]] == [
-        first["sweep_id"], second["sweep_id"]]
+        first.sweep_id, second.sweep_id]

@@ -26,6 +26,7 @@ from canary.sweep import (
     Alert,
     HistoryEntry,
     HistoryStore,
+    SweepBrief,
     SweepConfig,
     SweepError,
     SweepRecord,
@@ -296,11 +297,11 @@ def test_trend_lists_the_last_sweeps_and_plots_them(tmp_path):
         rec.meta["summary"] = sweep_summary(rec.judged_rows())
         store.append(rec)
     points = trend(store, 2)
-    assert [p["sweep_id"] for p in points] == ["s1", "s2"]
-    assert [p["verdict"] for p in points] == [DEGRADED, HEALTHY]
-    assert points[0]["e2e_p99_ms"] > 5 * points[1]["e2e_p99_ms"]
-    assert points[1]["availability"] == 1.0 and points[1]["error_rate"] == 0.0
-    assert points[1]["observations"] == 5 * 5 * 20 * 3  # five full buckets of 5 s, 20 msg/s, 3 partitions
+    assert [p.sweep_id for p in points] == ["s1", "s2"]
+    assert [p.verdict for p in points] == [DEGRADED, HEALTHY]
+    assert points[0].figure("e2e_p99_ms") > 5 * points[1].figure("e2e_p99_ms")
+    assert points[1].figure("availability") == 1.0 and points[1].figure("error_rate") == 0.0
+    assert points[1].figure("observations") == 5 * 5 * 20 * 3  # five full buckets of 5 s, 20 msg/s, 3 partitions
     png = plot_trend(points, tmp_path / "trend.png", "c1")
     assert png.startswith(b"\x89PNG") and (tmp_path / "trend.png").read_bytes() == png
 
@@ -413,36 +414,36 @@ def test_two_sweeps_keep_history_compare_and_report(tmp_path, fake_probe, monkey
 
     cluster_dir = tmp_path / "history" / "prod_eu_1"
     assert sorted(p.name for p in cluster_dir.glob("*.parquet")) == sorted(
-        [f"{first['sweep_id']}.parquet", f"{second['sweep_id']}.parquet"])
-    assert first["verdict"] == HEALTHY and first["first_sweep"] and first["reference_sweeps"] == 0
-    assert "first sweep of this cluster" in first["reason"]
-    assert second["verdict"] == HEALTHY and not second["first_sweep"] and second["reference_sweeps"] == 1
-    assert second["reason"].startswith("no regression against the last healthy sweep")
-    assert "1 observation(s) excluded: malformed 1" in second["reason"]
-    out = Path(second["report"]).parent
-    assert out == cluster_dir / "reports" / second["sweep_id"]
+        [f"{first.sweep_id}.parquet", f"{second.sweep_id}.parquet"])
+    assert first.verdict == HEALTHY and first.first_sweep and first.reference_sweeps == 0
+    assert "first sweep of this cluster" in first.reason
+    assert second.verdict == HEALTHY and not second.first_sweep and second.reference_sweeps == 1
+    assert second.reason.startswith("no regression against the last healthy sweep")
+    assert "1 observation(s) excluded: malformed 1" in second.reason
+    out = Path(second.report).parent
+    assert out == cluster_dir / "reports" / second.sweep_id
     for name in ("result.json", "report.html", "trend.json", "trend.png", "comparison/report.html",
                  "comparison/verdict.json"):
         assert (out / name).exists(), name
     assert not (out / "observations.jsonl").exists()
     result = json.loads((out / "result.json").read_text())
-    assert result["reference"] == [first["sweep_id"]] and result["comparison"]["verdict"] == "PROMOTE"
+    assert result["reference"] == [first.sweep_id] and result["comparison"]["verdict"] == "PROMOTE"
     assert result["excluded"] == {"malformed": 1}
     assert [p["sweep_id"] for p in json.loads((out / "trend.json").read_text())["sweeps"]] == [
-        first["sweep_id"], second["sweep_id"]]
+        first.sweep_id, second.sweep_id]
     assert (cluster_dir / "trend.png").exists()
     assert "HEALTHY" in (out / "report.html").read_text()
     (probe1, probe2) = fake_probe.configs
-    assert probe1.run_id == f"sweep-{first['sweep_id']}" and probe1.reconcile and probe1.duration == 30
-    assert json.dumps(second)  # JSON-able (XCom)
+    assert probe1.run_id == f"sweep-{first.sweep_id}" and probe1.reconcile and probe1.duration == 30
+    assert json.dumps(second.to_dict())  # JSON-able (XCom)
 
     fake_probe.latency_ms = 80.0
     third = run_sweep(config)
-    assert third["verdict"] == DEGRADED and third["reference_sweeps"] == 2
+    assert third.verdict == DEGRADED and third.reference_sweeps == 2
     fake_probe.latency_ms = 5.0
     fourth = run_sweep(config)
-    assert json.loads(Path(fourth["result_file"]).read_text())["reference"] == [first["sweep_id"],
-                                                                                second["sweep_id"]]
+    assert json.loads(Path(fourth.result_file).read_text())["reference"] == [first.sweep_id,
+                                                                                second.sweep_id]
 
 
 def test_a_sweep_during_a_rollout_only_reads_and_is_never_a_reference(tmp_path, fake_probe, monkeypatch):
@@ -451,7 +452,7 @@ def test_a_sweep_during_a_rollout_only_reads_and_is_never_a_reference(tmp_path, 
                            out=tmp_path / "out", keep_observations=True)
     result = run_sweep(config)
     assert fake_probe.configs[0].reconcile is False
-    assert result["during_rollout"] and (tmp_path / "out" / "observations.jsonl").exists()
+    assert result.during_rollout and (tmp_path / "out" / "observations.jsonl").exists()
     (entry,) = HistoryStore(tmp_path / "c").entries()
     assert select_reference([entry], entry.meta | {"sweep_id": "next"}, 6) == []
 
@@ -476,8 +477,9 @@ def test_cli_exit_codes_and_alert(tmp_path, monkeypatch, capsys, verdict, code):
 
     def fake_run(config):
         seen.append(config)
-        return {"verdict": verdict, "reason": "because", "sweep_id": "s1", "report": "r.html", "history_file": "h",
-                "trend_file": "t", "seconds": 1.0, "summary": sweep_summary([])}
+        return SweepBrief(cluster="c1", sweep_id="s1", verdict=verdict, reason="because", first_sweep=False,
+                          during_rollout=False, seconds=1.0, report="r.html", result_file="r.json", history="h",
+                          history_file="h", trend_file="t", reference_sweeps=1, summary=sweep_summary([]))
 
     monkeypatch.setattr(sweep_cli, "run_sweep", fake_run)
     monkeypatch.delenv(WEBHOOK_ENV, raising=False)

@@ -76,17 +76,17 @@ class HealthSweepOperator(BaseOperator):
             "judge": dict(self.judge_config or {}), "history": self.history or None})
         self.log.info("sweeping %s (%s) for %ss at %s msg/s per partition", self.kafka_canary_conn_id, bootstrap,
                       config.duration, config.rate)
-        result = run_sweep(config, config.history_store(run_storage_options()))
-        self.log.info("cluster %s: %s, %s; report %s", self.kafka_canary_conn_id, result["verdict"], result["reason"],
-                      result["report"])
-        result["conn_id"] = self.kafka_canary_conn_id
+        result = run_sweep(config, config.history_store(run_storage_options())).model_copy(
+            update={"conn_id": self.kafka_canary_conn_id})
+        self.log.info("cluster %s: %s, %s; report %s", self.kafka_canary_conn_id, result.verdict, result.reason,
+                      result.report)
         asset = health_asset(self.kafka_canary_conn_id)
-        extra = {k: result[k] for k in ("verdict", "sweep_id", "report", "history_file")} | {
-            "reason": result["reason"][:500]}
+        extra = result.model_dump(include={"verdict", "sweep_id", "report", "history_file"}) | {
+            "reason": result.reason[:500]}
         for outlet in self.outlets:
             if isinstance(outlet, AssetAlias):
                 context["outlet_events"][outlet].add(asset, extra=extra)
-        return result
+        return result.to_dict()
 
 
 def webhook_url() -> str | None:
@@ -117,15 +117,16 @@ def _alerts_store(task: object) -> Store:
 
 def alert_if_degraded(context: Context) -> None:
     """on_success_callback of the sweep task: alerts when the sweep's verdict (its XCom) is DEGRADED."""
-    from canary.sweep import DEGRADED, Alert, send_alert
+    from canary.sweep import DEGRADED, Alert, SweepBrief, send_alert
 
     ti = context["ti"]
-    result = ti.xcom_pull(task_ids=ti.task_id, map_indexes=ti.map_index) or {}
-    if result.get("verdict") != DEGRADED:
+    returned = ti.xcom_pull(task_ids=ti.task_id, map_indexes=ti.map_index)
+    result = SweepBrief.model_validate(returned) if returned else None
+    if result is None or result.verdict != DEGRADED:
         return
     task = context["task"]
-    send_alert(Alert(cluster=result.get("conn_id") or result.get("cluster"), status=DEGRADED, reason=result["reason"],
-                     sweep_id=result.get("sweep_id"), report=result.get("report"), details=_where(context)),
+    send_alert(Alert(cluster=result.conn_id or result.cluster, status=DEGRADED, reason=result.reason,
+                     sweep_id=result.sweep_id, report=result.report, details=_where(context)),
                _alerts_store(task), webhook_url())
 
 

@@ -33,8 +33,8 @@ def connection(monkeypatch):
 def _result(verdict: str, **extra) -> dict:
     return {"cluster": "prod_eu", "sweep_id": "20270101T000000Z-abcdef", "verdict": verdict, "reason": "because",
             "first_sweep": False, "during_rollout": False, "seconds": 31.2, "report": "/h/report.html",
-            "result_file": "/h/result.json", "history_file": "/h/x.parquet", "trend_file": "/h/trend.json",
-            "reference_sweeps": 2, "summary": {}} | extra
+            "result_file": "/h/result.json", "history": "/h", "history_file": "/h/x.parquet",
+            "trend_file": "/h/trend.json", "reference_sweeps": 2, "summary": {}} | extra
 
 
 def test_execute_sweeps_the_connections_cluster_and_publishes_its_health(connection, monkeypatch, tmp_path):
@@ -43,7 +43,7 @@ def test_execute_sweeps_the_connections_cluster_and_publishes_its_health(connect
     def fake_run_sweep(config, history):
         seen.append(config)
         assert history.where("x") == str(tmp_path / "prod_eu" / "x")  # the cluster's history under the root given
-        return _result(sweep.HEALTHY)
+        return sweep.SweepBrief.model_validate(_result(sweep.HEALTHY))
 
     monkeypatch.setattr(sweep, "run_sweep", fake_run_sweep)
     operator = HealthSweepOperator(task_id="sweep", kafka_canary_conn_id="prod_eu", duration="45s", probe_rate=7,
