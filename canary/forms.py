@@ -270,6 +270,10 @@ BROKER_FORM = Form(BrokerRolloutSpec, RolloutOptions, (
               unless="canary_brokers"),
     FormField("canary_brokers", ("canary", "brokers"), "Canary broker ids",
               "Explicit canary broker ids; empty uses the count", []),
+    FormField("canary_control", ("canary", "control"), "Control brokers",
+              "Baseline brokers restarted with nothing changed beside the canary, which its own broker metrics are "
+              'compared with (a just-restarted broker works harder than one that has run for hours): "auto" (one, '
+              'when the cluster has a broker to spare), "none", or ids such as [3]'),
     FormField("window", ("probe", "window"), "Probe window", "How long probe traffic is judged, e.g. 90s or 2m"),
     FormField("interim_interval", ("probe", "interim_interval"), "Interim look interval", _INTERIM),
     FormField("probe_rate", ("probe", "rate"), "Probe rate", "Probe messages per second per partition"),

@@ -79,7 +79,7 @@ def test_the_defaults_make_valid_specs():
 def test_empty_means_not_set_and_broker_ids_win_over_the_count():
     spec = BROKER_FORM.spec({"canary_brokers": [3, 4], "target_version": None, "config_overrides": {"a.b": "1"},
                              "window": ""}, cluster=CLUSTER)
-    assert spec["canary"] == {"brokers": [3, 4]} and "version" not in spec["change"]
+    assert spec["canary"] == {"brokers": [3, 4], "control": "auto"} and "version" not in spec["change"]
     assert "window" not in spec["probe"]  # the model's default applies
 
 

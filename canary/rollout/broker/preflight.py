@@ -72,14 +72,7 @@ def preflight(run: Rollout) -> dict:
     levels = features.describe(run.bootstrap_servers, kafka_python_settings(spec.client))
     if spec.change.version:
         check_features(spec.change.version, levels.finalized)
-    # Found missing only in the lead step, listed lead topics would fail the rollout after the first change.
-    if isinstance(spec.lead_topics, list) and spec.lead_topics:
-        existing = admin_client(run.bootstrap_servers, spec.client).list_topics(timeout=15).topics
-        missing = sorted(set(spec.lead_topics) - set(existing))
-        if missing:
-            raise RolloutError(f"lead_topics {missing} do not exist on the cluster; create them or remove them "
-                               f"from the spec")
-
+    check_lead_topics(run)
     metrics_from = check_broker_metrics(run, [b.broker_id for b in brokers])
 
     taken = run.lock.acquire(run.run_id, len(brokers))
@@ -105,6 +98,16 @@ def preflight(run: Rollout) -> dict:
     return {"canary_brokers": canaries, "control_brokers": controls, "brokers": len(brokers),
             "finalized": levels.finalized, "probe": probe, "broker_metrics": metrics_from,
             "load": load, "traffic": traffic, "config_checked": config_checked}
+
+
+def check_lead_topics(run: Rollout) -> None:
+    """Found missing only in the lead step, listed lead topics would fail the rollout after the first change."""
+    if isinstance(run.spec.lead_topics, list) and run.spec.lead_topics:
+        existing = admin_client(run.bootstrap_servers, run.spec.client).list_topics(timeout=15).topics
+        missing = sorted(set(run.spec.lead_topics) - set(existing))
+        if missing:
+            raise RolloutError(f"lead_topics {missing} do not exist on the cluster; create them or remove them "
+                               f"from the spec")
 
 
 def check_config(run: Rollout, brokers: list[BrokerInfo], canary: int) -> dict:
