@@ -50,7 +50,7 @@ def connect(host: str | None = None, timeout: float = 60) -> docker.DockerClient
     where it looked and what to do."""
     at = where(host)
     try:
-        client = docker.DockerClient(base_url=where, version="auto", timeout=int(timeout)) if host \
+        client = docker.DockerClient(base_url=at, version="auto", timeout=int(timeout)) if host \
             else docker.from_env(version="auto", timeout=int(timeout))
         client.ping()
     except DockerException as exc:
