@@ -26,7 +26,7 @@ from canary.cluster.local import LocalCluster
 from canary.errors import CanaryError
 from canary.judge import INCONCLUSIVE, PROMOTE, ROLLBACK
 from canary.kafka.wait import wait_until
-from canary.rollout.broker import BROKER
+from canary.rollout.broker import BROKER, Rollout
 from canary.rollout.broker.spec import load_spec
 from canary.rollout.core import RolloutKind, RunStatus, Step, run_all
 from canary.rollout.core.audit import AuditLog
@@ -181,6 +181,8 @@ class Offline:
 
     relative = RolloutRun.relative
     local = RolloutRun.local
+    judge_config = Rollout.judge_config
+    control_ids = Rollout.control_ids
 
     def say(self, text: str, *args) -> None:
         pass
