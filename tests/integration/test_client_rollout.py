@@ -117,6 +117,8 @@ def _run(cluster: LocalCluster, run_root: Path, tmp_path: Path, topic: str, to: 
     return r, result, instances, acked, processed
 
 
+# make faults (~70 s of CI's time): make test promotes a good client version through the DAG (tests/e2e).
+@pytest.mark.slow
 def test_good_v2_is_promoted_to_every_instance_and_nothing_is_lost(canary_cluster, run_root, tmp_path):
     r, result, instances, acked, processed = _run(canary_cluster, run_root, tmp_path, "orders-good", "v2")
     assert result.outcome == "PROMOTE", result
