@@ -4,6 +4,7 @@ judge in-process); a failed analysis is INCONCLUSIVE, never PROMOTE."""
 from __future__ import annotations
 
 from canary.judge import INCONCLUSIVE, PROMOTE
+from canary.judge.config import JudgeConfig
 from canary.rollout import judging
 from canary.rollout.broker.probes import before_observations
 from canary.rollout.broker.rollout import Rollout
@@ -20,13 +21,14 @@ def last_window(run: Rollout) -> Window:
     return window
 
 
-def analysis_request(run: Rollout) -> dict:
-    """What the final analysis of the last probe window reads and writes (judging.analysis_request)."""
+def analysis_request(run: Rollout, config: JudgeConfig | None = None) -> dict:
+    """What the final analysis of the last probe window reads and writes (judging.analysis_request); `config`: the
+    run's judge config when the caller has it already."""
     window = last_window(run)
     return judging.analysis_request(run, observations=run.local(window.observations or ""), from_ms=window.start_ms,
                                     to_ms=window.end_ms + 1, source_run_id=window.probe_run_id or "",
                                     out=run.run_dir / f"analysis-{window.attempt}",
-                                    config=run.judge_config(), before=before_observations(run))
+                                    config=config or run.judge_config(), before=before_observations(run))
 
 
 def judge_window(run: Rollout) -> dict:
@@ -36,9 +38,10 @@ def judge_window(run: Rollout) -> dict:
     window, decided = last_window(run), run.state.verdict
     if window.stopped_early is not None and decided is not None:
         return decided.to_dict()
-    request = analysis_request(run)
+    config = run.judge_config()
+    request = analysis_request(run, config)
     observations = run.local(window.observations or "")  # last_window refuses a window without its file
-    verdict = judging.final_verdict(run, request, observations, run.judge_config())
+    verdict = judging.final_verdict(run, request, observations, config)
     if verdict.verdict == PROMOTE and window.disturbed:
         # A broker that failed in the window hurt both lanes (every acks=all write waits for its replicas) and may
         # have failed because of the canary; lanes that look alike then prove nothing. A person decides.
