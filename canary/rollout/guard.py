@@ -8,6 +8,7 @@ any replica restarts, so it does not block (the guard would wait forever); it is
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaException
@@ -111,18 +112,30 @@ def not_in_isr(broker_id: int, partitions: list[PartitionView]) -> list[str]:
     return [p.name for p in partitions if broker_id in p.replicas and broker_id not in p.isr]
 
 
-def learner_missing(bootstrap_servers: str, client: dict[str, str] | None, broker_ids: list[int]) -> str | None:
-    """The learner warm-up of `broker_ids`, from one look at the cluster: None when each is registered and in the
-    ISR of every partition it hosts, else what is still missing (the rollout step and the Airflow trigger both
-    wait on this)."""
+def registered(bootstrap_servers: str, client: dict[str, str] | None = None) -> dict[int, str | None]:
+    """The registered, unfenced brokers and their racks."""
     admin = admin_client(bootstrap_servers, client)
-    registered = {n.id for n in admin.describe_cluster(request_timeout=10).result(timeout=10).nodes}
-    partitions: list[PartitionView] | None = None
+    return {n.id: n.rack for n in admin.describe_cluster(request_timeout=10).result(timeout=10).nodes}
+
+
+def learners_missing(registered_ids: Collection[int], partitions: Callable[[], list[PartitionView]],
+                     broker_ids: list[int]) -> str | None:
+    """The learner warm-up of `broker_ids`, from one look at the cluster (its registered brokers, and its partitions
+    read only when needed): None when each is registered and in the ISR of every partition it hosts, else what is
+    still missing."""
+    seen: list[PartitionView] | None = None
     for broker in broker_ids:
-        if broker not in registered:
+        if broker not in registered_ids:
             return f"broker {broker} not registered yet"
-        partitions = partitions if partitions is not None else observe(bootstrap_servers, client or {})
-        behind = not_in_isr(broker, partitions)
+        seen = seen if seen is not None else partitions()
+        behind = not_in_isr(broker, seen)
         if behind:
             return f"broker {broker} not yet in the ISR of {len(behind)} partition(s): {behind[:5]}"
     return None
+
+
+def learner_missing(bootstrap_servers: str, client: dict[str, str] | None, broker_ids: list[int]) -> str | None:
+    """learners_missing on the cluster at `bootstrap_servers` (the rollout step and the Airflow trigger both wait on
+    this)."""
+    return learners_missing(registered(bootstrap_servers, client), lambda: observe(bootstrap_servers, client or {}),
+                            broker_ids)

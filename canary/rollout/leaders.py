@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from canary.kafka.admin import ROLLOUT_LOCK_TOPIC, TopicAdmin
+from canary.kafka.admin import ROLLOUT_LOCK_TOPIC
 from canary.kafka.wait import POLL
 from canary.rollout import guard
 from canary.rollout.core import ClusterRun
@@ -19,14 +19,13 @@ def leaders(run: ClusterRun) -> dict[str, dict]:
 
 def elect_preferred(run: ClusterRun, names: list[str]) -> list[str]:
     """Preferred leader elections for `topic-partition` names; returns failures."""
-    admin = TopicAdmin(run.bootstrap_servers, run.spec.client)
     by_topic: dict[str, list[int]] = {}
     for name in names:
         topic, _, part = name.rpartition("-")
         by_topic.setdefault(topic, []).append(int(part))
     failures = []
     for topic, parts in sorted(by_topic.items()):
-        failures += admin.elect(topic, sorted(parts))
+        failures += run.admin.elect(topic, sorted(parts))
     return failures
 
 

@@ -157,7 +157,9 @@ def hostile_argv(draw) -> list[str]:
         if options and draw(st.booleans()):
             words.append(draw(st.sampled_from(draw(st.sampled_from(options)).option_strings)))
         words.append(draw(st.sampled_from(HOSTILE) | st.text(max_size=30)))
-    words.insert(draw(st.integers(0, len(words))), "--no-such-option-" + draw(st.sampled_from(["x", "1", "é"])))
+    # before any `--`, after which it would be a positional argument, not an option refused
+    last = words.index("--") if "--" in words else len(words)
+    words.insert(draw(st.integers(0, last)), "--no-such-option-" + draw(st.sampled_from(["x", "1", "é"])))
     return [*path, *words]
 
 

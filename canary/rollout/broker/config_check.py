@@ -6,12 +6,12 @@ does not come back. Checked against the definitions of the release the canary wi
 from __future__ import annotations
 
 from canary.cluster.config_definitions import definition_check
-from canary.kafka.config_validation import broker_check
 from canary.rollout.core import RolloutError
+from canary.rollout.core.admin import ClusterAdmin
 
 
-def check_change_config(bootstrap_servers: str, client: dict | None, config: dict[str, str | None], version: str,
-                        broker_id: int, same_version: bool) -> dict:
+def check_change_config(admin: ClusterAdmin, config: dict[str, str | None], version: str, broker_id: int,
+                        same_version: bool) -> dict:
     """Raises RolloutError naming every refused key with the broker's message; returns what was checked how.
     `version`: the release the canary will run. `broker_id`: a canary, on the current release; it checks the
     dynamic keys too when the change keeps its release (`same_version`: its check then also holds the conditions
@@ -24,7 +24,7 @@ def check_change_config(bootstrap_servers: str, client: dict | None, config: dic
     refused = dict(definitions.invalid) if definitions else {}
     by, not_checked = [f"Kafka {version}'s definitions"] if definitions else [], []
     if same_version or definitions is None:
-        checked = broker_check(bootstrap_servers, client, broker_id, values)
+        checked = admin.check_broker_config(broker_id, values)
         refused = checked.refused | refused  # the definitions' words where both refuse
         by.append(f"broker {broker_id}")
         not_checked = [] if definitions else checked.static

@@ -7,10 +7,6 @@ from __future__ import annotations
 import time
 
 from canary.cluster import distribution
-from canary.kafka import features, health
-from canary.kafka.admin import TopicAdmin
-from canary.kafka.clients import admin_client
-from canary.kafka.settings import kafka_python_settings
 from canary.probe.load_sizing import size_load
 from canary.rollout.broker.config_check import check_change_config
 from canary.rollout.broker.control import choose_control
@@ -61,15 +57,13 @@ def preflight(run: Rollout) -> dict:
         run.deployer.prepare(spec.change.version)
     config_checked = check_config(run, brokers, canaries[0])
 
-    seen = health.check(run.bootstrap_servers, [b.broker_id for b in brokers], client_config=spec.client,
-                        expected_voters=[c.node_id for c in run.deployer.controllers()])
+    seen = run.admin.health([b.broker_id for b in brokers], [c.node_id for c in run.deployer.controllers()])
     if not seen.healthy:
         raise RolloutError(f"the cluster is not healthy: {seen.reason()}; fix it before a rollout")
-    moving = [f"{topic}-{partition}" for topic, partition in
-              TopicAdmin(run.bootstrap_servers, spec.client).all_reassignments()]
+    moving = [f"{topic}-{partition}" for topic, partition in run.admin.reassignments()]
     if moving:
         raise RolloutError(f"partition reassignments are in flight ({moving[:5]}); wait for them to finish")
-    levels = features.describe(run.bootstrap_servers, kafka_python_settings(spec.client))
+    levels = run.admin.features()
     if spec.change.version:
         check_features(spec.change.version, levels.finalized)
     check_lead_topics(run)
@@ -103,7 +97,7 @@ def preflight(run: Rollout) -> dict:
 def check_lead_topics(run: Rollout) -> None:
     """Found missing only in the lead step, listed lead topics would fail the rollout after the first change."""
     if isinstance(run.spec.lead_topics, list) and run.spec.lead_topics:
-        existing = admin_client(run.bootstrap_servers, run.spec.client).list_topics(timeout=15).topics
+        existing = run.admin.topics()
         missing = sorted(set(run.spec.lead_topics) - set(existing))
         if missing:
             raise RolloutError(f"lead_topics {missing} do not exist on the cluster; create them or remove them "
@@ -115,7 +109,7 @@ def check_config(run: Rollout, brokers: list[BrokerInfo], canary: int) -> dict:
     config_check): refused before any change, in Kafka's words."""
     change = run.spec.change
     current = next(b.version for b in brokers if b.broker_id == canary)
-    return check_change_config(run.bootstrap_servers, run.spec.client, dict(change.config),
+    return check_change_config(run.admin, dict(change.config),
                                change.version or current, canary, same_version=change.version in (None, current))
 
 
@@ -175,7 +169,7 @@ def check_features(version: str, finalized: dict[str, int]) -> None:
 
 
 def snapshot(run: Rollout) -> dict:
-    levels = features.describe(run.bootstrap_servers, kafka_python_settings(run.spec.client))
+    levels = run.admin.features()
     return {
         "taken_ms": int(time.time() * 1000),
         "brokers": {str(b.broker_id): b.to_dict() for b in run.deployer.brokers()},

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from canary.probe.config import ProbeConfig
-from canary.probe.runner import Probe
 from canary.probe.view import ProbeSummary
 from canary.rollout.broker.metrics import broker_metrics_source
 from canary.rollout.broker.rollout import Rollout
@@ -53,14 +52,14 @@ def probe_config(run: Rollout, name: str, seconds: float | None = None, reconcil
 
 def run_probe(run: Rollout, name: str, seconds: float, reconcile: bool = False) -> ProbeSummary:
     run.say("probe %s for %.0fs at %g msg/s per partition", name, seconds, run.spec.probe.rate)
-    return Probe(probe_config(run, name, seconds, reconcile), broker_metrics=broker_metrics_source(run)).run()
+    return run.open_probe(probe_config(run, name, seconds, reconcile), broker_metrics_source(run)).run()
 
 
 @contextlib.contextmanager
 def watched(run: Rollout, name: str, result: dict) -> Iterator[None]:
     """Probe traffic for as long as a step rolls brokers: acknowledged messages lost during the rolls land in
     `result["probe"]` (the goal is none)."""
-    probe = Probe(probe_config(run, name), broker_metrics=broker_metrics_source(run))
+    probe = run.open_probe(probe_config(run, name), broker_metrics_source(run))
     probe.start()
     try:
         yield

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from canary.cluster import distribution
 from canary.kafka import features
-from canary.kafka.settings import kafka_python_settings
 from canary.rollout.broker.probes import green_probe, watched
 from canary.rollout.broker.rolling import roll_controllers, roll_fleet
 from canary.rollout.broker.rollout import Rollout
@@ -36,14 +35,14 @@ def finalize(run: Rollout, version: str) -> dict:
     levels = distribution.release_levels(distribution.release_of(version), distribution.ensure(
         max((version, distribution.TARGET_VERSION), key=distribution.parse_version)))
     wanted = {k: v for k, v in levels.items() if k not in features.NOT_BY_DEFAULT and v > 0}
-    changes = features.finalize(run.bootstrap_servers, wanted, client_config=kafka_python_settings(run.spec.client))
+    changes = run.admin.finalize(wanted)
     if changes:
         run.audit.record("promote", "finalize", changes={k: list(v) for k, v in changes.items()})
     return {k: list(v) for k, v in changes.items()}
 
 
 def raised_features(run: Rollout) -> dict[str, list[int]]:
-    now = features.describe(run.bootstrap_servers, kafka_python_settings(run.spec.client)).finalized
+    now = run.admin.features().finalized
     before = run.state.snapshot["features"]
     return {f: [before.get(f, 0), level] for f, level in now.items() if level > before.get(f, 0)}
 

@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable
 
 from canary.kafka import health
-from canary.kafka.clients import admin_client
 from canary.kafka.wait import POLL, WaitTimeout, wait_until
 from canary.rollout import guard
 from canary.rollout.broker.desired import desired_state, is_as_desired
@@ -17,13 +16,6 @@ from canary.rollout.core import RolloutError
 
 class GuardRefused(RolloutError):
     """The safe-roll guard did not allow a restart within the guard timeout."""
-
-
-def registered_racks(run: Rollout) -> dict[int, str | None]:
-    """Registered, unfenced brokers and their racks."""
-    admin = admin_client(run.bootstrap_servers, run.spec.client)
-    cluster = admin.describe_cluster(request_timeout=10).result(timeout=10)
-    return {n.id: n.rack for n in cluster.nodes}
 
 
 def wait_for_guard(run: Rollout, broker_id: int) -> None:
@@ -51,7 +43,8 @@ def wait_for_guard(run: Rollout, broker_id: int) -> None:
 def wait_in_isr(run: Rollout, broker_id: int, timeout: float) -> float:
     """Learner warm-up for one broker: registered, then in the ISR of every partition it hosts."""
     return wait_until(f"learner warm-up of broker {broker_id}", timeout,
-                      lambda: guard.learner_missing(run.bootstrap_servers, run.spec.client, [broker_id]), run.progress)
+                      lambda: guard.learners_missing(run.admin.registered(), run.partitions, [broker_id]),
+                      run.progress)
 
 
 class ProcessWatch:
@@ -99,7 +92,7 @@ def roll_broker(run: Rollout, broker_id: int, phase: str, warm: bool) -> dict | 
     alive = ProcessWatch(run, broker_id, started)
 
     def registered() -> str | None:
-        racks = registered_racks(run)
+        racks = run.admin.registered()
         if broker_id not in racks:
             alive.check()
             return f"broker {broker_id} not registered yet"
@@ -148,8 +141,8 @@ def roll_controllers(run: Rollout, version_of: Callable) -> list[int]:
 
 def cluster_health(run: Rollout) -> health.ClusterHealth:
     """Every broker the deployer runs registered, every partition online and replicated, the quorum caught up."""
-    return health.check(run.bootstrap_servers, [b.broker_id for b in run.deployer.brokers()],
-                        client_config=run.spec.client, expected_voters=[c.node_id for c in run.deployer.controllers()])
+    return run.admin.health([b.broker_id for b in run.deployer.brokers()],
+                            [c.node_id for c in run.deployer.controllers()])
 
 
 def quorum_missing(run: Rollout) -> str | None:

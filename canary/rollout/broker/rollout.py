@@ -1,15 +1,30 @@
-"""One broker rollout run: the spec, the deployer of the cluster, the run state, and what the steps ask of the
-cluster (its partitions as the safe-roll guard sees them, the canary brokers, one broker's deployed state)."""
+"""One broker rollout run: the spec, the run state, the three ports its steps reach the cluster through (the
+deployer, the admin, the probe), and what the steps ask of the cluster (its partitions as the safe-roll guard sees
+them, the canary brokers, one broker's deployed state)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
+from canary.broker_metrics.sources import BrokerMetricsSource
 from canary.judge.config import JudgeConfig
+from canary.probe.config import ProbeConfig
+from canary.probe.runner import Probe
 from canary.rollout import guard
 from canary.rollout.broker.spec import BrokerRolloutSpec
 from canary.rollout.core import ClusterRun, RolloutError
-from canary.rollout.deployers.base import BrokerInfo
+from canary.rollout.core.admin import ClusterAdmin
+from canary.rollout.deployers.base import BrokerInfo, Deployer
+from canary.storage import Store
 
 PROBE_TOPIC = "__kafka_canary"
+# The probe port: a probe of one phase (canary.rollout.broker.probes), the brokers' own metrics read beside it.
+OpenProbe = Callable[[ProbeConfig, BrokerMetricsSource | None], Probe]
+
+
+def _probe(config: ProbeConfig, broker_metrics: BrokerMetricsSource | None) -> Probe:
+    return Probe(config, broker_metrics=broker_metrics)
 
 
 class Rollout(ClusterRun):
@@ -17,8 +32,13 @@ class Rollout(ClusterRun):
 
     spec: BrokerRolloutSpec
 
+    def __init__(self, spec: BrokerRolloutSpec, run_dir: str | Path | Store | None = None,
+                 deployer: Deployer | None = None, admin: ClusterAdmin | None = None, probe: OpenProbe = _probe):
+        super().__init__(spec, run_dir, deployer, admin)
+        self.open_probe = probe
+
     def partitions(self) -> list[guard.PartitionView]:
-        return guard.observe(self.bootstrap_servers, self.spec.client)
+        return self.admin.partitions()
 
     def canary_ids(self) -> list[int]:
         ids = self.state.record.canary_brokers

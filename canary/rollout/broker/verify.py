@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextlib
 
-from canary.kafka import features
-from canary.kafka.settings import kafka_python_settings
 from canary.kafka.wait import WaitTimeout, wait_until
 from canary.rollout.broker.desired import desired_state, is_as_desired
 from canary.rollout.broker.probes import green_probe
@@ -22,7 +20,7 @@ def verify(run: Rollout) -> dict:
     status = run.state.status
     if not status.finished or status.verified:
         raise RolloutError(f"nothing to verify yet: the rollout is at '{status}'; promote or roll back first")
-    finalized = features.describe(run.bootstrap_servers, kafka_python_settings(run.spec.client)).finalized
+    finalized = run.admin.features().finalized
     differences = _fleet_differences(run, status) + _cluster_differences(run, status, finalized)
     if differences:
         run.audit.record("verify", "differences", differences=differences)

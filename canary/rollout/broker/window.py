@@ -7,9 +7,7 @@ from pathlib import Path
 
 from canary.analysis.inline import aggregate, calibration
 from canary.judge import brief, judge
-from canary.kafka import health
 from canary.probe.load import Load, LoadConfig
-from canary.probe.runner import Probe
 from canary.rollout.broker.metrics import broker_metrics_source
 from canary.rollout.broker.probes import before_observations, observations_path, probe_config
 from canary.rollout.broker.rollout import Rollout
@@ -32,7 +30,7 @@ def disturbances(run: Rollout, full: bool) -> list[str]:
     brokers = run.deployer.brokers()
     problems = [f"broker {b.broker_id} down" for b in brokers if not b.running]
     if full:
-        seen = health.check(run.bootstrap_servers, [b.broker_id for b in brokers], client_config=run.spec.client)
+        seen = run.admin.health([b.broker_id for b in brokers])
         if seen.error:
             problems.append(seen.error)
         missing = [b for b in seen.missing_brokers if f"broker {b} down" not in problems]
@@ -63,7 +61,7 @@ def probe_window(run: Rollout) -> dict:
     cfg = probe_config(run, f"window-{attempt}")
     observations = observations_path(run, f"window-{attempt}")
     before = before_observations(run)
-    probe = Probe(cfg, broker_metrics=broker_metrics_source(run))  # the brokers' own metrics beside the messages
+    probe = run.open_probe(cfg, broker_metrics_source(run))  # the brokers' own metrics beside the messages
     start_ms = int(time.time() * 1000)
     probe.start()
     run.audit.record(run.step, "probe started", probe_run_id=cfg.run_id, window_s=spec.probe.window)

@@ -4,7 +4,7 @@ planned partitions and electing it (no data moves), closed by restoring the orig
 from __future__ import annotations
 
 from canary import lanes
-from canary.kafka.admin import TopicAdmin, TopicState
+from canary.kafka.admin import TopicState
 from canary.kafka.wait import wait_until
 from canary.rollout.client import lane_plan
 from canary.rollout.client.rollout import ClientRollout
@@ -29,7 +29,7 @@ def move_leadership(run: ClientRollout, targets: dict[int, list[int]], action: s
     if todo:
         run.audit.record(run.step, action, topic=run.topic, reassign={str(p): v for p, v in todo.items()},
                        was={str(p): list(state.partitions[p].replicas) for p in todo})
-        TopicAdmin(run.bootstrap_servers, run.spec.client).reassign(run.topic, todo)
+        run.admin.reassign(run.topic, todo)
 
     def shown() -> str | None:
         now = run.observe()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-from canary.kafka import health
 from canary.rollout.client import lane_plan
 from canary.rollout.client.fleet import converge, fleet_differences
 from canary.rollout.client.lane import canary_brokers, canary_partitions_now, replicas
@@ -21,8 +20,7 @@ def preflight(run: ClientRollout) -> dict:
     down = [b.broker_id for b in brokers if not b.running]
     if down:
         raise RolloutError(f"brokers {down} are not running; start them before a rollout")
-    seen = health.check(run.bootstrap_servers, [b.broker_id for b in brokers], client_config=spec.client,
-                        expected_voters=[c.node_id for c in run.deployer.controllers()])
+    seen = run.admin.health([b.broker_id for b in brokers], [c.node_id for c in run.deployer.controllers()])
     if not seen.healthy:
         raise RolloutError(f"the cluster is not healthy: {seen.reason()}; fix it before a rollout")
     state = run.observe()

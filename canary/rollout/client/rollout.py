@@ -7,9 +7,10 @@ from pathlib import Path
 
 from canary import lanes
 from canary.clients.deployer import Instance, ServiceDeployer
-from canary.kafka.admin import TopicAdmin, TopicState
+from canary.kafka.admin import TopicState
 from canary.rollout.client.spec import ClientRolloutSpec
 from canary.rollout.core import ClusterRun
+from canary.rollout.core.admin import ClusterAdmin
 from canary.rollout.deployers.base import Deployer
 from canary.rollout.guard import PartitionView
 
@@ -22,8 +23,9 @@ class ClientRollout(ClusterRun):
     spec: ClientRolloutSpec
 
     def __init__(self, spec: ClientRolloutSpec, run_dir: str | Path | None = None, deployer: Deployer | None = None,
-                 services: ServiceDeployer | None = None, tie_to_parent: bool = False):
-        super().__init__(spec, run_dir, deployer)
+                 services: ServiceDeployer | None = None, tie_to_parent: bool = False,
+                 admin: ClusterAdmin | None = None):
+        super().__init__(spec, run_dir, deployer, admin)
         svc = spec.service
         self.services = services or ServiceDeployer(
             svc.dir, self.bootstrap_servers, topic=svc.topic, group=svc.group, client=spec.client, rate=svc.rate,
@@ -34,7 +36,7 @@ class ClientRollout(ClusterRun):
         return self.spec.service.topic
 
     def observe(self) -> TopicState:
-        return TopicAdmin(self.bootstrap_servers, self.spec.client).observe(self.topic)
+        return self.admin.topic(self.topic)
 
     def partitions(self) -> list[PartitionView]:
         """The service topic's partitions (what the broker rollout's election helpers select from)."""

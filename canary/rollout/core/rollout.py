@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from canary.rollout.core.admin import ClusterAdmin, KafkaAdmin
 from canary.rollout.core.audit import AuditLog
 from canary.rollout.core.lock import ClusterLock
 from canary.rollout.core.run import RunState, existing, run_store
@@ -61,12 +62,15 @@ class RolloutRun:
 
 
 class ClusterRun(RolloutRun):
-    """A run on a cluster whose brokers a deployer runs (the broker and the client rollout)."""
+    """A run on a cluster whose brokers a deployer runs (the broker and the client rollout). Its steps reach the
+    cluster through two ports: the deployer (its nodes) and `admin` (its metadata, elections, features)."""
 
-    def __init__(self, spec: Any, run_dir: str | Path | Store | None = None, deployer: Deployer | None = None):
+    def __init__(self, spec: Any, run_dir: str | Path | Store | None = None, deployer: Deployer | None = None,
+                 admin: ClusterAdmin | None = None):
         store = run_store(run_dir, spec.effective_run_id)
         existing(store, spec.effective_run_id, spec.to_dict())  # a run directory it may not use: refused first
         self.deployer = deployer or spec.cluster.open_deployer(spec.client)
+        self.admin: ClusterAdmin = admin or KafkaAdmin(self.deployer.bootstrap_servers, spec.client)
         super().__init__(spec, store)
         if isinstance(self.deployer, Reporting):  # its commands go into this run's audit log, under the step
             self.deployer.report_to(lambda action, details: self.audit.record(self.step, action, **details))

@@ -1,4 +1,4 @@
-from canary.rollout.guard import PartitionView, decide, not_in_isr
+from canary.rollout.guard import PartitionView, decide, learners_missing, not_in_isr
 
 
 def part(name, replicas, isr, min_isr, leader=None):
@@ -57,3 +57,18 @@ def test_not_in_isr_lists_the_partitions_a_learner_still_catches_up():
     parts = [part("t-0", [1, 2, 3], [1, 2], 2), part("t-1", [3, 1, 2], [3, 1, 2], 2), part("t-2", [1, 2], [1, 2], 1)]
     assert not_in_isr(3, parts) == ["t-0"]
     assert not_in_isr(1, parts) == []
+
+
+def test_learners_missing_names_an_unregistered_broker_before_reading_any_partition():
+    def unread():
+        raise AssertionError("the partitions are read only for a registered broker")
+    assert learners_missing({1, 2}, unread, [3]) == "broker 3 not registered yet"
+
+
+def test_learners_missing_reads_the_partitions_once_for_all_the_brokers():
+    reads = []
+    parts = [PartitionView("t", 0, (1, 2, 3), (1, 2, 3), 1, 2), PartitionView("t", 1, (2, 3, 1), (2, 1), 2, 2)]
+    assert learners_missing({1, 2, 3}, lambda: reads.append(1) or parts, [1, 2, 3]) == (
+        "broker 3 not yet in the ISR of 1 partition(s): ['t-1']")
+    assert learners_missing({1, 2, 3}, lambda: reads.append(1) or parts, [1, 2]) is None
+    assert len(reads) == 2

@@ -1,0 +1,252 @@
+"""The broker rollout's steps on a cluster in memory (tests/unit/rollout/fake_cluster.py): what each step changes,
+in which order, what it refuses before any change, and that running it again changes nothing more. The same steps
+run on real brokers in tests/integration/test_rollout.py and the fault suite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from canary.judge import PROMOTE
+from canary.kafka.wait import WaitTimeout
+from canary.lanes import canary_rack
+from canary.rollout.broker import config_check, deploy, preflight, promote, verify
+from canary.rollout.broker.preflight import snapshot
+from canary.rollout.broker.rolling import GuardRefused
+from canary.rollout.broker.rollout import PROBE_TOPIC, Rollout
+from canary.rollout.broker.spec import load_spec
+from canary.rollout.core import RolloutError, RunStatus, Verdict
+
+from ..fake_cluster import FakeCluster, FakeProbes, VirtualClock
+
+BASE = {"num.io.threads": "8"}
+CHANGE = {"num.io.threads": "6"}
+
+
+@pytest.fixture(autouse=True)
+def clock(monkeypatch) -> VirtualClock:
+    return VirtualClock(monkeypatch)
+
+
+@pytest.fixture
+def cluster() -> FakeCluster:
+    """Three brokers; the probe's topic and a user topic, each partition's replicas on all three."""
+    return FakeCluster.of(topics={PROBE_TOPIC: 3, "orders": 6}, config=BASE)
+
+
+class Lock:
+    def __init__(self) -> None:
+        self.held: str | None = None
+
+    def acquire(self, run_id: str, brokers: int) -> bool:
+        taken, self.held = self.held is None, run_id
+        return taken
+
+    def release(self, run_id: str) -> bool:
+        held, self.held = self.held == run_id, None
+        return held
+
+
+def run_on(cluster: FakeCluster, tmp_path: Path, probes: FakeProbes | None = None, **spec) -> Rollout:
+    """A broker rollout of CHANGE on `cluster`: broker 3 the canary, broker 2 its control, broker metrics off."""
+    raw = {"cluster": {"dir": str(tmp_path / "no-cluster")}, "change": {"config": CHANGE},
+           "canary": {"brokers": [3], "control": [2]}, "broker_metrics": {"enabled": False},
+           "timeouts": {"guard": "0s", "warm_up": "30s"}, "run_id": "unit"} | spec
+    run = Rollout(load_spec(raw), tmp_path / "run", deployer=cluster, admin=cluster, probe=probes or FakeProbes())
+    run.lock = Lock()  # type: ignore[assignment]
+    return run
+
+
+def preflighted(cluster: FakeCluster, tmp_path: Path, **spec) -> Rollout:
+    """A run as preflight leaves it: canary and control chosen, the snapshot taken."""
+    run = run_on(cluster, tmp_path, **spec)
+    run.state.update(canary_brokers=[3], control_brokers=[2], before=snapshot(run), status=RunStatus.PREFLIGHT)
+    return run
+
+
+def deployed(cluster: FakeCluster, tmp_path: Path, **spec) -> Rollout:
+    run = preflighted(cluster, tmp_path, **spec)
+    run.step = "deploy-canary"
+    deploy.deploy_canary(run)
+    return run
+
+
+# ----- preflight: refused before any change -----
+
+@pytest.mark.parametrize("trouble, message", [
+    (lambda c: c.parts[("orders", 0)].isr.remove(2), r"the cluster is not healthy: .*orders-0"),
+    (lambda c: c.moving.append(("orders", 4)), r"partition reassignments are in flight \(\['orders-4'\]\)"),
+    (lambda c: c.refused.update({"num.io.threads": "Invalid value 6"}),
+     r"change.config has values a Kafka 3.9.2 broker refuses \(num.io.threads: Invalid value 6\)"),
+], ids=["under-replicated", "reassigning", "config-refused"])
+def test_preflight_refuses_before_any_change_and_leaves_the_lock_free(cluster, tmp_path, monkeypatch, trouble,
+                                                                     message):
+    monkeypatch.setattr(config_check, "definition_check", lambda version, values: None)  # the broker checks
+    trouble(cluster)
+    run = run_on(cluster, tmp_path)
+    with pytest.raises(RolloutError, match=message):
+        preflight.preflight(run)
+    assert cluster.changes == [] and run.lock.held is None and run.state.before is None  # type: ignore[attr-defined]
+
+
+def test_preflight_refuses_lead_topics_the_cluster_does_not_have(cluster, tmp_path, monkeypatch):
+    monkeypatch.setattr(config_check, "definition_check", lambda version, values: None)
+    with pytest.raises(RolloutError, match=r"lead_topics \['payments'\] do not exist on the cluster"):
+        preflight.preflight(run_on(cluster, tmp_path, lead_topics=["orders", "payments"]))
+
+
+def test_the_snapshot_holds_every_broker_the_features_and_the_leaders(cluster, tmp_path):
+    before = snapshot(run_on(cluster, tmp_path))
+    assert before["brokers"]["3"] == {"id": 3, "version": "3.9.2", "config": BASE, "rack": None,
+                                      "client_delay_ms": 0.0}
+    assert before["features"] == {"metadata.version": 21} and before["controllers"]["3000"]["version"] == "3.9.2"
+    assert before["leaders"]["orders-2"] == {"leader": 3, "preferred": 3}
+
+
+# ----- deploy-canary, warm-up, lead -----
+
+def test_deploy_canary_rolls_the_canary_to_the_change_then_restarts_the_control_as_it_is(cluster, tmp_path):
+    run = deployed(cluster, tmp_path)
+    assert [c[:5] for c in cluster.changes] == [("roll", 3, "3.9.2", CHANGE, canary_rack(None)),
+                                                ("roll", 2, "3.9.2", BASE, None)]
+    assert run.state.status is RunStatus.CANARY_DEPLOYED and run.state.record.control_restarted == [2]
+    assert run.open_probe.opened == ["unit-deploy"]  # type: ignore[attr-defined]  # watched every roll
+
+
+def test_deploy_canary_run_again_restarts_nothing(cluster, tmp_path):
+    run = deployed(cluster, tmp_path)
+    deploy.deploy_canary(run)
+    assert cluster.rolls() == [3, 2]
+
+
+def test_the_guard_refuses_a_canary_whose_partition_would_drop_below_min_isr(cluster, tmp_path):
+    cluster.parts[("orders", 2)].isr = [3, 1]  # broker 2 out of the ISR: without 3, one replica for min ISR 2
+    run = preflighted(cluster, tmp_path)
+    run.step = "deploy-canary"
+    with pytest.raises(GuardRefused, match=r"broker 3 may not restart: .*orders-2.*The broker was not restarted"):
+        deploy.deploy_canary(run)
+    assert cluster.rolls() == []
+    assert "guard refused" in [e["action"] for e in run.audit.entries()]
+
+
+def test_the_control_restarts_once_the_canary_is_back_in_the_isr_and_warm_up_waits_for_both(tmp_path, clock):
+    cluster = FakeCluster.of(topics={PROBE_TOPIC: 3, "orders": 6}, config=BASE, catch_up=4)
+    started = clock.now
+    run = deployed(cluster, tmp_path, timeouts={"guard": "60s", "warm_up": "30s"})
+    assert cluster.rolls() == [3, 2] and clock.now - started >= 3  # the guard waited for the canary's catch-up
+    assert 2 in cluster.behind
+    waited = deploy.warm_up(run)["waited_s"]
+    assert set(waited) == {"3", "2"} and waited["2"] > 0
+    assert all(set(p.isr) == set(p.replicas) for p in cluster.parts.values())
+
+
+def test_warm_up_gives_up_naming_the_partitions_a_broker_is_not_back_in(cluster, tmp_path):
+    run = deployed(cluster, tmp_path)
+    for p in cluster.parts.values():
+        p.isr.remove(3)
+    cluster.behind[3] = 10**6
+    with pytest.raises(WaitTimeout, match=r"learner warm-up of broker 3: not done after 30s: broker 3 not yet in "
+                                           r"the ISR of 9 partition\(s\)"):
+        deploy.warm_up(run)
+
+
+def test_lead_gives_canary_and_control_their_preferred_partitions_of_every_topic(cluster, tmp_path):
+    run = deployed(cluster, tmp_path)
+    # A restarted broker gives up its leadership: the canary's preferred partitions went to others, the control's
+    # to the next in their ISR (the canary among them).
+    assert cluster.led_by(2) == [] and not {f"{PROBE_TOPIC}-2", "orders-2", "orders-5"} & set(cluster.led_by(3))
+    result = deploy.lead(run)
+    assert cluster.led_by(3) == [f"{PROBE_TOPIC}-2", "orders-2", "orders-5"]
+    assert cluster.led_by(2) == [f"{PROBE_TOPIC}-1", "orders-1", "orders-4"]
+    assert result["canary_partitions"] == 3 and result["topics_led"] == [PROBE_TOPIC, "orders"]
+    assert result["traffic_share"]["reason"] == "broker metrics are off"
+
+
+def test_lead_with_lead_topics_none_leads_the_probe_s_partitions_alone(cluster, tmp_path):
+    run = deployed(cluster, tmp_path, lead_topics="none")
+    deploy.lead(run)
+    assert cluster.led_by(3, PROBE_TOPIC) == [f"{PROBE_TOPIC}-2"]
+    assert not {"orders-2", "orders-5"} & set(cluster.led_by(3))  # its preferred user partitions not elected
+
+
+def test_lead_fails_when_no_probe_partition_can_be_led_by_the_canary(tmp_path):
+    cluster = FakeCluster.of(topics={PROBE_TOPIC: 1, "orders": 6}, config=BASE)  # the probe's one partition: 1's
+    run = deployed(cluster, tmp_path)
+    with pytest.raises(RolloutError, match="no probe partition is led by a canary broker"):
+        deploy.lead(run)
+
+
+# ----- promote, rollback, verify -----
+
+def judged(run: Rollout, verdict: str = PROMOTE) -> Rollout:
+    run.state.update(verdict=Verdict(verdict=verdict, reason="unit"), status=RunStatus.judged(verdict))
+    return run
+
+
+def test_promote_rolls_the_baseline_then_the_canary_without_its_marker_and_restores_leaders(cluster, tmp_path):
+    run = judged(deployed(cluster, tmp_path))
+    deploy.lead(run)
+    cluster.changes.clear()
+    promote.promote(run)
+    assert [c[:5] for c in cluster.changes if c[0] == "roll"] == [
+        ("roll", 1, "3.9.2", CHANGE, None), ("roll", 2, "3.9.2", CHANGE, None), ("roll", 3, "3.9.2", CHANGE, None)]
+    assert all(p.leader == p.replicas[0] for p in cluster.parts.values())
+    assert run.state.status is RunStatus.PROMOTED
+    assert run.open_probe.opened[-2:] == ["unit-promote", "unit-post-promotion-1"]  # type: ignore[attr-defined]
+
+
+def test_promote_refuses_without_a_promote_verdict(cluster, tmp_path):
+    run = deployed(cluster, tmp_path)
+    with pytest.raises(RolloutError, match="the verdict is not reached yet; promote needs PROMOTE"):
+        promote.promote(run)
+    assert cluster.rolls() == [3, 2]
+
+
+def test_rollback_brings_the_canary_back_and_leaves_the_control_as_it_is(cluster, tmp_path):
+    run = deployed(cluster, tmp_path)
+    deploy.lead(run)
+    cluster.changes.clear()
+    result = promote.rollback(run)
+    assert [c[:5] for c in cluster.changes if c[0] == "roll"] == [("roll", 3, "3.9.2", BASE, None)]
+    assert [b.config for b in cluster.brokers()] == [BASE, BASE, BASE]
+    assert sorted(result["elected"]) == [f"{PROBE_TOPIC}-2", "orders-2", "orders-5"]
+    assert run.state.status is RunStatus.ROLLED_BACK
+
+
+def test_rollback_is_refused_once_features_were_finalized(cluster, tmp_path):
+    run = deployed(cluster, tmp_path)
+    cluster.levels["metadata.version"] = 27
+    with pytest.raises(RolloutError, match=r"refusing to roll back: feature levels were finalized \(metadata.version "
+                                           r"21→27\)"):
+        promote.rollback(run)
+    assert cluster.rolls() == [3, 2]
+
+
+def test_verify_after_a_rollback_checks_the_snapshot_and_releases_the_lock(cluster, tmp_path):
+    run = deployed(cluster, tmp_path)
+    run.lock.acquire(run.run_id, 3)
+    promote.rollback(run)
+    result = verify.verify(run)
+    assert result["lock_released"] and run.state.status.verified
+
+
+def test_verify_names_what_differs_from_the_snapshot_and_keeps_the_lock(cluster, tmp_path):
+    run = deployed(cluster, tmp_path)
+    run.lock.acquire(run.run_id, 3)
+    promote.rollback(run)
+    cluster.brokers_[1] = cluster.brokers_[1].__class__(1, "3.9.2", {"num.io.threads": "4"}, None, True)
+    cluster.parts[("orders", 0)].leader = 2  # orders-0 was led by its preferred replica, broker 1
+    with pytest.raises(RolloutError, match=r"verify failed, the lock stays held until this is fixed: broker 1 is .*"
+                                           r"expected .*; orders-0 led by 2, before by 1"):
+        verify.verify(run)
+    assert run.lock.held == run.run_id  # type: ignore[attr-defined]
+
+
+def test_verify_fails_on_a_probe_that_loses_messages(cluster, tmp_path):
+    run = deployed(cluster, tmp_path)
+    run.open_probe = FakeProbes(losing=("verify",))
+    promote.rollback(run)
+    with pytest.raises(RolloutError, match=r"the verify probe is not green \(tried 2 times\): 1 acknowledged "
+                                           r"message\(s\) lost"):
+        verify.verify(run)
