@@ -34,28 +34,38 @@ class PartitionView:
 
 @dataclass
 class GuardDecision:
-    broker_id: int
+    brokers: tuple[int, ...]                               # one broker, or a batch restarting together
     allowed: bool
     reasons: list[str] = field(default_factory=list)   # why not, one per partition (abbreviated by caller)
     warnings: list[str] = field(default_factory=list)
 
+    @property
+    def who(self) -> str:
+        return f"broker {self.brokers[0]}" if len(self.brokers) == 1 else f"brokers {list(self.brokers)} together"
+
     def reason(self, limit: int = 5) -> str:
         shown = "; ".join(self.reasons[:limit])
         more = f"; and {len(self.reasons) - limit} more" if len(self.reasons) > limit else ""
-        return f"broker {self.broker_id} may not restart: {shown}{more}" if self.reasons else "allowed"
+        return f"{self.who} may not restart: {shown}{more}" if self.reasons else "allowed"
 
     def to_dict(self) -> dict:
-        return {"broker": self.broker_id, "allowed": self.allowed, "reasons": self.reasons, "warnings": self.warnings}
+        return {"brokers": list(self.brokers), "allowed": self.allowed, "reasons": self.reasons,
+                "warnings": self.warnings}
 
 
-def decide(broker_id: int, partitions: list[PartitionView], down: set[int] | frozenset[int] = frozenset()
-           ) -> GuardDecision:
-    """Pure: may `broker_id` restart now, given every partition's replicas, ISR and min ISR. `down`: brokers known
-    to be stopped (the deployer says so); they stay in the ISR the cluster reports until the controller fences them
-    (broker.session.timeout.ms after a crash), so they are taken out of it here."""
-    decision = GuardDecision(broker_id, allowed=True)
+def decide(brokers: int | Collection[int], partitions: list[PartitionView], down: Collection[int] = frozenset(),
+           headroom: int = 0) -> GuardDecision:
+    """Pure: may `brokers` (one, or a batch) restart now, together, given every partition's replicas, ISR and min
+    ISR. `down`: brokers known to be stopped (the deployer says so); they stay in the ISR the cluster reports until
+    the controller fences them (broker.session.timeout.ms after a crash), so they are taken out of it here. A batch
+    of two or more must leave every partition it takes ISR members from at min.insync.replicas + `headroom` (Cloudera
+    Manager's "all partitions stay healthy" is 1); one broker alone needs min.insync.replicas only, so that a serial
+    roll is always possible where the cluster allows it at all."""
+    batch = (brokers,) if isinstance(brokers, int) else tuple(sorted(set(brokers)))
+    need_above = headroom if len(batch) > 1 else 0
+    decision = GuardDecision(batch, allowed=True)
     for p in partitions:
-        if broker_id not in p.replicas:
+        if not any(b in p.replicas for b in batch):
             continue
         if p.min_isr >= len(p.replicas):
             decision.warnings.append(f"{p.name}: min.insync.replicas {p.min_isr} ≥ replication factor "
@@ -64,10 +74,13 @@ def decide(broker_id: int, partitions: list[PartitionView], down: set[int] | fro
         isr = [b for b in p.isr if b not in down]
         gone = sorted(set(p.isr) - set(isr))
         shown = f"ISR {isr}" + (f" without broker(s) {gone}, which are down" if gone else "")
+        after = [b for b in isr if b not in batch]
         if len(isr) < p.min_isr:
             decision.reasons.append(f"{p.name} is already below min.insync.replicas ({shown}, min {p.min_isr})")
-        elif broker_id in isr and len(isr) - 1 < p.min_isr:
-            decision.reasons.append(f"{p.name} would drop below min.insync.replicas ({shown}, min {p.min_isr})")
+        elif len(after) < len(isr) and len(after) < p.min_isr + need_above:
+            floor = f"min {p.min_isr}" + (f" + headroom {need_above}" if need_above else "")
+            decision.reasons.append(f"{p.name} would drop below min.insync.replicas{' + headroom' * bool(need_above)} "
+                                    f"({shown}, {floor})")
     decision.allowed = not decision.reasons
     return decision
 
