@@ -297,8 +297,8 @@ class Watch:
         for e in audit:
             if e["action"] == "step started":
                 refused = {r for r in refused if r[0] != e["step"]}
-            elif e["action"] == "guard refused":
-                refused.add((e["step"], e["broker"]))
+            elif e["action"] == "guard refused":  # one broker, or a batch
+                refused.update((e["step"], b) for b in e.get("brokers") or [e["broker"]])
             if e["action"] != "restart broker":
                 continue
             broker, at = e["broker"], e["ts_ms"]

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from canary.cluster import distribution
 from canary.kafka import features
+from canary.rollout.broker.batches import BatchPlan, plan_batches
 from canary.rollout.broker.probes import green_probe, watched
-from canary.rollout.broker.rolling import roll_controllers, roll_fleet
+from canary.rollout.broker.rolling import roll_batches, roll_controllers, roll_fleet
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.core import RolloutError, RunStatus
 from canary.rollout.core.verdict import require_promotable
@@ -22,13 +23,34 @@ def promote(run: Rollout, approve: bool = False) -> dict:
     target = run.spec.change.version
     result: dict = {}
     with watched(run, "promote", result):
-        result["rolled"] = roll_fleet(run, order, "promoted", warm=True)
+        if run.spec.promote.max_batch > 1:
+            plan = promotion_plan(run, canaries)
+            result["plan"] = plan.to_dict()
+            run.audit.record(run.step, "promotion plan", **plan.to_dict())
+            for line in plan.lines():
+                run.say("%s", line)
+            result["rolled"] = roll_batches(run, plan, "promoted")
+        else:
+            result["rolled"] = roll_fleet(run, order, "promoted", warm=True)
         result["controllers"] = roll_controllers(run, lambda c: target or c.version)
     result["finalized"] = finalize(run, target) if target and run.spec.finalize else {}
     restore_preferred(run)
     run.state.update(status=RunStatus.PROMOTED)
     result["post_promotion_probe"] = green_probe(run, "post-promotion")
     return result
+
+
+def promotion_plan(run: Rollout, canaries: list[int]) -> BatchPlan:
+    """The batches of the promotion, from the cluster as it is: the baseline brokers, then the canaries."""
+    brokers = run.deployer.brokers()
+    racks = {b.broker_id: b.rack for b in brokers}
+    down = {b.broker_id for b in brokers if not b.running}
+    partitions, registered = run.partitions(), run.admin.registered()
+    settings = run.spec.promote
+
+    def plan(order: list[int]) -> BatchPlan:
+        return plan_batches(order, racks, partitions, settings.max_batch, settings.headroom, down, registered)
+    return plan([b.broker_id for b in brokers if b.broker_id not in canaries]).then(plan(canaries))
 
 
 def finalize(run: Rollout, version: str) -> dict:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from canary.kafka import health
 from canary.kafka.wait import POLL, WaitTimeout, wait_until
 from canary.rollout import guard
+from canary.rollout.broker.batches import BatchPlan
 from canary.rollout.broker.desired import desired_state, is_as_desired
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.core import RolloutError
@@ -18,26 +19,30 @@ class GuardRefused(RolloutError):
     """The safe-roll guard did not allow a restart within the guard timeout."""
 
 
-def wait_for_guard(run: Rollout, broker_id: int) -> None:
-    """Blocks until the safe-roll guard allows `broker_id` to restart, or raises GuardRefused."""
+def wait_for_guard(run: Rollout, brokers: int | list[int]) -> None:
+    """Blocks until the safe-roll guard allows `brokers` (one, or a batch: together, with the spec's headroom) to
+    restart, or raises GuardRefused."""
+    batch = [brokers] if isinstance(brokers, int) else brokers
     down: set[int] = set()  # brokers the deployer says are stopped, at the last look
+    who = f"broker {batch[0]}" if len(batch) == 1 else f"brokers {batch}"
+    named = {"broker": batch[0]} if len(batch) == 1 else {"brokers": batch}  # as the audit log names them
 
     def check() -> str | None:
         down.clear()
-        down.update(b.broker_id for b in run.deployer.brokers() if not b.running and b.broker_id != broker_id)
-        d = guard.decide(broker_id, run.partitions(), down)
+        down.update(b.broker_id for b in run.deployer.brokers() if not b.running and b.broker_id not in batch)
+        d = guard.decide(batch, run.partitions(), down, headroom=run.spec.promote.headroom)
         return None if d.allowed else d.reason()
 
     try:
-        waited = wait_until(f"safe-roll guard for broker {broker_id}", run.spec.timeouts.guard, check, run.progress)
+        waited = wait_until(f"safe-roll guard for {who}", run.spec.timeouts.guard, check, run.progress)
     except WaitTimeout as exc:
-        run.audit.record(run.step, "guard refused", broker=broker_id, reason=str(exc), down=sorted(down))
+        run.audit.record(run.step, "guard refused", **named, reason=str(exc), down=sorted(down))
         fix = (f"broker(s) {sorted(down)} are down: start them, or run promote or rollback, which start a broker "
                f"that is down first" if down else "bring the named partitions' replicas back into the ISR")
         raise GuardRefused(f"{exc}. The broker was not restarted; {fix} (or raise timeouts.guard) and run the step "
                            f"again") from None
     if waited > POLL:
-        run.audit.record(run.step, "guard allowed after waiting", broker=broker_id, waited_s=round(waited, 1))
+        run.audit.record(run.step, "guard allowed after waiting", **named, waited_s=round(waited, 1))
 
 
 def wait_in_isr(run: Rollout, broker_id: int, timeout: float) -> float:
@@ -72,15 +77,22 @@ class ProcessWatch:
                                    "a config it refused at start, or a crash: its log says why"))
 
 
-def roll_broker(run: Rollout, broker_id: int, phase: str, warm: bool) -> dict | None:
-    """Converges one broker to `phase` under the guard; None when it already was there. A control broker is
-    restarted as it is (canary.rollout.broker.control)."""
+def needs_roll(run: Rollout, broker_id: int, phase: str) -> bool:
+    """Whether broker `broker_id` is not yet as `phase` wants it, or not running (a crash left it down after its
+    change was recorded). A control broker is restarted as it is (canary.rollout.broker.control)."""
+    current = run.broker(broker_id)
+    return not (is_as_desired(current, desired_state(run, broker_id, phase)) and current.running) or phase == "control"
+
+
+def roll_broker(run: Rollout, broker_id: int, phase: str, warm: bool, guarded: bool = False) -> dict | None:
+    """Converges one broker to `phase` under the guard (`guarded`: its batch's guard allowed it already); None when
+    it already was there."""
     current = run.broker(broker_id)
     want = desired_state(run, broker_id, phase)
-    if is_as_desired(current, want) and current.running and phase != "control":
+    if not needs_roll(run, broker_id, phase):
         run.say("broker %s already %s (%s), no restart", broker_id, phase, want["version"])
-        return None  # a crash left it down after its change was recorded: start it below
-    if current.running:
+        return None
+    if current.running and not guarded:
         wait_for_guard(run, broker_id)
     # else: a broker that is down is in no live ISR, so starting it takes nothing away (and the guard may be waiting
     # for it); the guard is not asked.
@@ -120,6 +132,28 @@ def roll_fleet(run: Rollout, order: list[int], phase: str, warm: bool) -> list[d
         todo.remove(broker)
         if (done := roll_broker(run, broker, phase, warm)) is not None:
             rolled.append(done)
+    return rolled
+
+
+def roll_batches(run: Rollout, plan: BatchPlan, phase: str) -> list[dict]:
+    """Converges the brokers of `plan` to `phase` batch by batch: the guard asked once for the brokers of a batch
+    that need a restart, together; each restarted in turn without waiting for the one before to rejoin its ISRs;
+    then all of them back in every ISR (learner warm-up) before the next batch."""
+    rolled: list[dict] = []
+    for batch in plan.batches:
+        todo = [b for b in batch.brokers if needs_roll(run, b, phase)]
+        running = [b for b in todo if run.broker(b).running]
+        if len(todo) < 2:
+            rolled += [r for b in batch.brokers if (r := roll_broker(run, b, phase, warm=True)) is not None]
+            continue
+        if running:
+            wait_for_guard(run, running)
+        started = time.monotonic()
+        done = [r for b in todo if (r := roll_broker(run, b, phase, warm=False, guarded=True)) is not None]
+        for b in todo:
+            wait_in_isr(run, b, run.spec.timeouts.warm_up)
+        rolled += [r | {"batch": list(batch.brokers), "batch_in_isr_s": round(time.monotonic() - started, 1)}
+                   for r in done]
     return rolled
 
 

@@ -224,6 +224,15 @@ class TrafficSection(SpecSection):
     wait: Annotated[float, Duration(0, 3600)] = 60.0
 
 
+class PromoteSection(SpecSection):
+    """How the rest of the fleet is rolled after a PROMOTE verdict (canary.rollout.broker.batches): up to
+    `max_batch` brokers of one rack restart together when the safe-roll guard on the set proves every partition keeps
+    min.insync.replicas plus `headroom` while they are all away; 1, the default, rolls one broker at a time."""
+
+    max_batch: int = Field(1, strict=True, ge=1, le=1000)
+    headroom: int = Field(0, strict=True, ge=0, le=10)
+
+
 # all: every topic, as a finished roll would lead them; a list: the probe's and these; none: the probe's alone.
 LeadTopics = Literal["all", "none"] | list[TopicName]
 # required: a PROMOTE whose window had no representative traffic through a fairly loaded canary is INCONCLUSIVE.
@@ -245,6 +254,7 @@ class BrokerRolloutSpec(SpecSection, SpecIdentity):
     timeouts: TimeoutsSection = section()
     broker_metrics: BrokerMetricsSection = section()
     load: LoadSection = section()
+    promote: PromoteSection = section()
     run_id: RunId | None = None
 
     @property
@@ -280,7 +290,8 @@ class BrokerRolloutSpec(SpecSection, SpecIdentity):
             "guard_timeout": self.timeouts.guard, "broker_metrics": self.broker_metrics.model_dump(),
             "load": self.load.model_dump(), "run_id": self.run_id,
             # Kept only when not the default, so a spec stored before the control existed hashes as it did.
-            **({"canary_control": self.canary.control} if self.canary.control != "auto" else {})}
+            **({"canary_control": self.canary.control} if self.canary.control != "auto" else {}),
+            **({"promote": self.promote.model_dump()} if self.promote != PromoteSection.model_validate({}) else {})}
 
 
 def load_spec(source: str | Path | dict, environ: Mapping[str, str] | None = None) -> BrokerRolloutSpec:

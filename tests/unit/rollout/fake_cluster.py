@@ -38,6 +38,7 @@ class FakeCluster:
     moving: list[tuple[str, int]] = field(default_factory=list)  # reassignments in flight
     changes: list[tuple] = field(default_factory=list)
     behind: dict[int, int] = field(default_factory=dict)    # broker -> looks until it is back in the ISRs
+    shortest_isr: int = 1_000                                # the smallest ISR right after any restart
 
     bootstrap_servers = "fake:9092"
     capabilities = frozenset({"controllers", "stop_start"})
@@ -79,6 +80,7 @@ class FakeCluster:
                 p.leader = next((b for b in p.replicas if b in p.isr and b != broker_id), -1)
         if self.catch_up:
             self.behind[broker_id] = self.catch_up
+        self.shortest_isr = min([self.shortest_isr, *(len(p.isr) for p in self.parts.values())])
 
     def roll_controller(self, node_id: int, *, version: str) -> None:
         self.changes.append(("roll controller", node_id, version))

@@ -250,3 +250,30 @@ def test_verify_fails_on_a_probe_that_loses_messages(cluster, tmp_path):
     with pytest.raises(RolloutError, match=r"the verify probe is not green \(tried 2 times\): 1 acknowledged "
                                            r"message\(s\) lost"):
         verify.verify(run)
+
+
+def test_promote_in_batches_restarts_brokers_that_share_no_partition_together(tmp_path):
+    """Six brokers, each partition on three neighbours (p+1, p+2, p+3): 1 and 4, 2 and 5 share no partition, so
+    they may be away together; each restarted broker leaves its ISRs until it catches up."""
+    cluster = FakeCluster.of(brokers=6, topics={PROBE_TOPIC: 6, "orders": 6}, config=BASE, catch_up=2)
+    run = run_on(cluster, tmp_path, canary={"brokers": [6], "control": "none"}, promote={"max_batch": 2},
+                 timeouts={"guard": "60s", "warm_up": "30s"})
+    run.state.update(canary_brokers=[6], control_brokers=[], before=snapshot(run), status=RunStatus.PREFLIGHT)
+    run.step = "deploy-canary"
+    deploy.deploy_canary(run)
+    judged(run)
+    cluster.changes.clear()
+    run.step = "promote"
+    result = promote.promote(run)
+    assert [b["brokers"] for b in result["plan"]["batches"]] == [[1, 4], [2, 5], [3], [6]]
+    assert cluster.rolls() == [1, 4, 2, 5, 3, 6]
+    assert cluster.shortest_isr >= 2  # min.insync.replicas held while every batch was away
+    assert [r["batch"] for r in result["rolled"] if "batch" in r] == [[1, 4], [1, 4], [2, 5], [2, 5]]
+    assert "promotion plan" in [e["action"] for e in run.audit.entries()]
+
+
+def test_on_three_brokers_with_rf_3_no_two_may_go_together(cluster, tmp_path):
+    run = judged(deployed(cluster, tmp_path, promote={"max_batch": 3}))
+    cluster.changes.clear()
+    result = promote.promote(run)
+    assert [b["brokers"] for b in result["plan"]["batches"]] == [[1], [2], [3]] and cluster.rolls() == [1, 2, 3]
