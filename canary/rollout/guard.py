@@ -3,6 +3,15 @@
 
 A partition whose min ISR is not below its replication factor can never stay writable with acks=all while
 any replica restarts, so it does not block (the guard would wait forever); it is named in the warnings.
+
+Min ISR is read as the cluster enforces it: DescribeConfigs on each topic answers the topic's override, else the
+cluster-wide dynamic default, else the answering broker's static default. With eligible leader replicas on (KIP-966;
+the default of new 4.1 clusters) broker-level overrides are refused and a cluster-level value always exists, so that
+answer is exactly what the controller enforces. Without ELR a per-broker override that differs from the answering
+broker's would not be seen (a configuration Kafka itself now forbids). The guard counts the ISR, not the ELR: a
+replica the ELR keeps is a safe leader after a failure, but under "strict min ISR" a partition whose ISR is below
+min.insync.replicas still refuses acks=all writes (its high watermark cannot advance), which is the outage the guard
+prevents.
 """
 
 from __future__ import annotations
