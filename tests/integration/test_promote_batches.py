@@ -1,0 +1,78 @@
+"""Promotion in batches on real brokers: six brokers over three racks, every partition with one replica per rack, so
+the two brokers of a rack may be away together; the plan is the cluster's own, the rolls follow it, and an outside
+watch on the partitions sees no partition below min.insync.replicas while the batches restart."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from test_rollout import FAST_JUDGE
+
+from canary.cluster.distribution import BASELINE_VERSION
+from canary.rollout import guard
+from canary.rollout.broker import BROKER, Rollout
+from canary.rollout.broker.spec import load_spec
+from canary.rollout.core import run_all
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+RACKS = ["a", "a", "b", "b", "c", "c"]
+
+
+class IsrWatch:
+    """Samples every partition's ISR from outside the rollout: the fewest in-sync replicas above min ISR seen, per
+    partition whose min ISR is below its replication factor (the others cannot stay writable through any restart)."""
+
+    def __init__(self, bootstrap_servers: str):
+        self.bootstrap_servers = bootstrap_servers
+        self.lowest: dict[str, int] = {}
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            try:
+                views = guard.observe(self.bootstrap_servers, timeout=5)
+            except Exception:  # a metadata read that failed says nothing about the ISRs
+                continue
+            self.samples += 1
+            for p in views:
+                if p.min_isr < len(p.replicas):
+                    self.lowest[p.name] = min(self.lowest.get(p.name, 99), len(p.isr) - p.min_isr)
+
+    def __enter__(self) -> IsrWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+def test_a_rack_aware_fleet_is_promoted_rack_by_rack_and_min_isr_holds(cluster_factory, tmp_path):
+    cluster = cluster_factory(brokers=6, racks=RACKS)
+    spec = load_spec({"cluster": {"dir": str(cluster.directory)}, "change": {"config": {"num.io.threads": "6"}},
+                      "canary": {"brokers": [2], "control": "none"},
+                      "probe": {"window": "45s", "interim_interval": "10s", "rate": 50, "preflight": "3s",
+                                "calibration": "12s"},
+                      "judge": {"engine": "inline", "config": FAST_JUDGE}, "capacity": "not_required",
+                      "timeouts": {"guard": "120s", "warm_up": "180s"}, "promote": {"max_batch": 2},
+                      "run_id": "batches"})
+    rollout = Rollout(spec, tmp_path / "run")
+    with IsrWatch(cluster.bootstrap_servers) as watch:
+        result = run_all(BROKER, rollout)
+    assert (result.outcome, result.status) == ("PROMOTE", "verified promoted"), result
+    promoted = rollout.state.record.step("promote").result
+    batches = [b["brokers"] for b in promoted["plan"]["batches"]]
+    print(f"\nplan: {batches}; notes: {promoted['plan']['notes']}; {watch.samples} ISR samples; "
+          f"fewest in-sync replicas above min ISR: {min(watch.lowest.values())}")
+    assert batches == [[1], [3, 4], [5, 6], [2]]  # broker 1's rack mate is the canary, promoted last
+    restarted = [e["broker"] for e in rollout.audit.entries()
+                 if e["step"] == "promote" and e["action"] == "restart broker"]
+    assert restarted == [1, 3, 4, 5, 6, 2]
+    assert watch.samples > 20 and min(watch.lowest.values()) >= 0, watch.lowest
+    assert promoted["probe"]["lost"] == 0
+    cluster.reload()
+    assert {(n.version, n.config.get("num.io.threads")) for n in cluster.state.brokers} == {(BASELINE_VERSION, "6")}
