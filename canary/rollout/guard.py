@@ -129,6 +129,12 @@ def observe(bootstrap_servers: str, client: dict[str, str] | None = None, timeou
             for t in topics if t in min_isr for p in sorted(metadata.topics[t].partitions.values(), key=lambda p: p.id)]
 
 
+def isr_headroom(partitions: list[PartitionView]) -> int | None:
+    """The fewest in-sync replicas above min.insync.replicas over `partitions` (negative: one is below it), leaving
+    out those whose min ISR is not below their replication factor (no restart keeps them writable); None for none."""
+    return min((len(p.isr) - p.min_isr for p in partitions if p.min_isr < len(p.replicas)), default=None)
+
+
 def not_in_isr(broker_id: int, partitions: list[PartitionView]) -> list[str]:
     """Partitions hosted by `broker_id` whose ISR it is not (yet) in: the learner warm-up waits for none."""
     return [p.name for p in partitions if broker_id in p.replicas and broker_id not in p.isr]

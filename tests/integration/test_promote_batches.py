@@ -73,6 +73,8 @@ def test_a_rack_aware_fleet_is_promoted_rack_by_rack_and_min_isr_holds(cluster_f
                  if e["step"] == "promote" and e["action"] == "restart broker"]
     assert restarted == [1, 3, 4, 5, 6, 2]
     assert watch.samples > 20 and min(watch.lowest.values()) >= 0, watch.lowest
+    seen_by_the_roll = {tuple(r["batch"]): r["isr_headroom_min"] for r in promoted["rolled"] if "batch" in r}
+    assert set(seen_by_the_roll) == {(3, 4), (5, 6)} and min(seen_by_the_roll.values()) >= 0, seen_by_the_roll
     assert promoted["probe"]["lost"] == 0
     cluster.reload()
     assert {(n.version, n.config.get("num.io.threads")) for n in cluster.state.brokers} == {(BASELINE_VERSION, "6")}

@@ -45,11 +45,13 @@ def wait_for_guard(run: Rollout, brokers: int | list[int]) -> None:
         run.audit.record(run.step, "guard allowed after waiting", **named, waited_s=round(waited, 1))
 
 
-def wait_in_isr(run: Rollout, broker_id: int, timeout: float) -> float:
-    """Learner warm-up for one broker: registered, then in the ISR of every partition it hosts."""
+def wait_in_isr(run: Rollout, broker_id: int, timeout: float,
+                partitions: Callable[[], list[guard.PartitionView]] | None = None) -> float:
+    """Learner warm-up for one broker: registered, then in the ISR of every partition it hosts (`partitions`: how
+    they are read, the run's own by default)."""
     return wait_until(f"learner warm-up of broker {broker_id}", timeout,
-                      lambda: guard.learners_missing(run.admin.registered(), run.partitions, [broker_id]),
-                      run.progress)
+                      lambda: guard.learners_missing(run.admin.registered(), partitions or run.partitions,
+                                                     [broker_id]), run.progress)
 
 
 class ProcessWatch:
@@ -135,6 +137,20 @@ def roll_fleet(run: Rollout, order: list[int], phase: str, warm: bool) -> list[d
     return rolled
 
 
+def wait_batch_in_isr(run: Rollout, brokers: list[int]) -> int | None:
+    """Learner warm-up of a batch restarted together; returns the fewest in-sync replicas above min ISR seen at any
+    look meanwhile (the guard's promise, as the cluster showed it; None: no partition to judge)."""
+    lowest: list[int] = []
+
+    def observed() -> list[guard.PartitionView]:
+        views = run.partitions()
+        lowest.extend(h for h in [guard.isr_headroom(views)] if h is not None)
+        return views
+    for b in brokers:
+        wait_in_isr(run, b, run.spec.timeouts.warm_up, observed)
+    return min(lowest, default=None)
+
+
 def roll_batches(run: Rollout, plan: BatchPlan, phase: str) -> list[dict]:
     """Converges the brokers of `plan` to `phase` batch by batch: the guard asked once for the brokers of a batch
     that need a restart, together; each restarted in turn without waiting for the one before to rejoin its ISRs;
@@ -150,10 +166,11 @@ def roll_batches(run: Rollout, plan: BatchPlan, phase: str) -> list[dict]:
             wait_for_guard(run, running)
         started = time.monotonic()
         done = [r for b in todo if (r := roll_broker(run, b, phase, warm=False, guarded=True)) is not None]
-        for b in todo:
-            wait_in_isr(run, b, run.spec.timeouts.warm_up)
-        rolled += [r | {"batch": list(batch.brokers), "batch_in_isr_s": round(time.monotonic() - started, 1)}
-                   for r in done]
+        headroom = wait_batch_in_isr(run, todo)
+        away = {"batch": list(batch.brokers), "batch_in_isr_s": round(time.monotonic() - started, 1),
+                "isr_headroom_min": headroom}
+        run.audit.record(run.step, "batch back in every ISR", **away)
+        rolled += [r | away for r in done]
     return rolled
 
 

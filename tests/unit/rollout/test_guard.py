@@ -1,4 +1,4 @@
-from canary.rollout.guard import PartitionView, decide, learners_missing, not_in_isr
+from canary.rollout.guard import PartitionView, decide, isr_headroom, learners_missing, not_in_isr
 
 
 def part(name, replicas, isr, min_isr, leader=None):
@@ -72,3 +72,9 @@ def test_learners_missing_reads_the_partitions_once_for_all_the_brokers():
         "broker 3 not yet in the ISR of 1 partition(s): ['t-1']")
     assert learners_missing({1, 2, 3}, lambda: reads.append(1) or parts, [1, 2]) is None
     assert len(reads) == 2
+
+
+def test_isr_headroom_is_the_fewest_in_sync_replicas_above_min_isr_where_a_restart_can_keep_it():
+    parts = [PartitionView("t", 0, (1, 2, 3), (1, 2, 3), 1, 2), PartitionView("t", 1, (2, 3, 1), (2,), 2, 2),
+             PartitionView("u", 0, (1, 2), (1,), 1, 2)]  # min ISR = RF: left out
+    assert isr_headroom(parts) == -1 and isr_headroom(parts[:1]) == 1 and isr_headroom(parts[2:]) is None

@@ -269,6 +269,8 @@ def test_promote_in_batches_restarts_brokers_that_share_no_partition_together(tm
     assert cluster.rolls() == [1, 4, 2, 5, 3, 6]
     assert cluster.shortest_isr >= 2  # min.insync.replicas held while every batch was away
     assert [r["batch"] for r in result["rolled"] if "batch" in r] == [[1, 4], [1, 4], [2, 5], [2, 5]]
+    # what the batch's own ISR looks saw while it was away: one replica of three out, min ISR 2 kept
+    assert {r["isr_headroom_min"] for r in result["rolled"] if "batch" in r} == {0}
     assert "promotion plan" in [e["action"] for e in run.audit.entries()]
 
 
