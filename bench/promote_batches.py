@@ -4,7 +4,8 @@
 
 The fleet: six embedded brokers of Kafka 3.9.2 over three racks (a, a, b, b, c, c), so every topic of replication 3
 has one replica in each rack and the two brokers of a rack may be away together. For each `--batches` value, one
-rollout of a no-op change (`num.io.threads: "8"`, Kafka's default: the restarts are the whole change) on that fleet:
+rollout of a harmless change (`num.io.threads`: 8, Kafka's default, for the first, 9 for the next, …: the restarts are
+the whole change) on that fleet:
 preflight, deploy-canary (broker 2) and warm-up run as steps; the verdict is then recorded as PROMOTE by the bench
 (the gate is not what is measured here), and promote and verify run as steps with `promote.max_batch` set. The probe
 runs through every roll, as in a real rollout. Printed per run: the plan's batches, the promote step's seconds (its
@@ -33,7 +34,9 @@ RACKS = ["a", "a", "b", "b", "c", "c"]
 
 
 def promote_once(cluster: LocalCluster, root: Path, max_batch: int) -> dict:
-    spec = load_spec({"cluster": {"dir": str(cluster.directory)}, "change": {"config": {"num.io.threads": "8"}},
+    # a change each run (8 I/O threads, Kafka's default, then 9, ...): a broker already as desired is not restarted
+    change = {"num.io.threads": str(7 + max_batch)}
+    spec = load_spec({"cluster": {"dir": str(cluster.directory)}, "change": {"config": change},
                       "canary": {"brokers": [2], "control": "none"}, "judge": {"engine": "inline"},
                       "probe": {"preflight": "3s", "calibration": "3s"}, "capacity": "not_required",
                       "promote": {"max_batch": max_batch}, "run_id": f"batches-{max_batch}"})
