@@ -41,6 +41,12 @@ class PartitionView:
         return f"{self.topic}-{self.partition}"
 
 
+def who(brokers: Collection[int]) -> str:
+    """One broker or a batch, as messages name it: `broker 3`, `brokers [3, 4]`."""
+    ids = sorted(brokers)
+    return f"broker {ids[0]}" if len(ids) == 1 else f"brokers {ids}"
+
+
 @dataclass
 class GuardDecision:
     brokers: tuple[int, ...]                               # one broker, or a batch restarting together
@@ -50,7 +56,7 @@ class GuardDecision:
 
     @property
     def who(self) -> str:
-        return f"broker {self.brokers[0]}" if len(self.brokers) == 1 else f"brokers {list(self.brokers)} together"
+        return who(self.brokers) + (" together" if len(self.brokers) > 1 else "")
 
     def reason(self, limit: int = 5) -> str:
         shown = "; ".join(self.reasons[:limit])

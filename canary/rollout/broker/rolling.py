@@ -13,6 +13,7 @@ from canary.rollout.broker.batches import BatchPlan
 from canary.rollout.broker.desired import desired_state, is_as_desired
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.core import RolloutError
+from canary.rollout.deployers.base import BrokerInfo
 
 
 class GuardRefused(RolloutError):
@@ -24,7 +25,6 @@ def wait_for_guard(run: Rollout, brokers: int | list[int]) -> None:
     restart, or raises GuardRefused."""
     batch = [brokers] if isinstance(brokers, int) else brokers
     down: set[int] = set()  # brokers the deployer says are stopped, at the last look
-    who = f"broker {batch[0]}" if len(batch) == 1 else f"brokers {batch}"
     named = {"broker": batch[0]} if len(batch) == 1 else {"brokers": batch}  # as the audit log names them
 
     def check() -> str | None:
@@ -34,7 +34,7 @@ def wait_for_guard(run: Rollout, brokers: int | list[int]) -> None:
         return None if d.allowed else d.reason()
 
     try:
-        waited = wait_until(f"safe-roll guard for {who}", run.spec.timeouts.guard, check, run.progress)
+        waited = wait_until(f"safe-roll guard for {guard.who(batch)}", run.spec.timeouts.guard, check, run.progress)
     except WaitTimeout as exc:
         run.audit.record(run.step, "guard refused", **named, reason=str(exc), down=sorted(down))
         fix = (f"broker(s) {sorted(down)} are down: start them, or run promote or rollback, which start a broker "
@@ -45,13 +45,14 @@ def wait_for_guard(run: Rollout, brokers: int | list[int]) -> None:
         run.audit.record(run.step, "guard allowed after waiting", **named, waited_s=round(waited, 1))
 
 
-def wait_in_isr(run: Rollout, broker_id: int, timeout: float,
+def wait_in_isr(run: Rollout, brokers: int | list[int], timeout: float,
                 partitions: Callable[[], list[guard.PartitionView]] | None = None) -> float:
-    """Learner warm-up for one broker: registered, then in the ISR of every partition it hosts (`partitions`: how
-    they are read, the run's own by default)."""
-    return wait_until(f"learner warm-up of broker {broker_id}", timeout,
-                      lambda: guard.learners_missing(run.admin.registered(), partitions or run.partitions,
-                                                     [broker_id]), run.progress)
+    """Learner warm-up for one broker, or a batch: registered, then in the ISR of every partition each hosts
+    (`partitions`: how they are read, the run's own by default)."""
+    batch = [brokers] if isinstance(brokers, int) else brokers
+    return wait_until(f"learner warm-up of {guard.who(batch)}", timeout,
+                      lambda: guard.learners_missing(run.admin.registered(), partitions or run.partitions, batch),
+                      run.progress)
 
 
 class ProcessWatch:
@@ -79,11 +80,12 @@ class ProcessWatch:
                                    "a config it refused at start, or a crash: its log says why"))
 
 
-def needs_roll(run: Rollout, broker_id: int, phase: str) -> bool:
-    """Whether broker `broker_id` is not yet as `phase` wants it, or not running (a crash left it down after its
-    change was recorded). A control broker is restarted as it is (canary.rollout.broker.control)."""
-    current = run.broker(broker_id)
-    return not (is_as_desired(current, desired_state(run, broker_id, phase)) and current.running) or phase == "control"
+def needs_roll(run: Rollout, current: BrokerInfo, phase: str) -> bool:
+    """Whether a broker (`current`: as the deployer described it) is not yet as `phase` wants it, or not running (a
+    crash left it down after its change was recorded). A control broker is restarted as it is
+    (canary.rollout.broker.control)."""
+    want = desired_state(run, current.broker_id, phase)
+    return not (is_as_desired(current, want) and current.running) or phase == "control"
 
 
 def roll_broker(run: Rollout, broker_id: int, phase: str, warm: bool, guarded: bool = False) -> dict | None:
@@ -91,7 +93,7 @@ def roll_broker(run: Rollout, broker_id: int, phase: str, warm: bool, guarded: b
     it already was there."""
     current = run.broker(broker_id)
     want = desired_state(run, broker_id, phase)
-    if not needs_roll(run, broker_id, phase):
+    if not needs_roll(run, current, phase):
         run.say("broker %s already %s (%s), no restart", broker_id, phase, want["version"])
         return None
     if current.running and not guarded:
@@ -146,8 +148,7 @@ def wait_batch_in_isr(run: Rollout, brokers: list[int]) -> int | None:
         views = run.partitions()
         lowest.extend(h for h in [guard.isr_headroom(views)] if h is not None)
         return views
-    for b in brokers:
-        wait_in_isr(run, b, run.spec.timeouts.warm_up, observed)
+    wait_in_isr(run, brokers, run.spec.timeouts.warm_up, observed)
     return min(lowest, default=None)
 
 
@@ -157,8 +158,9 @@ def roll_batches(run: Rollout, plan: BatchPlan, phase: str) -> list[dict]:
     then all of them back in every ISR (learner warm-up) before the next batch."""
     rolled: list[dict] = []
     for batch in plan.batches:
-        todo = [b for b in batch.brokers if needs_roll(run, b, phase)]
-        running = [b for b in todo if run.broker(b).running]
+        now = {b.broker_id: b for b in run.deployer.brokers()}
+        todo = [b for b in batch.brokers if needs_roll(run, now[b], phase)]
+        running = [b for b in todo if now[b].running]
         if len(todo) < 2:
             rolled += [r for b in batch.brokers if (r := roll_broker(run, b, phase, warm=True)) is not None]
             continue
