@@ -53,6 +53,9 @@ class ProbeConfig:
     # seconds a missing broker counts as restarting or down, not removed (its replicas stay; the probe keeps
     # producing to its partition and sees the outage); a broker missing longer is taken as removed (scale-down)
     away_grace: float = 600.0
+    # Only the partitions these brokers lead are probed (empty: all). A broker rollout's window probes its canary and
+    # control brokers alone when it has a control: fresh judged against fresh (canary.rollout.broker.control).
+    leaders: tuple[int, ...] = ()
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     producer_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     client: dict[str, str] = field(default_factory=dict)  # librdkafka passthrough
@@ -68,6 +71,8 @@ class ProbeConfig:
             raise ConfigError(f"message size must be 0..900000 bytes, got {self.message_size}")
         if self.rtt_sla <= 0 or self.message_timeout <= 0 or self.broker_metrics_interval <= 0:
             raise ConfigError("rtt SLA, message timeout and broker metrics interval must be positive seconds")
+        if any(not isinstance(b, int) or isinstance(b, bool) or b < 0 for b in self.leaders):
+            raise ConfigError(f"leaders must be broker ids (integers >= 0), got {list(self.leaders)}")
         managed = sorted(set(self.client) & _MANAGED)
         if managed:
             raise ConfigError(f"client settings {managed} are managed by the probe; remove them from the config")
@@ -112,6 +117,8 @@ def _coerce(name: str, type_name: str, value: object) -> object:
         if name in ("duration", "rtt_sla", "message_timeout", "metadata_interval", "reconcile_interval",
                     "connection_interval", "status_window", "broker_metrics_interval"):
             return parse_duration(value)
+        if name == "leaders":
+            return tuple(int(b) for b in value.replace(" ", "").split(",") if b)
         if "bool" in type_name:
             return value.lower() in ("1", "true", "yes", "on")
         if "int" in type_name:

@@ -292,6 +292,8 @@ class Probe:
     def _send(self, partition: int) -> None:
         producer = self._clients()[0]
         leader = self.view.leaders.get(partition)
+        if self.config.leaders and leader is not None and leader not in self.config.leaders:
+            return  # another broker's partition: not probed (a partition without a leader still is: that is news)
         msg = self.tracker.next_message(partition, leader, self.view.lane_of(leader), time.time() * 1000)
         value = msg.encode(self.config.message_size)
         while True:

@@ -172,3 +172,13 @@ def test_broker_down_shows_errors_and_recovers_and_canary_lane(cluster_factory, 
     assert {o.lane for o in observed if o.partition == 2} == {"baseline"}
     assert summary.lanes["canary"]["delivered"] > 0 and summary.lanes["baseline"]["delivered"] > 0
     assert any(o.outcome == "delivered" and o.partition == 1 and o.leader == 2 and o.send_ts > 0 for o in observed)
+
+
+def test_a_probe_of_some_leaders_sends_only_to_their_partitions(shared_cluster, tmp_path):
+    """A broker rollout's window with a control broker probes the canary's and the control's partitions alone."""
+    path = tmp_path / "leaders.jsonl"
+    summary = Probe(ProbeConfig(shared_cluster.bootstrap_servers, topic="probe-leaders", rate=20, duration=4,
+                                leaders=(2,), observations_file=str(path), run_id="run-leaders")).run()
+    observed = [o for o in _observations(path) if o.outcome == "delivered"]
+    assert observed and {o.leader for o in observed} == {2}
+    assert sum(t["acked"] for t in summary.lanes.values()) == len(observed)

@@ -5,9 +5,11 @@ cache is cold, it has just caught up as a follower. Compared with brokers that h
 worse for having been restarted at all, and a no-op change is rolled back (docs/bench.md, "No-op rollouts"). So
 the canary's own broker metrics are compared with a broker as freshly restarted as itself (Kayenta's advice: a new
 baseline beside the new canary), restarted in the deploy step after the canary and leading its preferred partitions
-in the lead step as the canary does. The other baseline brokers, untouched, stay the reference of the probe's
-baseline lane and of the comparison with before the change. A control broker runs the baseline throughout: rollback
-has nothing to undo on it, and promotion rolls it like any other broker.
+in the lead step as the canary does. In the window the probe sends to the canary's and the control's partitions
+alone, so the control is the probe's baseline lane too (a restarted canary's first minute is slow on the probe's
+latencies as well: a no-op rolled back on e2e p99 at the first interim look, docs/bench.md); the other baseline
+brokers, untouched, are the reference of the comparison with before the change. A control broker runs the
+baseline throughout: rollback has nothing to undo on it, and promotion rolls it like any other broker.
 
 `canary.control`: `auto` takes one control broker (the highest id that is not a canary) when broker metrics are on
 and at least one broker would still be left untouched; `none` takes none; a list names them.

@@ -39,15 +39,26 @@ def probe_observations(run: Rollout, probe_run_id: str) -> Path:
     return observations_path(run, probe_run_id.removeprefix(f"{run.run_id}-"))
 
 
-def probe_config(run: Rollout, name: str, seconds: float | None = None, reconcile: bool = False) -> ProbeConfig:
-    """The probe of one phase of the rollout, its observations in the run directory. Only the preflight probe
-    reconciles the canary topic: during the rollout the rollout alone changes the cluster."""
+def probe_config(run: Rollout, name: str, seconds: float | None = None, reconcile: bool = False,
+                 leaders: tuple[int, ...] = ()) -> ProbeConfig:
+    """The probe of one phase of the rollout, its observations in the run directory, of the partitions `leaders`
+    lead (empty: all). Only the preflight probe reconciles the canary topic: during the rollout the rollout alone
+    changes the cluster."""
     observations = observations_path(run, name)
     observations.unlink(missing_ok=True)
     return ProbeConfig(bootstrap_servers=run.bootstrap_servers, rate=run.spec.probe.rate, duration=seconds,
                        run_id=f"{run.run_id}-{name}", producer_id=f"rollout-{run.run_id}", client=dict(run.spec.client),
                        observations_file=str(observations), rtt_sla=15.0, message_timeout=10.0, reconcile=reconcile,
-                       broker_metrics_interval=run.spec.broker_metrics.interval)
+                       broker_metrics_interval=run.spec.broker_metrics.interval, leaders=leaders)
+
+
+def window_leaders(run: Rollout) -> tuple[int, ...]:
+    """Whose partitions the window's probe sends to. With control brokers, the canary's and theirs alone: the probe's
+    baseline lane is then the control, as freshly restarted as the canary (a broker restarted minutes ago is slower
+    than one that has run for hours, more so with the default JIT: docs/bench.md, "With a control broker"), and the
+    untouched brokers are judged against themselves before the change. Without, every partition (empty)."""
+    controls = run.control_ids()
+    return tuple(sorted({*run.canary_ids(), *controls})) if controls else ()
 
 
 def run_probe(run: Rollout, name: str, seconds: float, reconcile: bool = False) -> ProbeSummary:

@@ -9,7 +9,7 @@ from canary.analysis.inline import aggregate, calibration
 from canary.judge import brief, judge
 from canary.probe.load import Load, LoadConfig
 from canary.rollout.broker.metrics import broker_metrics_source
-from canary.rollout.broker.probes import before_observations, observations_path, probe_config
+from canary.rollout.broker.probes import before_observations, observations_path, probe_config, window_leaders
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.broker.traffic import window_traffic
 from canary.rollout.core import Look, Window
@@ -58,7 +58,7 @@ def probe_window(run: Rollout) -> dict:
     spec = run.spec
     config = run.judge_config()
     attempt = run.state.record.steps["probe-window"].attempts
-    cfg = probe_config(run, f"window-{attempt}")
+    cfg = probe_config(run, f"window-{attempt}", leaders=window_leaders(run))
     observations = observations_path(run, f"window-{attempt}")
     before = before_observations(run)
     probe = run.open_probe(cfg, broker_metrics_source(run))  # the brokers' own metrics beside the messages

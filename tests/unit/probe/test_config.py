@@ -28,6 +28,17 @@ def test_bad_settings_are_named():
     assert parse_duration("250ms") == 0.25 and parse_duration("5m") == 300 and parse_duration(None) is None
 
 
+def test_the_brokers_whose_partitions_are_probed_are_a_list_of_ids(tmp_path):
+    path = tmp_path / "probe.properties"
+    path.write_text("probe.leaders=3, 1\n")
+    assert load("h:9092", path, environ={}).leaders == (3, 1)
+    path.write_text("probe.leaders=three\n")
+    with pytest.raises(ConfigError, match=r"probe.leaders='three' is not a valid"):
+        load("h:9092", path, environ={})
+    with pytest.raises(ConfigError, match=r"leaders must be broker ids \(integers >= 0\), got \[-1\]"):
+        ProbeConfig("h:1", leaders=(-1,))
+
+
 def test_summary_prints_one_row_per_lane():
     from canary.probe.runner import ProbeSummary
     from canary.probe.stats import Tally

@@ -13,6 +13,7 @@ from canary.kafka.wait import WaitTimeout
 from canary.lanes import canary_rack
 from canary.rollout.broker import config_check, deploy, preflight, promote, verify
 from canary.rollout.broker.preflight import snapshot
+from canary.rollout.broker.probes import probe_config, window_leaders
 from canary.rollout.broker.rolling import GuardRefused
 from canary.rollout.broker.rollout import PROBE_TOPIC, Rollout
 from canary.rollout.broker.spec import load_spec
@@ -161,6 +162,15 @@ def test_lead_gives_canary_and_control_their_preferred_partitions_of_every_topic
     assert cluster.led_by(2) == [f"{PROBE_TOPIC}-1", "orders-1", "orders-4"]
     assert result["canary_partitions"] == 3 and result["topics_led"] == [PROBE_TOPIC, "orders"]
     assert result["traffic_share"]["reason"] == "broker metrics are off"
+
+
+def test_the_window_probes_the_canary_and_its_control_alone_and_without_a_control_every_partition(cluster,
+                                                                                                   tmp_path):
+    run = preflighted(cluster, tmp_path)
+    assert probe_config(run, "window-1", leaders=window_leaders(run)).leaders == (2, 3)
+    run = run_on(cluster, tmp_path)
+    run.state.update(canary_brokers=[3], control_brokers=[])
+    assert window_leaders(run) == () and probe_config(run, "window-1").leaders == ()
 
 
 def test_lead_with_lead_topics_none_leads_the_probe_s_partitions_alone(cluster, tmp_path):
