@@ -153,6 +153,19 @@ class Window:
             return None
         return self.before.offset(source, q, self.brokers("canary"), self.brokers("baseline"))
 
+    def among(self, lane: Lane, which: str) -> np.ndarray:
+        """Per bucket after the warm-up, the lane's observations a rate metric counts over (MetricSpec.among): all of
+        them; those processed by a service (they carry a processing time); or those produced (acknowledged ones
+        carry a produce latency, failed ones are produce errors)."""
+        if which == "all":
+            return self.trials[lane]
+        if which == "processed":
+            return self._counted(lane, "processing_ms")
+        return self._counted(lane, "produce_latency_ms") + self.events(lane, ("produce_error",))
+
+    def _counted(self, lane: Lane, source: str) -> np.ndarray:
+        return np.array([sum(self.agg.hist(lane, source, b).values()) for b in self.buckets], dtype=float)
+
     def events(self, lane: Lane, names: Iterable[str]) -> np.ndarray:
         """Per bucket after the warm-up, the lane's observations with one of the outcomes `names`."""
         names = tuple(names)

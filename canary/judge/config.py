@@ -30,6 +30,7 @@ FAILURES = ("produce_error", "lost", "consume_error")
 Kind = Literal["rate", "quantile", "throughput", "broker"]
 Per = Literal["requests", "bytes"]          # canary.broker_metrics.catalogue.WORK
 Compare = Literal["lanes", "before"]
+Among = Literal["all", "processed", "produced"]  # a rate's denominator (canary.judge.aggregates.Window.among)
 Direction = Literal["increase", "decrease"]  # which change is bad
 
 
@@ -62,8 +63,10 @@ class MetricSpec(SpecModel):
     and fetch requests, in 1000/s; `bytes`: client bytes in and out, in MB/s), so a broker that does less cannot
     look healthier for it. compare: broker metrics only: `lanes` (canary brokers against baseline brokers) or
     `before` (the baseline brokers against their own readings before the change: harm the change does to the
-    brokers it does not run on). settle_s: broker metrics only: their readings start this much later than the
-    window's warm-up ends (a just-restarted broker spends more per request for its first minute).
+    brokers it does not run on). among: rate metrics only: the observations the share is of (`all`; `processed`:
+    the records a service processed; `produced`: the records produced, acknowledged or not). settle_s: broker
+    metrics only: their readings start this much later than the window's warm-up ends (a just-restarted broker
+    spends more per request for its first minute).
     """
 
     name: str
@@ -85,6 +88,7 @@ class MetricSpec(SpecModel):
     per: Per | None = None            # broker metrics: judged per unit of this work (catalogue WORK)
     compare: Compare = "lanes"        # broker metrics: `before`, the baseline brokers against themselves
     settle_s: Annotated[float, Field(strict=True, ge=0)] = 0.0  # broker metrics: readings left out after the warm-up
+    among: Among = "all"              # rate metrics: the observations the share is of
 
     @model_validator(mode="after")
     def _fits_its_kind(self) -> MetricSpec:
@@ -116,6 +120,8 @@ def _kind_problem(m: MetricSpec) -> str | None:
         if m.direction != "increase":
             return "rate metrics count bad outcomes; direction must be 'increase' (use display_complement for a " \
                    "success share)"
+    if m.among != "all" and m.kind != "rate":
+        return f"among is for rate metrics, not {m.kind}"
     if m.tolerance is not None and m.kind != "rate":
         return "tolerance is for rate metrics"
     if m.kind == "throughput":
@@ -154,7 +160,7 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     _q("e2e_latency_p95", "e2e_latency_ms", 0.95, 0.30, 2.0),
     _q("e2e_latency_p99", "e2e_latency_ms", 0.99, 0.30, 5.0, critical=True, weight=2.0, slo=1000.0),
     _q("produce_latency_p99", "produce_latency_ms", 0.99, 0.30, 5.0),
-    _r("produce_error_rate", ["produce_error"], 0.2, 0.002, critical=True, weight=2.0),
+    _r("produce_error_rate", ["produce_error"], 0.2, 0.002, critical=True, weight=2.0, among="produced"),
     _r("consume_error_rate", ["consume_error"], 0.2, 0.002, critical=True, weight=2.0),
     # An acknowledged message should never be lost: a couple of lost messages in a canary lane whose baseline
     # lost none is a regression, long before the lane comparison has enough events (see README).
@@ -165,7 +171,8 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec(name="throughput", kind="throughput", direction="decrease", rel_floor=0.2, min_samples=1000),
     # Client-service observations: the same machinery; off the hook for probe runs (no data -> skipped).
     _q("processing_latency_p99", "processing_ms", 0.99, 0.10, 5.0, must_have_data=False),
-    _r("processing_error_rate", ["processing_error"], 0.2, 0.002, must_have_data=False),
+    # Of the records the service processed, not of every observation (its produced records are not processing).
+    _r("processing_error_rate", ["processing_error"], 0.2, 0.002, must_have_data=False, among="processed"),
     _q("lag_p99", "lag", 0.99, 0.5, 100.0, must_have_data=False),
     # Each broker's own metrics (canary.broker_metrics), canary brokers against the baseline brokers: what a change
     # that cuts capacity moves under load. Floors well above how much healthy brokers differ (README).

@@ -22,7 +22,7 @@ def rate_test(window: Window, metric: MetricSpec, alphas: Alphas, result: dict) 
     """H0: the canary's odds of the metric's events are at most (1 + rel_floor) times the baseline's."""
     alpha = alphas.test
     x = {lane: window.events(lane, metric.events) for lane in LANES}
-    n = window.trials
+    n = {lane: window.among(lane, metric.among) for lane in LANES}
     xc, xb, nc, nb = x["canary"].sum(), x["baseline"].sum(), n["canary"].sum(), n["baseline"].sum()
     comp = metric.display_complement
     for lane, xs, ns in (("canary", xc, nc), ("baseline", xb, nb)):

@@ -80,6 +80,22 @@ CLIENT_JUDGE: dict = {
 }
 
 
+# What each shape of service must show data for: its writes when it has producer instances, what it read and
+# processed when it has consumer instances. A consumer-only service writes nothing, a producer-only one reads
+# nothing: requiring both would leave either INCONCLUSIVE however healthy. Measured what is there is still judged.
+PRODUCED_METRICS = ("produce_latency_p99", "produce_error_rate")
+CONSUMED_METRICS = ("e2e_latency_p99", "processing_latency_p99", "processing_error_rate")
+
+
+def client_judge(producers: int, consumers: int) -> dict:
+    """CLIENT_JUDGE for a service of `producers` producer and `consumers` consumer instances."""
+    metrics = {name: dict(fields) for name, fields in CLIENT_JUDGE["metrics"].items()}
+    for names, present in ((PRODUCED_METRICS, producers > 0), (CONSUMED_METRICS, consumers > 0)):
+        for name in names:
+            metrics[name] = metrics.get(name, {}) | {"must_have_data": present}
+    return CLIENT_JUDGE | {"metrics": metrics}
+
+
 class ServiceSpec(SpecSection):
     """The service whose instances the rollout changes."""
     name: Name                  # instance names start with it
@@ -157,8 +173,8 @@ class ClientRolloutSpec(SpecSection, SpecIdentity):
         return self.cluster.client
 
     def judge_settings(self) -> JudgeConfig:
-        """The JudgeConfig of this rollout: the spec's, else CLIENT_JUDGE."""
-        return self.judge.settings(CLIENT_JUDGE)
+        """The JudgeConfig of this rollout: the spec's, else CLIENT_JUDGE for the service's shape (client_judge)."""
+        return self.judge.settings(client_judge(self.service.producers, self.service.consumers))
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as run.json has kept it since its schema 1, secrets masked. A resumed run compares it and a

@@ -395,3 +395,36 @@ def test_a_judge_config_that_leaves_no_metric_with_data_never_promotes():
                                            if m.name != "processing_latency_p99"}})
     v = judge(run(canary={"latency": 35.0}), config)
     assert v["verdict"] == "INCONCLUSIVE" and v["reason"].startswith("no metric could be judged")
+
+
+def service_rows(lane, buckets, produced, processed, processing_errors=0, produce_errors=0):
+    """A service lane: per bucket `produced` records it wrote (delivery reports) and `processed` records it read,
+    `processing_errors` of them raising, `produce_errors` of its writes failing."""
+    rows = []
+    for b in range(buckets):
+        t = b * BUCKET
+        delivered = produced - produce_errors + processed - processing_errors
+        rows += [(lane, t, "outcome.delivered", 0, delivered), (lane, t, "outcome.produce_error", 0, produce_errors),
+                 (lane, t, "outcome.processing_error", 0, processing_errors), (lane, t, "partition", 0, 1),
+                 (lane, t, "produce_latency_ms", H.bin_of(3.0), produced - produce_errors),
+                 (lane, t, "processing_ms", H.bin_of(1.0), processed)]
+    return rows
+
+
+def test_error_rates_are_shares_of_what_could_fail_so_not_diluted_by_the_other_observations():
+    """A service that writes as many records as it reads: 1.5 % of its processing raising is 1.5 %, not 0.75 % of
+    all its observations; 1 % of its writes failing is 1 % of its writes."""
+    rows = service_rows("canary", 20, 200, 200, processing_errors=3, produce_errors=2) + service_rows(
+        "baseline", 20, 200, 200)
+    verdict = judge(Aggregates.from_rows(rows, BUCKET, ["run-1"]), JudgeConfig())
+    processing, produce = metric(verdict, "processing_error_rate"), metric(verdict, "produce_error_rate")
+    assert processing["canary"]["rate"] == pytest.approx(0.015) and processing["canary"]["trials"] == 17 * 200
+    assert produce["canary"]["rate"] == pytest.approx(0.01) and produce["canary"]["trials"] == 17 * 200
+    assert processing["decision"] == "FAIL" and produce["decision"] == "FAIL"
+
+
+def test_among_is_for_rate_metrics():
+    with pytest.raises(ConfigError, match="among is for rate metrics, not quantile"):
+        config_from_dict({"metrics": {"e2e_latency_p99": {"among": "processed"}}})
+    with pytest.raises(ConfigError, match="among"):
+        config_from_dict({"metrics": {"processing_error_rate": {"among": "everything"}}})
