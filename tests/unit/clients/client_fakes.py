@@ -43,9 +43,13 @@ class FakeRecord:
     """What confluent_kafka hands to delivery callbacks and returns from poll()."""
 
     def __init__(self, topic: str, partition: int, offset: int = 0, value: bytes | None = None,
-                 timestamp: int = 0, error=None):
+                 timestamp: int = 0, error=None, latency: float | None = None):
         self._topic, self._partition, self._offset = topic, partition, offset
-        self._value, self._timestamp, self._error = value, timestamp, error
+        self._value, self._timestamp, self._error, self._latency = value, timestamp, error, latency
+
+    def latency(self) -> float | None:
+        """librdkafka's: seconds from produce() to the broker's response (delivery reports only)."""
+        return self._latency
 
     def topic(self) -> str:
         return self._topic
@@ -73,6 +77,7 @@ class FakeProducer:
         self.sent: list[dict] = []
         self.pending: list[tuple] = []
         self.failing: set[int] = set()
+        self.latency: float | None = None  # what each delivered record's latency() says
 
     def produce(self, topic, value=None, key=None, **kwargs):
         self.sent.append({"topic": topic, "value": value, "key": key, **kwargs})
@@ -82,7 +87,8 @@ class FakeProducer:
         served, self.pending = self.pending, []
         for topic, partition, callback in served:
             failed = partition in self.failing
-            callback(FakeError("Local: Message timed out") if failed else None, FakeRecord(topic, partition))
+            callback(FakeError("Local: Message timed out") if failed else None,
+                     FakeRecord(topic, partition, latency=None if failed else self.latency))
         return len(served)
 
     def flush(self, timeout=0.0) -> int:

@@ -1,4 +1,5 @@
 import logging
+import time
 
 import pytest
 from client_fakes import FakeProducer, FakeView, lanes_of
@@ -95,3 +96,20 @@ def test_observations_need_a_run_id(six_partitions, metrics, tmp_path, monkeypat
     producer.close()
     sink.close()
     assert Observation.from_json((tmp_path / "obs.jsonl").read_text().splitlines()[0]).run_id == "from-env"
+
+
+def test_produce_latency_is_the_clients_own_not_when_the_application_polls(six_partitions, metrics, tmp_path):
+    """A service that polls for its delivery reports a while after sending is measured by librdkafka's latency of
+    each record (the broker's response), as fast as one that polls after every record."""
+    sink = ObservationSink(None, None, path=tmp_path / "obs.jsonl")
+    producer, fake = _producer(FakeView(six_partitions), metrics, observations=sink, run_id="run-8")
+    fake.latency = 0.004
+    for _ in range(5):
+        producer.produce("orders", b"v")
+    time.sleep(0.2)  # the application's own work before it polls
+    producer.poll(0)
+    sink.close()
+    observed = [Observation.from_json(line) for line in (tmp_path / "obs.jsonl").read_text().splitlines()]
+    assert len(observed) == 5 and all(o.ack_ts - o.send_ts == pytest.approx(4.0, abs=0.01) for o in observed)
+    assert metrics.registry.get_sample_value("kafka_canary_client_produce_latency_seconds_sum", LABELS) == \
+        pytest.approx(5 * 0.004, abs=1e-4)
