@@ -1,7 +1,8 @@
 """Starting, checking and stopping the JVM of one node.
 
 Every node's command line carries a marker (`-Dkafka.canary.node=<dir>#<id>`), so a process is
-only ever signalled when it is provably ours: same pid, same start time, marker present.
+only ever signalled when it is provably ours: same pid, same start time, marker present. A command that takes no
+extra argument (a service team's own) carries it in its environment instead (`KAFKA_CANARY_MARKER`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from canary.errors import PortInUseError
 
 MARKER = "-Dkafka.canary.node="
+MARKER_ENV = "KAFKA_CANARY_MARKER"
 _children: dict[int, subprocess.Popen] = {}  # JVMs this process started, so exits are reaped
 
 
@@ -90,24 +92,36 @@ def args(pid: int) -> list[str]:
         return []
 
 
+def environment(pid: int) -> list[str]:
+    """The process's environment as NAME=value strings (empty when it is gone or not ours to read)."""
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
 def is_ours(pid: int | None, started: int | None, mark: str) -> bool:
-    """True when `pid` is still the process we started: same start time, marker on its command line."""
+    """True when `pid` is still the process we started: same start time, marker on its command line, or in its
+    environment as MARKER_ENV for a command that takes no extra argument (a service team's own)."""
     if not pid or started is None:
         return False
-    return start_time(pid) == started and mark in args(pid)
+    return start_time(pid) == started and (mark in args(pid) or f"{MARKER_ENV}={mark}" in environment(pid))
 
 
-def stop(pid: int | None, started: int | None, mark: str, kill: bool = False, timeout: float = 60.0) -> None:
+def stop(pid: int | None, started: int | None, mark: str, kill: bool = False, timeout: float = 60.0,
+         group: bool = False) -> None:
     """SIGTERM (Kafka's controlled shutdown) or SIGKILL; escalates to SIGKILL after `timeout`. Nothing to do
-    unless `pid` is still the process we started."""
+    unless `pid` is still the process we started. `group`: signal its whole process group (it leads one: `start`
+    gives each its own session), so a wrapper script and the service it started stop together."""
     if pid is None or started is None or not is_ours(pid, started, mark):
         return
+    send = os.killpg if group else os.kill
     with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL if kill else signal.SIGTERM)
+        send(pid, signal.SIGKILL if kill else signal.SIGTERM)
     if wait_gone(pid, started, timeout):
         return
     with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
+        send(pid, signal.SIGKILL)
     wait_gone(pid, started, 10)
 
 
@@ -123,10 +137,11 @@ def wait_gone(pid: int, started: int, timeout: float) -> bool:
 def kill_marked(prefix: str) -> list[int]:
     """SIGKILLs every live process with a node marker that starts with `MARKER + prefix` (a sweep for
     JVMs whose pid never reached a state file); returns their pids once they are gone."""
-    needle = MARKER + prefix
+    needle, in_env = MARKER + prefix, f"{MARKER_ENV}={MARKER}{prefix}"
     found = {}
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and any(a.startswith(needle) for a in args(int(entry.name))):
+        if entry.name.isdigit() and (any(a.startswith(needle) for a in args(int(entry.name)))
+                                     or any(v.startswith(in_env) for v in environment(int(entry.name)))):
             started = start_time(int(entry.name))
             if started is not None:
                 found[int(entry.name)] = started

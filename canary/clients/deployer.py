@@ -6,15 +6,19 @@ lane and version) can take its place.
     fleet.start(Instance("orders-consumer-0", "consumer", "baseline", "v1", 0, 2))   # idempotent
     fleet.stop("orders-consumer-0")                                                  # SIGTERM, then SIGKILL
 
-Every instance runs `python -m <module> …` with this interpreter: by default `canary.examples.services.<role>`, the
-sample services shipped with the library; a module of your own is imported from `cwd` (also the instances' working
-directory; without it they run in the deployer's directory). It gets its instance id as client.id
-(and group.instance.id for consumers; canary instances carry the client marker, canary.lanes.canary_client_id),
-its version, its lane, and `KAFKA_CANARY_RUN_ID` so its observations carry the fleet's run id. The pid, start time
-and version of each instance are kept in `instances.json`; a process is only signalled when it is provably the one
-started (same pid and start time, the instance marker on its command line: canary.process), so a retried
-step finds a running instance on the right version and leaves it alone. Stopping is SIGTERM (the service closes its
-LaneConsumer, committing, or flushes its LaneProducer), then SIGKILL after `stop_timeout`.
+An instance runs the service's own command for its role when one is given (`commands`: an argument list per role,
+any language, `{placeholders}` from CONTRACT filled in, in `cwd` with `env` added), else `python -m <module> …` with
+this interpreter: by default `canary.examples.services.<role>`, the sample services shipped with the library (a
+module of your own is imported from `cwd`). Either way it receives the contract in its environment (CONTRACT: its
+instance id to use as client.id, and group.instance.id for consumers — canary instances carry the client marker,
+canary.lanes.canary_client_id —, its lane, version, ordinal among its lane's consumers, the bootstrap servers, a
+JSON file of client settings, `KAFKA_CANARY_RUN_ID` so its observations carry the fleet's run id). The pid, start
+time and version of each instance are kept in `instances.json`; a process is only signalled when it is provably the
+one started (same pid and start time, the instance marker on its command line or, for a command of the team's own,
+in its environment: canary.process), so a retried step finds a running instance on the right version and leaves it
+alone. Stopping is SIGTERM to the instance's process group (the service closes its LaneConsumer, committing, or
+flushes its LaneProducer; a wrapper script and the JVM it started stop together), then SIGKILL after
+`stop_timeout`.
 
 Files in the directory: `instances.json`, `<instance>.log` (the process's output), `<instance>.records.jsonl`
 (what the instance acknowledged or processed, for tests and audits), `client.json` (connection settings, 0600).
@@ -25,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -38,6 +43,22 @@ from canary.observations import Lane
 STATE_FILE = "instances.json"
 ROLES = ("producer", "consumer")
 DEFAULT_MODULE = "canary.examples.services.{role}"
+# What every instance receives: placeholder of a service command -> the environment variable that holds it.
+CONTRACT = {
+    "id": "KAFKA_CANARY_INSTANCE_ID",          # client.id, and group.instance.id of a consumer
+    "role": "KAFKA_CANARY_ROLE",               # producer or consumer
+    "lane": "KAFKA_CANARY_LANE",               # canary or baseline
+    "version": "KAFKA_CANARY_VERSION",         # the version this instance runs
+    "instance": "KAFKA_CANARY_INSTANCE",       # consumers: ordinal among the lane's consumers, from 0
+    "instances": "KAFKA_CANARY_INSTANCES",     # consumers: how many the lane has
+    "bootstrap": "KAFKA_CANARY_BOOTSTRAP",     # bootstrap.servers
+    "topic": "KAFKA_CANARY_TOPIC",
+    "group": "KAFKA_CANARY_GROUP",             # consumers' group.id
+    "rate": "KAFKA_CANARY_RATE",               # producers: records per second
+    "client_config": "KAFKA_CANARY_CLIENT_CONFIG",  # a JSON file (0600) of librdkafka connection/security settings
+    "records": "KAFKA_CANARY_RECORDS",         # where the instance may log what it acknowledged or processed
+    "run_id": RUN_ID_ENV,                      # the run id its observations carry
+}
 
 
 class DeployError(CanaryError):
@@ -73,7 +94,8 @@ class ServiceDeployer:
     def __init__(self, directory: str | Path, bootstrap_servers: str, *, topic: str, group: str,
                  client: dict[str, str] | None = None, rate: float = 20.0, run_id: str = "service",
                  refresh_interval: float = 2.0, module: str = DEFAULT_MODULE, stop_timeout: float = 20.0,
-                 tie_to_parent: bool = False, cwd: str | Path | None = None):
+                 tie_to_parent: bool = False, cwd: str | Path | None = None,
+                 commands: dict[str, list[str]] | None = None, env: dict[str, str] | None = None):
         self.directory = Path(directory).resolve()
         self.directory.mkdir(parents=True, exist_ok=True)
         self.bootstrap_servers = bootstrap_servers
@@ -81,6 +103,7 @@ class ServiceDeployer:
         self.refresh_interval, self.module, self.stop_timeout = refresh_interval, module, stop_timeout
         self.tie_to_parent = tie_to_parent
         self.cwd = Path(cwd).resolve() if cwd else None
+        self.commands, self.env = dict(commands or {}), dict(env or {})
         self.client_file = self.directory / "client.json"
         settings = json.dumps(dict(client or {}), sort_keys=True)
         if not self.client_file.exists() or self.client_file.read_text() != settings:
@@ -133,18 +156,19 @@ class ServiceDeployer:
             return False
         if current is not None and current.running:
             self.stop(wanted.name)
+        problem = self.program_problem(wanted)
+        if problem:
+            raise DeployError(f"instance {wanted.name} cannot start: {problem}")
         log_file = self.directory / f"{wanted.name}.log"
-        cmd = [sys.executable, "-m", self.module.format(role=wanted.role), "--bootstrap", self.bootstrap_servers,
-               "--topic", self.topic, "--id", wanted.name, "--lane", wanted.lane, "--version", wanted.version,
-               "--client-config", str(self.client_file), "--records", str(self.records_file(wanted.name)),
-               "--refresh-interval", str(self.refresh_interval)]
-        if wanted.role == "producer":
-            cmd += ["--rate", str(self.rate)]
+        values = self.contract(wanted)
+        env = dict(os.environ) | self.env | {CONTRACT[k]: v for k, v in values.items()} | {"PYTHONUNBUFFERED": "1"}
+        template = self.commands.get(wanted.role)
+        if template:  # the team's own service: the marker in its environment, its arguments its own
+            cmd = [part.format_map(values) for part in template]
+            env[process.MARKER_ENV] = self.marker(wanted.name)
         else:
-            cmd += ["--group", self.group, "--instance", str(wanted.instance), "--instances", str(wanted.instances)]
-        cmd += ["--", self.marker(wanted.name)]  # ignored by the service; proves the process is ours
-        env = dict(os.environ) | {RUN_ID_ENV: self.run_id, "PYTHONUNBUFFERED": "1"}
-        if self.cwd is not None:
+            cmd = self._sample_command(wanted)
+        if self.cwd is not None and not template:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.cwd), os.environ.get("PYTHONPATH")]))
         try:
             pid, started = process.start(cmd, self.cwd or self.directory, log_file, tie_to_parent=self.tie_to_parent,
@@ -163,13 +187,51 @@ class ServiceDeployer:
             time.sleep(0.1)
         return True
 
+    def contract(self, wanted: Instance) -> dict[str, str]:
+        """What `wanted` receives (CONTRACT's placeholders and their values)."""
+        return {"id": wanted.name, "role": wanted.role, "lane": wanted.lane, "version": wanted.version,
+                "instance": str(wanted.instance), "instances": str(wanted.instances),
+                "bootstrap": self.bootstrap_servers, "topic": self.topic, "group": self.group, "rate": f"{self.rate:g}",
+                "client_config": str(self.client_file), "records": str(self.records_file(wanted.name)),
+                "run_id": self.run_id}
+
+    def program_problem(self, wanted: Instance) -> str | None:
+        """Why `wanted`'s own command cannot start (no such directory, its program not found or not executable),
+        or None (also for the sample services)."""
+        template = self.commands.get(wanted.role)
+        if not template:
+            return None
+        cwd = self.cwd or self.directory
+        if not cwd.is_dir():
+            return f"the service's directory {cwd} does not exist"
+        program = template[0].format_map(self.contract(wanted))
+        if "/" in program:
+            path = cwd / program  # an absolute program stays as it is
+            found = path.is_file() and os.access(path, os.X_OK)
+        else:
+            found = shutil.which(program, path=self.env.get("PATH", os.environ.get("PATH"))) is not None
+        return None if found else (f"the {wanted.role} command of {wanted.version} runs {program!r}, which is not an "
+                                   f"executable file (looked up {'in ' + str(cwd) if '/' in program else 'on PATH'})")
+
+    def _sample_command(self, wanted: Instance) -> list[str]:
+        """`python -m <module>` with the sample services' options."""
+        cmd = [sys.executable, "-m", self.module.format(role=wanted.role), "--bootstrap", self.bootstrap_servers,
+               "--topic", self.topic, "--id", wanted.name, "--lane", wanted.lane, "--version", wanted.version,
+               "--client-config", str(self.client_file), "--records", str(self.records_file(wanted.name)),
+               "--refresh-interval", str(self.refresh_interval)]
+        if wanted.role == "producer":
+            cmd += ["--rate", f"{self.rate:g}"]
+        else:
+            cmd += ["--group", self.group, "--instance", str(wanted.instance), "--instances", str(wanted.instances)]
+        return cmd + ["--", self.marker(wanted.name)]  # ignored by the service; proves the process is ours
+
     def stop(self, name: str) -> bool:
         """SIGTERM, SIGKILL after stop_timeout; False when it was not running. The instance stays known."""
         state = self._state()
         record = state.get(name)
         if record is None or not self._running(record):
             return False
-        process.stop(record["pid"], record["started"], self.marker(name), timeout=self.stop_timeout)
+        process.stop(record["pid"], record["started"], self.marker(name), timeout=self.stop_timeout, group=True)
         if self._running(record):
             raise DeployError(f"instance {name} (pid {record['pid']}) did not stop")
         return True

@@ -40,6 +40,9 @@ def preflight(run: ClientRollout) -> dict:
     else:
         plan = {int(p): v for p, v in run.state.before["lane"].items()}
     baseline = fleet(spec, spec.change.from_)
+    cannot = [p for i in fleet(spec, spec.change.to, "canary") if (p := run.services.program_problem(i))]
+    if cannot:  # a mistake in the spec, found before any change
+        raise RolloutError(f"service.command: {'; '.join(dict.fromkeys(cannot))}; fix service.command or service.cwd")
     wrong = fleet_differences(run, baseline)
     if wrong and run.state.before is None:
         raise RolloutError(f"the baseline fleet is not running on {spec.change.from_}: {'; '.join(wrong)}; start it "

@@ -29,7 +29,8 @@ class ClientRollout(ClusterRun):
         svc = spec.service
         self.services = services or ServiceDeployer(
             svc.dir, self.bootstrap_servers, topic=svc.topic, group=svc.group, client=spec.client, rate=svc.rate,
-            run_id=svc.observations_run_id, stop_timeout=spec.timeouts.stop, tie_to_parent=tie_to_parent)
+            run_id=svc.observations_run_id, stop_timeout=spec.timeouts.stop, tie_to_parent=tie_to_parent,
+            commands={str(role): argv for role, argv in svc.command.items()}, env=svc.env, cwd=svc.cwd or None)
 
     @property
     def topic(self) -> str:

@@ -11,6 +11,11 @@ how many canary partitions, how long to watch, how to judge.
       consumers: 2                  # baseline consumer instances (0: none)
       rate: 20                      # records per second per producer instance
       observation_id: orders-svc    # run id the fleet's observations carry (default <name>-service)
+      command:                      # your service, any language (default: the sample services); {placeholders}
+        consumer: [java, -jar, "billing-{version}.jar"]   # and every instance's environment: docs/clients.md
+        producer: [./orders-feed, --rate, "{rate}"]
+      env: {JAVA_OPTS: -Xmx256m}    # added to every instance's environment
+      cwd: /srv/billing             # the instances' working directory (default: the fleet's dir)
     change:  {from: v1, to: v2}     # every instance goes from `from` to `to`
     lane:    {partitions: 2}        # canary partitions opened for the rollout
     window:  {duration: 30s, interim_interval: 10s}
@@ -26,12 +31,14 @@ that need the cluster (the topic exists, a canary broker hosts its replicas) are
 
 from __future__ import annotations
 
+import string
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from canary.clients.deployer import CONTRACT
 from canary.fields import NAME_PATTERN, Duration, Matching, Name, RunId, TopicName, required
 from canary.kafka.secrets import redacted
 from canary.rollout.core.spec import (
@@ -107,6 +114,30 @@ class ServiceSpec(SpecSection):
     rate: float = Field(20.0, strict=True, ge=0.1, le=10_000)  # records per second per producer instance
     observation_id: Annotated[str, Matching(f"^$|{NAME_PATTERN}", "a run id such as orders-service, or empty "
                                             "for <name>-service")] = ""
+    # The team's own service: an argument list per role, {placeholders} from canary.clients.deployer.CONTRACT.
+    command: dict[Literal["producer", "consumer"], list[Annotated[str, Field(strict=True, min_length=1)]]] = \
+        Field(default_factory=dict)
+    env: dict[Annotated[str, Matching(r"^[A-Za-z_][A-Za-z0-9_]*$", "an environment variable name such as "
+                                      "JAVA_OPTS")], Annotated[str, Field(strict=True)]] = Field(default_factory=dict)
+    cwd: str = ""
+
+    @field_validator("command")
+    @classmethod
+    def _known_placeholders(cls, command: dict[str, list[str]]) -> dict[str, list[str]]:
+        for role, argv in command.items():
+            if not argv:
+                raise ValueError(f"the {role} command is empty; give the program and its arguments as a list")
+            for part in argv:
+                try:
+                    names = {name for _, name, _, _ in string.Formatter().parse(part) if name is not None}
+                except ValueError as exc:
+                    raise ValueError(f"the {role} command's argument {part!r} is not a template ({exc}); write a "
+                                     f"literal brace as {{{{ or }}}}") from None
+                unknown = sorted(names - set(CONTRACT))
+                if unknown:
+                    raise ValueError(f"the {role} command names {', '.join('{' + n + '}' for n in unknown)}; an "
+                                     f"instance's placeholders are {', '.join('{' + n + '}' for n in CONTRACT)}")
+        return command
 
     @field_validator("consumers")
     @classmethod
@@ -115,6 +146,24 @@ class ServiceSpec(SpecSection):
         if consumers + info.data.get("producers", 1) == 0:
             raise ValueError("producers and consumers are both 0; a rollout needs at least one instance")
         return consumers
+
+    @model_validator(mode="after")
+    def _a_command_for_every_role(self) -> ServiceSpec:
+        """A service of the team's own is all of its own: a role without a command would run the sample service
+        in the team's topic and group."""
+        if self.command:
+            for role, count in (("producer", self.producers), ("consumer", self.consumers)):
+                if count and role not in self.command:
+                    raise ValueError(f"command has no {role} command but the service has {count} {role}(s); give "
+                                     f"one, or set {role}s: 0")
+        return self
+
+    def stored(self) -> dict[str, Any]:
+        """As run.json keeps it: the fields of its schema 1, then the team's command, environment (secrets
+        masked) and directory only when given, so a run.json written before they existed still matches."""
+        data = self.model_dump(exclude={"command", "env", "cwd"})
+        return data | ({"command": self.command} if self.command else {}) | (
+            {"env": redacted(self.env)} if self.env else {}) | ({"cwd": self.cwd} if self.cwd else {})
 
     @property
     def observations_run_id(self) -> str:
@@ -181,7 +230,7 @@ class ClientRolloutSpec(SpecSection, SpecIdentity):
         derived run id hashes it, so its keys stay as they are: a run.json written earlier must still match."""
         return {
             "cluster_dir": self.cluster.dir, "cluster": stored_cluster(self.cluster),
-            "service": self.service.model_dump(), "from_version": self.change.from_, "to_version": self.change.to,
+            "service": self.service.stored(), "from_version": self.change.from_, "to_version": self.change.to,
             "canary_partitions": self.lane.partitions, "deployer": self.cluster.deployer,
             "client": redacted(self.client), "window": self.window.duration,
             "interim_interval": self.window.interim_interval, "judge_config": self.judge.config,

@@ -75,6 +75,30 @@ def test_spec_parses_and_names_the_fleet():
     assert metrics["processing_error_rate"].must_have_data and "throughput" not in metrics
 
 
+def test_a_service_of_ones_own_is_named_by_its_commands_and_kept_only_when_given():
+    assert "command" not in load_client_spec(GOOD).to_dict()["service"]  # a run.json of before still matches
+    own = {**GOOD, "service": {**GOOD["service"], "command": {"producer": ["./feed", "--rate", "{rate}"],
+                                                              "consumer": ["java", "-jar", "billing-{version}.jar"]},
+                               "env": {"JAVA_OPTS": "-Xmx256m", "DB_PASSWORD": "hunter2"}, "cwd": "/srv/billing"}}
+    stored = load_client_spec(own).to_dict()["service"]
+    assert stored["command"]["consumer"] == ["java", "-jar", "billing-{version}.jar"]
+    assert stored["cwd"] == "/srv/billing"
+    assert stored["env"] == {"JAVA_OPTS": "-Xmx256m", "DB_PASSWORD": "***"}
+
+
+@pytest.mark.parametrize("command, problem", [
+    ({"producer": ["./feed"], "consumer": ["./billing", "{colour}"]},
+     "the consumer command names {colour}; an instance's placeholders are {id}, {role}, {lane}"),
+    ({"consumer": ["./billing"]}, "command has no producer command but the service has 1 producer(s)"),
+    ({"producer": [], "consumer": ["./billing"]}, "the producer command is empty"),
+    ({"producer": ["./feed", "{"], "consumer": ["./billing"]}, "is not a template"),
+], ids=["unknown-placeholder", "a-role-without-command", "empty", "lone-brace"])
+def test_a_service_command_that_cannot_mean_anything_is_refused(command, problem):
+    with pytest.raises(SpecError) as err:
+        load_client_spec({**GOOD, "service": {**GOOD["service"], "command": command}})
+    assert problem in str(err.value), str(err.value)
+
+
 def test_spec_lists_every_problem_at_once():
     bad = {"cluster": {}, "service": {"name": "orders", "topic": "bad topic!", "producers": 0, "consumers": 0,
                                       "colour": "red"},

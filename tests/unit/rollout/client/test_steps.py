@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from canary.clients.deployer import ServiceDeployer
 from canary.lanes import canary_rack
 from canary.rollout.client.lane import close_lane, open_lane
 from canary.rollout.client.preflight import preflight
@@ -40,18 +41,22 @@ class Services:
     def instances(self) -> list:
         return []
 
+    def program_problem(self, wanted) -> None:
+        return None
+
 
 class Lock:
     def acquire(self, run_id: str, brokers: int) -> bool:
         return True
 
 
-def run_on(cluster: FakeCluster, tmp_path: Path) -> ClientRollout:
+def run_on(cluster: FakeCluster, tmp_path: Path, services: object | None = None, **service) -> ClientRollout:
     spec = load_client_spec({"cluster": {"dir": str(tmp_path / "no-cluster")},
                              "service": {"name": "orders", "topic": "orders", "group": "billing",
-                                         "dir": str(tmp_path / "fleet")},
+                                         "dir": str(tmp_path / "fleet")} | service,
                              "change": {"from": "v1", "to": "v2"}, "lane": {"partitions": 1}, "run_id": "unit"})
-    run = ClientRollout(spec, tmp_path / "run", deployer=cluster, admin=cluster, services=Services())  # type: ignore[arg-type]
+    run = ClientRollout(spec, tmp_path / "run", deployer=cluster, admin=cluster,
+                        services=services or Services())  # type: ignore[arg-type]
     run.lock = Lock()  # type: ignore[assignment]
     return run
 
@@ -78,6 +83,16 @@ def test_preflight_refuses_before_any_change(cluster, tmp_path, trouble, message
     trouble(cluster)
     run = run_on(cluster, tmp_path)
     with pytest.raises(RolloutError, match=message):
+        preflight(run)
+    assert cluster.changes == [] and run.state.before is None
+
+
+def test_preflight_refuses_a_service_command_whose_program_is_not_there(cluster, tmp_path):
+    run = run_on(cluster, tmp_path, None, producers=0, command={"consumer": ["billing-{version}", "--lane", "{lane}"]})
+    run.services = ServiceDeployer(tmp_path / "fleet", "127.0.0.1:9", topic="orders", group="billing",
+                                   commands={"consumer": ["billing-{version}"]})
+    with pytest.raises(RolloutError, match=r"service.command: the consumer command of v2 runs 'billing-v2', which is "
+                                           r"not an executable file \(looked up on PATH\)"):
         preflight(run)
     assert cluster.changes == [] and run.state.before is None
 
