@@ -76,6 +76,17 @@ def test_the_defaults_make_valid_specs():
     assert (sweep.duration, sweep.rate, sweep.reference_sweeps) == (30.0, 20, 6)
 
 
+def test_the_client_form_names_a_service_of_the_teams_own():
+    params = {"fleet_dir": "/tmp/fleet", "producers": 0, "service_command": {"consumer": ["./billing-{version}"]},
+              "service_env": {"JAVA_OPTS": "-Xmx256m"}, "service_cwd": "/srv/billing"}
+    CLIENT_FORM.check(params)
+    service = load_client_spec(CLIENT_FORM.spec(params, cluster=CLUSTER, run_id="c2")).service
+    assert (service.command, service.env, service.cwd) == (
+        {"consumer": ["./billing-{version}"]}, {"JAVA_OPTS": "-Xmx256m"}, "/srv/billing")
+    assert load_client_spec(CLIENT_FORM.spec({"fleet_dir": "/tmp/fleet"}, cluster=CLUSTER, run_id="c3")
+                            ).service.command == {}  # empty: the sample services
+
+
 def test_empty_means_not_set_and_broker_ids_win_over_the_count():
     spec = BROKER_FORM.spec({"canary_brokers": [3, 4], "target_version": None, "config_overrides": {"a.b": "1"},
                              "window": ""}, cluster=CLUSTER)
