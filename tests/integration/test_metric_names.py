@@ -1,10 +1,13 @@
 """The probe's and the lane clients' Prometheus metrics pass Prometheus's own linter (`promtool check metrics`,
-Debian's prometheus package, installed by `make test`): base units, `_total` counters, no abbreviated units."""
+Debian's prometheus package, installed by `make test`): base units, `_total` counters, no abbreviated units. The
+probe's recording and alerting rules pass `promtool test rules` on crafted series."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -79,3 +82,38 @@ def test_the_linter_refuses_what_it_should(promtool):
           b"kafka_canary_produce_latency_ms 1\n"
     linted = _lint(bad)
     assert linted.returncode != 0 and b"abbreviated units" in linted.stdout + linted.stderr
+
+
+RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "rules" / "kafka-canary.rules.yml"
+RULE_TESTS = Path(__file__).resolve().parents[1] / "prometheus" / "kafka-canary.rules.test.yml"
+
+
+def _rule_tests(promtool: str, tests: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([promtool, "test", "rules", tests.name], cwd=tests.parent, capture_output=True, timeout=60)
+
+
+def test_the_probes_alert_rules_fire_on_the_harm_they_are_for_and_only_then(promtool):
+    """deploy/prometheus/rules: valid, their unit tests pass (availability per lane, e2e p99 per broker, lost
+    records, a stalled probe, a probe down), and every probe metric they read is one the probe exports."""
+    checked = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, timeout=60)
+    assert checked.returncode == 0, (checked.stdout + checked.stderr).decode()
+    tested = _rule_tests(promtool, RULE_TESTS)
+    assert tested.returncode == 0 and b"SUCCESS" in tested.stdout, (tested.stdout + tested.stderr).decode()
+    exported = {line.split("{")[0].split(" ")[0] for line in generate_latest(_probe_registry()).decode().splitlines()
+                if line and not line.startswith("#")}
+    read = set(re.findall(r"\bkafka_canary_[a-z_]+\b", RULES.read_text()))
+    assert read and read <= exported, sorted(read - exported)
+
+
+def test_the_rule_tests_can_fail(promtool, tmp_path):
+    """The same tests against rules that alert on 97 % availability instead of 99 %: the canary lane at 98 % no
+    longer alerts, and the test says so."""
+    (tmp_path / "deploy" / "prometheus" / "rules").mkdir(parents=True)
+    (tmp_path / "tests" / "prometheus").mkdir(parents=True)
+    (tmp_path / "deploy" / "prometheus" / "rules" / RULES.name).write_text(
+        RULES.read_text().replace("ratio_rate5m < 0.99", "ratio_rate5m < 0.97"))
+    tests = tmp_path / "tests" / "prometheus" / RULE_TESTS.name
+    tests.write_text(RULE_TESTS.read_text())
+    failed = _rule_tests(promtool, tests)
+    assert failed.returncode != 0 and b"KafkaCanaryLaneAvailabilityLow" in failed.stdout + failed.stderr, \
+        (failed.stdout + failed.stderr).decode()
