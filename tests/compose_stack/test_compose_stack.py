@@ -99,7 +99,7 @@ def test_the_compose_stack_rolls_its_own_brokers(stack, docker_client):
     _airflow_ready(stack)
     health = requests.get(f"http://{LOCAL}:{stack.ports.api}/api/v2/monitor/health", timeout=30).json()
     assert health["metadatabase"]["status"] == "healthy", health
-    # The stack's Prometheus loaded the probe's recording and alerting rules (deploy/prometheus/rules).
+    # The stack's Prometheus loaded the probe's recording and alerting rules (plugins/kafka_canary_provider/prometheus).
     rules = requests.get(f"http://{LOCAL}:{stack.ports.prometheus}/api/v1/rules", timeout=30).json()
     loaded = {g["name"]: len(g["rules"]) for g in rules["data"]["groups"]}
     assert loaded == {"kafka-canary-probe.recording": 4, "kafka-canary-probe.alerts": 5}, loaded

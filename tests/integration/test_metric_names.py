@@ -84,7 +84,8 @@ def test_the_linter_refuses_what_it_should(promtool):
     assert linted.returncode != 0 and b"abbreviated units" in linted.stdout + linted.stderr
 
 
-RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "rules" / "kafka-canary.rules.yml"
+RULES = Path(__file__).resolve().parents[2] / "plugins" / "kafka_canary_provider" / "prometheus" / \
+    "kafka-canary.rules.yml"
 RULE_TESTS = Path(__file__).resolve().parents[1] / "prometheus" / "kafka-canary.rules.test.yml"
 
 
@@ -93,8 +94,9 @@ def _rule_tests(promtool: str, tests: Path) -> subprocess.CompletedProcess:
 
 
 def test_the_probes_alert_rules_fire_on_the_harm_they_are_for_and_only_then(promtool):
-    """deploy/prometheus/rules: valid, their unit tests pass (availability per lane, e2e p99 per broker, lost
-    records, a stalled probe, a probe down), and every probe metric they read is one the probe exports."""
+    """The provider's rules (plugins/kafka_canary_provider/prometheus): valid, their unit tests pass (availability
+    per lane, e2e p99 per broker, lost records, a stalled probe, a probe down), and every probe metric they read is
+    one the probe exports."""
     checked = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, timeout=60)
     assert checked.returncode == 0, (checked.stdout + checked.stderr).decode()
     tested = _rule_tests(promtool, RULE_TESTS)
@@ -108,9 +110,9 @@ def test_the_probes_alert_rules_fire_on_the_harm_they_are_for_and_only_then(prom
 def test_the_rule_tests_can_fail(promtool, tmp_path):
     """The same tests against rules that alert on 97 % availability instead of 99 %: the canary lane at 98 % no
     longer alerts, and the test says so."""
-    (tmp_path / "deploy" / "prometheus" / "rules").mkdir(parents=True)
+    (tmp_path / "plugins" / "kafka_canary_provider" / "prometheus").mkdir(parents=True)
     (tmp_path / "tests" / "prometheus").mkdir(parents=True)
-    (tmp_path / "deploy" / "prometheus" / "rules" / RULES.name).write_text(
+    (tmp_path / "plugins" / "kafka_canary_provider" / "prometheus" / RULES.name).write_text(
         RULES.read_text().replace("ratio_rate5m < 0.99", "ratio_rate5m < 0.97"))
     tests = tmp_path / "tests" / "prometheus" / RULE_TESTS.name
     tests.write_text(RULE_TESTS.read_text())
