@@ -2,7 +2,7 @@
 
 Every node's command line carries a marker (`-Dkafka.canary.node=<dir>#<id>`), so a process is
 only ever signalled when it is provably ours: same pid, same start time, marker present. A command that takes no
-extra argument (a service team's own) carries it in its environment instead (`KAFKA_CANARY_MARKER`).
+extra argument (a service team's own) carries it in its environment instead (`KAFKA_CANARY_PROCESS`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from canary.errors import PortInUseError
 
 MARKER = "-Dkafka.canary.node="
-MARKER_ENV = "KAFKA_CANARY_MARKER"
+MARKER_ENV = "KAFKA_CANARY_PROCESS"  # not KAFKA_CANARY_MARKER: that one is the lane marker (canary.lanes)
 _children: dict[int, subprocess.Popen] = {}  # JVMs this process started, so exits are reaped
 
 
