@@ -9,17 +9,21 @@ test has its own topic and its own fleet (canary/examples/services, started by t
 from __future__ import annotations
 
 import json
+import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from conftest import running_cluster
 from waiting import wait_until
 
 from canary.cluster.local import LocalCluster
 from canary.errors import CanaryError
 from canary.kafka.admin import TopicAdmin
+from canary.kafka.clients import QUIET_LOGGER
 from canary.lanes import canary_rack
 from canary.rollout.client import CLIENT, ClientRollout, fleet
 from canary.rollout.client.fleet import converge
@@ -28,6 +32,7 @@ from canary.rollout.core import run_all
 
 pytestmark = pytest.mark.integration
 
+SERVICES = Path(__file__).resolve().parent / "services"  # services a team wrote, run through service.command
 PARTITIONS = 6
 # Broker 3 (the canary broker) hosts a replica of every partition but is never first.
 ASSIGNMENT = [[1, 2, 3], [2, 1, 3], [1, 3, 2], [2, 3, 1], [1, 2, 3], [2, 1, 3]]
@@ -171,3 +176,67 @@ def test_without_a_canary_broker_preflight_refuses_and_changes_nothing(canary_cl
     assert r.state.before is None and r.lock.holder() is None
     assert r.services.instances() == []
     assert TopicAdmin(canary_cluster.bootstrap_servers).observe(topic).partitions == before
+
+
+def _upstream(cluster: LocalCluster, topic: str, stop: threading.Event, acked: dict[str, dict]) -> None:
+    """The orders a team's service reads, from a producer of another team's: ~100 records/s, keyed, acks=all."""
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "logger": QUIET_LOGGER})
+    n = 0
+    while not stop.is_set():
+        order = {"id": f"o-{n}", "n": n}
+        producer.produce(topic, json.dumps(order).encode(), key=order["id"].encode(),
+                         on_delivery=lambda err, msg, o=order: err is None and acked.setdefault(o["id"], o))
+        producer.poll(0)
+        n += 1
+        time.sleep(0.01)
+    producer.flush(30)
+
+
+# make faults (~2 min): the team's own service through the whole client rollout; the spec and the deployer's
+# contract are unit-tested in make test.
+@pytest.mark.slow
+def test_a_teams_own_consumer_service_runs_through_its_command_and_is_promoted(canary_cluster, run_root, tmp_path):
+    """A consumer-only service nobody here wrote (tests/integration/services/billing.py), named by its command and
+    configured only by the instance contract, reading what another team's producer writes: its canary reads the
+    canary partitions, the default client judge promotes it without produce data, and every order acknowledged
+    upstream is billed at least once across the hand-offs."""
+    topic = "billing-orders"
+    _create_topic(canary_cluster, topic)
+    raw = _spec(canary_cluster, run_root / f"fleet-{topic}", topic, "2.0")
+    raw["service"] |= {"producers": 0, "consumers": 2, "command": {"consumer": [sys.executable, "billing.py"]},
+                       "cwd": str(SERVICES)}
+    raw["change"] = {"from": "1.0", "to": "2.0"}
+    spec = load_client_spec(raw)
+    r = ClientRollout(spec, tmp_path / "run", tie_to_parent=True)
+    acked: dict[str, dict] = {}
+    stop = threading.Event()
+    upstream = threading.Thread(target=_upstream, args=(canary_cluster, topic, stop, acked), daemon=True)
+    upstream.start()
+    try:
+        r.step = "test"
+        converge(r, fleet(spec, "1.0"))
+        time.sleep(5)
+        result = run_all(CLIENT, r)
+        instances = {s.instance.name: (s.instance.version, s.running) for s in r.services.instances()}
+        time.sleep(3)
+    finally:
+        stop.set()
+        upstream.join(60)
+        try:
+            wait_until(lambda: set(acked) <= {e["id"] for lines in _records(r.services.directory)[1].values()
+                                              for e in lines}, timeout=60, what="every acknowledged order billed")
+        finally:
+            r.services.stop_all()
+    print(f"\n{topic}: {result.outcome} ({result.reason})")
+    assert result.outcome == "PROMOTE" and result.status == "verified promoted", result
+    assert instances == {f"{topic}-consumer-{i}": ("2.0", True) for i in (0, 1)}
+    fleet_dir = r.services.directory
+    logs = {p.name: p.read_text() for p in fleet_dir.glob("*.log")}
+    assert logs and all("billing " in text for text in logs.values()), logs  # the team's service, never the sample
+    assert "billing 2.0 as billing-orders-consumer-0-canary in the canary lane" in logs[
+        "billing-orders-consumer-0-canary.log"]
+    _, processed = _records(fleet_dir)
+    assert {e["partition"] for e in processed["billing-orders-consumer-0-canary"]} <= {
+        int(p) for p in r.state.before["lane"]}
+    figures = _handoff("a team's service", acked, processed)
+    assert figures["acked"] > 1000 and figures["missing"] == 0
