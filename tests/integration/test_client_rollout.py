@@ -20,6 +20,7 @@ from confluent_kafka import Producer
 from conftest import running_cluster
 from waiting import wait_until
 
+from canary import cli
 from canary.cluster.local import LocalCluster
 from canary.errors import CanaryError
 from canary.kafka.admin import TopicAdmin
@@ -195,7 +196,8 @@ def _upstream(cluster: LocalCluster, topic: str, stop: threading.Event, acked: d
 # make faults (~2 min): the team's own service through the whole client rollout; the spec and the deployer's
 # contract are unit-tested in make test.
 @pytest.mark.slow
-def test_a_teams_own_consumer_service_runs_through_its_command_and_is_promoted(canary_cluster, run_root, tmp_path):
+def test_a_teams_own_consumer_service_runs_through_its_command_and_is_promoted(canary_cluster, run_root, tmp_path,
+                                                                             capsys):
     """A consumer-only service nobody here wrote (tests/integration/services/billing.py), named by its command and
     configured only by the instance contract, reading what another team's producer writes: its canary reads the
     canary partitions, the default client judge promotes it without produce data, and every order acknowledged
@@ -218,6 +220,11 @@ def test_a_teams_own_consumer_service_runs_through_its_command_and_is_promoted(c
         time.sleep(5)
         result = run_all(CLIENT, r)
         instances = {s.instance.name: (s.instance.version, s.running) for s in r.services.instances()}
+        (tmp_path / "billing.json").write_text(json.dumps(raw))
+        capsys.readouterr()
+        assert cli.main(["client-rollout", "status", "--spec", str(tmp_path / "billing.json"), "--run-dir",
+                         str(tmp_path / "run"), "--json"]) == 0
+        status = json.loads(capsys.readouterr().out)
         time.sleep(3)
     finally:
         stop.set()
@@ -230,6 +237,10 @@ def test_a_teams_own_consumer_service_runs_through_its_command_and_is_promoted(c
     print(f"\n{topic}: {result.outcome} ({result.reason})")
     assert result.outcome == "PROMOTE" and result.status == "verified promoted", result
     assert instances == {f"{topic}-consumer-{i}": ("2.0", True) for i in (0, 1)}
+    # `client-rollout status`: the run, the lane closed again, the fleet as it runs
+    assert (status["status"], status["canary_partitions"], status["lock_holder"]) == ("verified promoted", [], None)
+    assert {i["name"]: (i["lane"], i["version"], i["running"]) for i in status["fleet"]} == {
+        f"{topic}-consumer-{i}": ("baseline", "2.0", True) for i in (0, 1)}
     fleet_dir = r.services.directory
     logs = {p.name: p.read_text() for p in fleet_dir.glob("*.log")}
     assert logs and all("billing " in text for text in logs.values()), logs  # the team's service, never the sample

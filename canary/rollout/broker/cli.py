@@ -19,7 +19,7 @@ from canary.kafka.wait import wait_until
 from canary.outcome import Outcome
 from canary.rollout import guard
 from canary.rollout.broker import BROKER
-from canary.rollout.core.cli import add_commands, open_run, print_result
+from canary.rollout.core.cli import add_commands, open_run, print_result, run_status
 from canary.rollout.core.lock import ClusterLock
 
 
@@ -56,12 +56,7 @@ def register(sub) -> None:
 
 def cmd_status(args) -> int:
     rollout = open_run(args)
-    record = rollout.state.record
-    result = {"run_id": record.run_id, "status": record.status, "outcome": record.outcome(),
-              "canary_brokers": record.canary_brokers,
-              "verdict": record.verdict.to_dict() if record.verdict else None,
-              "steps": {name: step.status for name, step in record.steps.items()}, "lock_holder": rollout.lock.holder()}
-    print_result(args, result)
+    print_result(args, run_status(rollout) | {"canary_brokers": rollout.state.record.canary_brokers})
     return 0
 
 

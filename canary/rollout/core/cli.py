@@ -66,6 +66,14 @@ def add_commands(rsub, kind: RolloutKind, spec_help: str = SPEC_HELP) -> Callabl
     return common
 
 
+def run_status(rollout: RolloutRun) -> dict:
+    """What `status` shows of any kind's run: its state, outcome, verdict, each step's status, the lock's holder."""
+    record = rollout.state.record
+    return {"run_id": record.run_id, "status": record.status, "outcome": record.outcome(),
+            "verdict": record.verdict.to_dict() if record.verdict else None,
+            "steps": {name: step.status for name, step in record.steps.items()}, "lock_holder": rollout.lock.holder()}
+
+
 def open_run(args) -> RolloutRun:
     # Secrets may come from the environment rather than the spec file: KAFKA_CANARY_CLIENT_SASL_PASSWORD, …
     return args.kind.open(args.spec, args.run_dir, environ=dict(os.environ))
