@@ -173,3 +173,21 @@ def learner_missing(bootstrap_servers: str, client: dict[str, str] | None, broke
     this)."""
     return learners_missing(registered(bootstrap_servers, client), lambda: observe(bootstrap_servers, client or {}),
                             broker_ids)
+
+
+def quorum_refuses(voters: Collection[int], lagging: Collection[int], node: int) -> str | None:
+    """Why controller `node` may not restart now, or None. The KRaft quorum (Raft) stays available only while a
+    majority of its voters is up and caught up with the leader (KIP-853's quorum description: each voter's log end
+    offset against the high watermark): `node` may leave only if the other voters still caught up are a majority of
+    all voters. A single voter cannot keep the quorum through its own restart; it is allowed, and the metadata log
+    pauses for the restart (a one-controller cluster has no other way to roll)."""
+    voters = set(voters)
+    if len(voters) <= 1:
+        return None
+    caught_up = voters - set(lagging) - {node}
+    needed = len(voters) // 2 + 1
+    if len(caught_up) >= needed:
+        return None
+    behind = sorted((voters - {node}) & set(lagging))
+    return (f"restarting controller {node} would leave {len(caught_up)} of {len(voters)} voters caught up, fewer than "
+            f"the {needed} the quorum needs; voters {behind} are not caught up with the quorum")

@@ -45,6 +45,23 @@ def wait_for_guard(run: Rollout, brokers: int | list[int]) -> None:
         run.audit.record(run.step, "guard allowed after waiting", **named, waited_s=round(waited, 1))
 
 
+def wait_for_quorum(run: Rollout, voters: list[int], node: int) -> None:
+    """Blocks until controller `node` may restart without the quorum losing its caught-up majority, or raises
+    GuardRefused (nothing restarted)."""
+    def check() -> str | None:
+        return guard.quorum_refuses(voters, run.admin.lagging_voters(voters), node)
+
+    try:
+        waited = wait_until(f"quorum guard for controller {node}", run.spec.timeouts.guard, check, run.progress)
+    except WaitTimeout as exc:
+        run.audit.record(run.step, "quorum guard refused", controller=node, reason=str(exc))
+        raise GuardRefused(f"{exc}. The controller was not restarted; bring the lagging voters back (a voter that is "
+                           f"down, or far behind the metadata log), or raise timeouts.guard, and run the step "
+                           f"again") from None
+    if waited > POLL:
+        run.audit.record(run.step, "quorum guard allowed after waiting", controller=node, waited_s=round(waited, 1))
+
+
 def wait_in_isr(run: Rollout, brokers: int | list[int], timeout: float,
                 partitions: Callable[[], list[guard.PartitionView]] | None = None) -> float:
     """Learner warm-up for one broker, or a batch: registered, then in the ISR of every partition each hosts
@@ -177,12 +194,15 @@ def roll_batches(run: Rollout, plan: BatchPlan, phase: str) -> list[dict]:
 
 
 def roll_controllers(run: Rollout, version_of: Callable) -> list[int]:
-    """Controllers last, one at a time, each back in the quorum before the next."""
+    """Controllers last, one at a time, each only while the others still caught up are a majority of the quorum
+    (guard.quorum_refuses), each back in the quorum before the next."""
     rolled = []
+    voters = [c.node_id for c in run.deployer.controllers()]
     for c in run.deployer.controllers():
         version = version_of(c)
         if c.version == version:
             continue
+        wait_for_quorum(run, voters, c.node_id)
         run.say("rolling controller %s to %s", c.node_id, version)
         run.audit.record(run.step, "restart controller", controller=c.node_id, before=c.version, after=version)
         run.deployer.roll_controller(c.node_id, version=version)

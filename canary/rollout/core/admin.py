@@ -34,6 +34,10 @@ class ClusterAdmin(Protocol):
         """One look: `brokers` registered, every partition online and replicated, `voters` caught up."""
         ...
 
+    def lagging_voters(self, voters: list[int]) -> list[int]:
+        """The controllers of `voters` not caught up with the quorum's leader (all of them when it has none)."""
+        ...
+
     def reassignments(self) -> list[tuple[str, int]]:
         """Partitions being reassigned, as (topic, partition)."""
         ...
@@ -78,6 +82,9 @@ class KafkaAdmin:
 
     def health(self, brokers: list[int], voters: list[int] | None = None) -> health.ClusterHealth:
         return health.check(self.bootstrap_servers, brokers, client_config=self.client, expected_voters=voters)
+
+    def lagging_voters(self, voters: list[int]) -> list[int]:
+        return health.lagging_voters(self.bootstrap_servers, voters, client_config=self.client)
 
     def reassignments(self) -> list[tuple[str, int]]:
         return TopicAdmin(self.bootstrap_servers, self.client).all_reassignments()

@@ -39,6 +39,8 @@ class FakeCluster:
     changes: list[tuple] = field(default_factory=list)
     behind: dict[int, int] = field(default_factory=dict)    # broker -> looks until it is back in the ISRs
     shortest_isr: int = 1_000                                # the smallest ISR right after any restart
+    controller_ids: tuple[int, ...] = (3000,)
+    lagging: set[int] = field(default_factory=set)           # controllers not caught up with the quorum
 
     bootstrap_servers = "fake:9092"
     capabilities = frozenset({"controllers", "stop_start"})
@@ -62,7 +64,7 @@ class FakeCluster:
         return [self.brokers_[i] for i in sorted(self.brokers_)]
 
     def controllers(self) -> list[ControllerInfo]:
-        return [ControllerInfo(3000, self.controller_version, True)]
+        return [ControllerInfo(c, self.controller_version, True) for c in self.controller_ids]
 
     def prepare(self, version: str) -> None:
         pass
@@ -131,6 +133,9 @@ class FakeCluster:
         return ClusterHealth(sorted(brokers), sorted(self.registered()),
                              offline_partitions=[v.name for v in views if v.leader < 0],
                              under_replicated=[v.name for v in views if len(v.isr) < len(v.replicas)])
+
+    def lagging_voters(self, voters: list[int]) -> list[int]:
+        return sorted(self.lagging & set(voters))
 
     def reassignments(self) -> list[tuple[str, int]]:
         return list(self.moving)

@@ -1,3 +1,6 @@
+import pytest
+
+from canary.rollout import guard
 from canary.rollout.guard import PartitionView, decide, isr_headroom, learners_missing, not_in_isr
 
 
@@ -78,3 +81,18 @@ def test_isr_headroom_is_the_fewest_in_sync_replicas_above_min_isr_where_a_resta
     parts = [PartitionView("t", 0, (1, 2, 3), (1, 2, 3), 1, 2), PartitionView("t", 1, (2, 3, 1), (2,), 2, 2),
              PartitionView("u", 0, (1, 2), (1,), 1, 2)]  # min ISR = RF: left out
     assert isr_headroom(parts) == -1 and isr_headroom(parts[:1]) == 1 and isr_headroom(parts[2:]) is None
+
+
+@pytest.mark.parametrize("voters, lagging, node, refused", [
+    ([3000], [3000], 3000, None),                      # one voter: its restart pauses the metadata log, allowed
+    ([3000, 3001, 3002], [], 3001, None),              # the two others caught up: a majority of three
+    ([3000, 3001, 3002], [3001], 3001, None),          # the lagging one itself may go: the two others remain
+    ([3000, 3001, 3002], [3002], 3001,
+     "restarting controller 3001 would leave 1 of 3 voters caught up, fewer than the 2 the quorum needs; voters "
+     "[3002] are not caught up with the quorum"),
+    ([1, 2, 3, 4, 5], [4], 5, None),                   # five voters, one behind: three of five remain
+    ([1, 2, 3, 4, 5], [3, 4], 5, "restarting controller 5 would leave 2 of 5 voters caught up"),
+], ids=["single", "all-caught-up", "itself-lagging", "another-lagging", "five-one-behind", "five-two-behind"])
+def test_a_controller_restarts_only_while_a_caught_up_majority_remains(voters, lagging, node, refused):
+    reason = guard.quorum_refuses(voters, lagging, node)
+    assert reason == refused if refused is None else reason.startswith(refused), reason

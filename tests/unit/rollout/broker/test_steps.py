@@ -14,7 +14,7 @@ from canary.lanes import canary_rack
 from canary.rollout.broker import config_check, deploy, preflight, promote, verify
 from canary.rollout.broker.preflight import snapshot
 from canary.rollout.broker.probes import probe_config, window_leaders
-from canary.rollout.broker.rolling import GuardRefused
+from canary.rollout.broker.rolling import GuardRefused, roll_controllers
 from canary.rollout.broker.rollout import PROBE_TOPIC, Rollout
 from canary.rollout.broker.spec import load_spec
 from canary.rollout.core import RolloutError, RunStatus, Verdict
@@ -289,3 +289,19 @@ def test_on_three_brokers_with_rf_3_no_two_may_go_together(cluster, tmp_path):
     cluster.changes.clear()
     result = promote.promote(run)
     assert [b["brokers"] for b in result["plan"]["batches"]] == [[1], [2], [3]] and cluster.rolls() == [1, 2, 3]
+
+
+# ----- controllers: last, one at a time, only while a caught-up majority remains -----
+
+def test_a_controller_is_not_restarted_while_another_voter_lags_and_is_once_it_caught_up(tmp_path):
+    cluster = FakeCluster.of(topics={PROBE_TOPIC: 3}, config=BASE, controller_ids=(3000, 3001, 3002),
+                             lagging={3002})
+    run = preflighted(cluster, tmp_path)
+    run.step = "promote"
+    with pytest.raises(GuardRefused, match=r"restarting controller 3000 would leave 1 of 3 voters caught up.*"
+                                           r"The controller was not restarted"):
+        roll_controllers(run, lambda c: "4.1.2")
+    assert [c for c in cluster.changes if c[0] == "roll controller"] == []
+    cluster.lagging.clear()
+    assert roll_controllers(run, lambda c: "4.1.2") == [3000, 3001, 3002]
+    assert [c[1] for c in cluster.changes if c[0] == "roll controller"] == [3000, 3001, 3002]
