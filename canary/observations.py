@@ -41,6 +41,9 @@ OUTCOMES: tuple[str, ...] = (
     "consume_error",   # the consumer failed to read or decode it
     "processing_error",  # client observations: the service failed to process it
 )
+# Not an outcome but an event a rate metric may count: a record a service processed and wrote nothing for (its
+# observation's `outputs` is 0; canary.clients.outputs).
+NO_OUTPUT = "no_output"
 
 
 class ObservationsFileError(CanaryError):
@@ -57,7 +60,7 @@ class BadObservation(ValueError):
 
 
 _INTS = ("partition", "seq")
-_OPTIONAL_INTS = ("leader", "lag")
+_OPTIONAL_INTS = ("leader", "lag", "outputs")
 _OPTIONAL_TIMES = ("ack_ts", "receive_ts")
 _STRINGS = ("run_id", "kind", "source", "topic", "lane", "producer_id", "message_id", "outcome")
 
@@ -81,6 +84,7 @@ class Observation:
     error: str | None = None
     processing_ms: float | None = None  # client observations
     lag: int | None = None               # client observations: consumer lag in records
+    outputs: int | None = None           # client observations: records the service produced while processing it
     schema: int = SCHEMA_VERSION
 
     @property
@@ -103,7 +107,7 @@ class Observation:
     @classmethod
     def from_dict(cls, data: dict) -> Observation:
         names = {f.name for f in fields(cls)}
-        missing = sorted(n for n in names if n not in data and n not in ("error", "processing_ms", "lag"))
+        missing = sorted(n for n in names if n not in data and n not in ("error", "processing_ms", "lag", "outputs"))
         if missing:
             raise BadObservation("malformed", f"observation lacks {missing}")
         wrong = [k for k in _INTS if not _is_int(data[k])] + [k for k in _OPTIONAL_INTS

@@ -55,14 +55,15 @@ OBSERVATION_SCHEMA = T.StructType([
     T.StructField("send_ts", T.DoubleType()), T.StructField("ack_ts", T.DoubleType()),
     T.StructField("receive_ts", T.DoubleType()), T.StructField("outcome", T.StringType()),
     T.StructField("error", T.StringType()), T.StructField("processing_ms", T.DoubleType()),
-    T.StructField("lag", T.LongType()), T.StructField("schema", T.IntegerType()),
+    T.StructField("lag", T.LongType()), T.StructField("outputs", T.LongType()),
+    T.StructField("schema", T.IntegerType()),
     # broker readings (canary.observations.BrokerReading, kind "broker")
     T.StructField("broker", T.IntegerType()), T.StructField("metric", T.StringType()),
     T.StructField("value", T.DoubleType()), T.StructField("ts", T.DoubleType()),
 ])
 REQUIRED = ("run_id", "partition", "lane", "send_ts", "outcome", "schema")
 READING_REQUIRED = ("run_id", "source", "broker", "lane", "metric", "value", "ts", "schema")
-HISTOGRAMS = ("e2e_latency_ms", "produce_latency_ms", "processing_ms", "lag")
+HISTOGRAMS = ("e2e_latency_ms", "produce_latency_ms", "processing_ms", "lag", "outputs")
 AGGREGATE_COLUMNS = ("lane", "bucket_start_ms", "metric", "bin", "count")
 
 
@@ -163,6 +164,7 @@ def transform(obs: DataFrame, bucket_ms: int, from_ms: int | None = None, to_ms:
         "produce_latency_ms": (F.col("ack_ts") - F.col("send_ts")).cast("double"),
         "processing_ms": F.col("processing_ms"),
         "lag": F.col("lag").cast("double"),
+        "outputs": F.col("outputs").cast("double"),
     }
     good = F.col("bad_reason").isNull()
     message = good & ~reading

@@ -39,6 +39,7 @@ from typing import Any
 from confluent_kafka import OFFSET_INVALID, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as TP
 
+from canary.clients import outputs
 from canary.clients.metrics import ClientMetrics
 from canary.clients.observe import ClientObserver, open_sink, run_id_for
 from canary.clients.view import LaneSource, LaneView, TopicLanes
@@ -126,6 +127,7 @@ class LaneConsumer:
         self._seen_version: int | None = None
         self._stored: dict[Partition, int] = {}
         self._last: tuple[Message | None, float] = (None, 0.0)
+        self._writes = False  # its processing has written a record (canary.clients.outputs)
         self._lock = threading.Lock()
         self._reassign()
         log.info("lane consumer %s in the %s lane (instance %d of %d): %s", self.client_id, self.lane, instance,
@@ -252,20 +254,28 @@ class LaneConsumer:
 
     @contextlib.contextmanager
     def processing(self, msg: Message) -> Iterator[None]:
-        """Wraps the processing of one record: records its processing time, lag and outcome (an exception raised
-        inside is a processing error, recorded and raised again), then stores its offset either way."""
+        """Wraps the processing of one record: records its processing time, lag, outcome (an exception raised
+        inside is a processing error, recorded and raised again) and how many records a LaneProducer of this thread
+        wrote meanwhile (canary.clients.outputs; once this consumer's processing has written anything: a service
+        that never writes has no outputs to count), then stores its offset either way."""
         last, polled_ms = self._last
         receive_ts = polled_ms if last is msg else round(time.time() * 1000, 3)
         started = time.perf_counter()
-        try:
-            yield
-        except Exception as exc:
-            self._processed(msg, receive_ts, (time.perf_counter() - started) * 1000,
-                            f"{type(exc).__name__}: {exc}"[:500])
-            self.store(msg)
-            raise
-        self._processed(msg, receive_ts, (time.perf_counter() - started) * 1000, None)
+        with outputs.counting() as written:
+            try:
+                yield
+            except Exception as exc:
+                self._processed(msg, receive_ts, (time.perf_counter() - started) * 1000,
+                                f"{type(exc).__name__}: {exc}"[:500], self._outputs(written[0]))
+                self.store(msg)
+                raise
+        self._processed(msg, receive_ts, (time.perf_counter() - started) * 1000, None, self._outputs(written[0]))
         self.store(msg)
+
+    def _outputs(self, written: int) -> int | None:
+        """What a record's observation says of its outputs: None until this consumer's processing first wrote."""
+        self._writes = self._writes or written > 0
+        return written if self._writes else None
 
     def process(self, handler: Callable[[Message], object], stop: threading.Event | None = None,
                 max_messages: int | None = None, duration: float | None = None, poll_timeout: float = 1.0) -> int:
@@ -294,7 +304,8 @@ class LaneConsumer:
                     log.warning("lane consumer %s: processing failed: %r", self.client_id, exc)
         return handled
 
-    def _processed(self, msg: Message, receive_ts: float, elapsed_ms: float, error: str | None) -> None:
+    def _processed(self, msg: Message, receive_ts: float, elapsed_ms: float, error: str | None,
+                   written: int | None = None) -> None:
         topic, partition, offset = position(msg)
         m = self.metrics
         m.child(m.processing_latency, self.client_id, topic, self.lane).observe(elapsed_ms / 1000)
@@ -310,7 +321,7 @@ class LaneConsumer:
             kind, ts = msg.timestamp()
             send_ts = ts if kind != TIMESTAMP_NOT_AVAILABLE and ts > 0 else receive_ts
             self._observer.processed(topic, partition, self.view.get(topic).leader_of(partition), offset, send_ts,
-                                     receive_ts, elapsed_ms, lag, error)
+                                     receive_ts, elapsed_ms, lag, error, written)
 
     # ----- committing and closing -----
 

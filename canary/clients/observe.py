@@ -10,7 +10,8 @@ One observation per record:
   per producer instance; seq counts per partition.
 - processed (LaneConsumer, when the caller's processing ends): send_ts is the record's timestamp (the producer's
   send time with CreateTime topics), receive_ts when poll() returned it, processing_ms how long processing took,
-  lag how many records the partition held beyond it, outcome `delivered` or `processing_error`; message_id
+  lag how many records the partition held beyond it, outcome `delivered` or `processing_error`, outputs how many
+  records a LaneProducer of the same thread wrote while it was processed (canary.clients.outputs); message_id
   `<topic>-<partition>@<offset>`, seq the offset, producer_id empty (the consumer does not know it).
 
 `lane` is the **client's** lane (the instance under test), not the partition's: while a canary producer falls back
@@ -68,9 +69,9 @@ class ClientObserver:
             receive_ts=None, outcome="delivered" if error is None else "produce_error", error=error))
 
     def processed(self, topic: str, partition: int, leader: int | None, offset: int, send_ts: float, receive_ts: float,
-                  processing_ms: float, lag: int | None, error: str | None) -> None:
+                  processing_ms: float, lag: int | None, error: str | None, outputs: int | None = None) -> None:
         self.sink.emit(Observation(
             run_id=self.run_id, kind="client", source=self.source, topic=topic, partition=partition, leader=leader,
             lane=self.lane, producer_id="", message_id=f"{topic}-{partition}@{offset}", seq=offset, send_ts=send_ts,
             ack_ts=None, receive_ts=receive_ts, outcome="delivered" if error is None else "processing_error",
-            error=error, processing_ms=round(processing_ms, 3), lag=lag))
+            error=error, processing_ms=round(processing_ms, 3), lag=lag, outputs=outputs))

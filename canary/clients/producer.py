@@ -23,6 +23,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from canary.clients import outputs
 from canary.clients.metrics import ClientMetrics
 from canary.clients.observe import ClientObserver, open_sink, run_id_for
 from canary.clients.partitioner import UNASSIGNED, LanePartitioner, PartitionChoice, candidates
@@ -124,6 +125,7 @@ class LaneProducer:
         if choice.partition != UNASSIGNED:
             kwargs["partition"] = choice.partition
         self._producer.produce(topic, value, key, **kwargs)
+        outputs.produced()
         m = self.metrics
         m.child(m.produced, self.client_id, topic, str(choice.partition), self.lane).inc()
         if choice.fallback:

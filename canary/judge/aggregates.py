@@ -12,7 +12,7 @@ import numpy as np
 from canary.judge import histogram as H
 from canary.judge.calibration import Calibration, Offset
 from canary.judge.config import JudgeConfig
-from canary.observations import LANES, BrokerReading, Lane
+from canary.observations import LANES, NO_OUTPUT, BrokerReading, Lane
 
 OUTCOME_PREFIX, BAD_PREFIX, BAD_LANE, BROKER_PREFIX = "outcome.", "bad.", "_bad", "broker."
 
@@ -33,7 +33,8 @@ def broker_cell(metric: str, broker: int) -> str:
 class Aggregates:
     """cells[(lane, metric)][bucket_start_ms][bin] = count. Metrics: `outcome.<outcome>` (bin 0),
     `partition` (bin = partition number), `leader` (bin = the leader broker's id), the histogram sources of
-    canary.judge.config.SOURCES, and broker readings (`broker_cell`) under the lane of their broker.
+    canary.judge.config.SOURCES, `outputs` (a processed record's outputs, binned: bin 0 is none), and broker
+    readings (`broker_cell`) under the lane of their broker.
     bad[reason] = observations excluded for that reason."""
 
     bucket_ms: int
@@ -83,7 +84,8 @@ class Aggregates:
                 counts[(obs.lane, bucket, "leader", obs.leader)] += 1
             for metric, value in (("e2e_latency_ms", obs.e2e_latency_ms),
                                   ("produce_latency_ms", obs.produce_latency_ms),
-                                  ("processing_ms", obs.processing_ms), ("lag", obs.lag)):
+                                  ("processing_ms", obs.processing_ms), ("lag", obs.lag),
+                                  ("outputs", obs.outputs)):
                 if value is not None:
                     counts[(obs.lane, bucket, metric, H.bin_of(value))] += 1
         return cls.from_rows([(*key, count) for key, count in counts.items()], bucket_ms, run_ids)
@@ -161,12 +163,18 @@ class Window:
             return self.trials[lane]
         if which == "processed":
             return self._counted(lane, "processing_ms")
+        if which == "output_counted":
+            return self._counted(lane, "outputs")
         return self._counted(lane, "produce_latency_ms") + self.events(lane, ("produce_error",))
 
     def _counted(self, lane: Lane, source: str) -> np.ndarray:
         return np.array([sum(self.agg.hist(lane, source, b).values()) for b in self.buckets], dtype=float)
 
     def events(self, lane: Lane, names: Iterable[str]) -> np.ndarray:
-        """Per bucket after the warm-up, the lane's observations with one of the outcomes `names`."""
+        """Per bucket after the warm-up, the lane's observations with one of the outcomes `names`; `no_output`: the
+        records a service processed and wrote nothing for (their outputs counted, and none)."""
         names = tuple(names)
-        return np.array([sum(o.get(name, 0) for name in names) for o in self.outcomes[lane]], dtype=float)
+        counts = np.array([sum(o.get(name, 0) for name in names) for o in self.outcomes[lane]], dtype=float)
+        if NO_OUTPUT in names:
+            counts += np.array([self.agg.hist(lane, "outputs", b).get(0, 0) for b in self.buckets], dtype=float)
+        return counts

@@ -18,7 +18,7 @@ from canary.broker_metrics.catalogue import UNITS
 from canary.errors import ConfigError, one_line
 from canary.fields import SpecModel, problems
 from canary.files import read_spec_file, shown_path
-from canary.observations import OUTCOMES
+from canary.observations import NO_OUTPUT, OUTCOMES
 
 # Histogram sources the Spark job produces (see canary/analysis/job.py).
 Source = Literal["e2e_latency_ms", "produce_latency_ms", "processing_ms", "lag"]
@@ -30,13 +30,14 @@ FAILURES = ("produce_error", "lost", "consume_error")
 Kind = Literal["rate", "quantile", "throughput", "broker"]
 Per = Literal["requests", "bytes"]          # canary.broker_metrics.catalogue.WORK
 Compare = Literal["lanes", "before"]
-Among = Literal["all", "processed", "produced"]  # a rate's denominator (canary.judge.aggregates.Window.among)
+# A rate's denominator (canary.judge.aggregates.Window.among).
+Among = Literal["all", "processed", "produced", "output_counted"]
 Direction = Literal["increase", "decrease"]  # which change is bad
 
 
 def _outcome(event: str) -> str:
-    if event not in OUTCOMES:
-        raise ValueError(f"{event!r} is not an outcome; use one of {', '.join(OUTCOMES)}")
+    if event not in (*OUTCOMES, NO_OUTPUT):
+        raise ValueError(f"{event!r} is not an outcome; use one of {', '.join(OUTCOMES)} (or {NO_OUTPUT})")
     return event
 
 
@@ -64,7 +65,8 @@ class MetricSpec(SpecModel):
     look healthier for it. compare: broker metrics only: `lanes` (canary brokers against baseline brokers) or
     `before` (the baseline brokers against their own readings before the change: harm the change does to the
     brokers it does not run on). among: rate metrics only: the observations the share is of (`all`; `processed`:
-    the records a service processed; `produced`: the records produced, acknowledged or not). settle_s: broker
+    the records a service processed; `produced`: the records produced, acknowledged or not; `output_counted`: the
+    records processed whose outputs were counted, canary.clients.outputs). settle_s: broker
     metrics only: their readings start this much later than the window's warm-up ends (a just-restarted broker
     spends more per request for its first minute).
     """
@@ -173,6 +175,10 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     _q("processing_latency_p99", "processing_ms", 0.99, 0.10, 5.0, must_have_data=False),
     # Of the records the service processed, not of every observation (its produced records are not processing).
     _r("processing_error_rate", ["processing_error"], 0.2, 0.002, must_have_data=False, among="processed"),
+    # Silent loss: a record processed, committed and never written on (a consume-transform-produce service that
+    # drops 1 % of its records, counting neither an error nor a loss anywhere else). Critical: it is loss.
+    _r("dropped_rate", [NO_OUTPUT], 0.2, 0.002, must_have_data=False, among="output_counted", critical=True,
+       weight=2.0),
     _q("lag_p99", "lag", 0.99, 0.5, 100.0, must_have_data=False),
     # Each broker's own metrics (canary.broker_metrics), canary brokers against the baseline brokers: what a change
     # that cuts capacity moves under load. Floors well above how much healthy brokers differ (README).

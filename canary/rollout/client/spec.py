@@ -82,6 +82,7 @@ CLIENT_JUDGE: dict = {
         "throughput": {"enabled": False},
         "processing_latency_p99": {"min_samples": 100, "rel_floor": 0.5, "abs_floor": 10.0, "must_have_data": True},
         "processing_error_rate": {"min_samples": 200, "must_have_data": True, "critical": True, "weight": 2.0},
+        "dropped_rate": {"min_samples": 200},
         "lag_p99": {"min_samples": 100},
     },
 }

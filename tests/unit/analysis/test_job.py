@@ -94,12 +94,12 @@ def test_whole_run_on_parquet_writes_verdict_aggregates_and_report(spark, tmp_pa
 
 
 def test_transform_counts_client_histograms_and_agrees_with_the_reference_aggregation(spark):
-    # Client observations carry processing time and lag; several share every key, so the one-pass
+    # Client observations carry processing time, lag and outputs; several share every key, so the one-pass
     # aggregation must add them up; one lacks a receive time (no e2e bin) and one is excluded.
-    lines = [obs(kind="client", seq=i, send=1_000 + i, ack=1_003 + i, recv=1_010 + i, processing_ms=2.5, lag=40)
-             for i in range(3)]
+    lines = [obs(kind="client", seq=i, send=1_000 + i, ack=1_003 + i, recv=1_010 + i, processing_ms=2.5, lag=40,
+                 outputs=1) for i in range(3)]
     lines += [obs(kind="client", seq=3, send=4_000, ack=4_001, recv=None, outcome="processing_error",
-                  processing_ms=0.004, lag=0),
+                  processing_ms=0.004, lag=0, outputs=0),
               obs(kind="client", lane="baseline", partition=1, seq=4, send=11_000, ack=11_002, recv=11_004,
                   processing_ms=1.0, lag=7),
               obs(kind="client", seq=5, send=12_000, ack=11_000, recv=12_004)]  # clock skew
@@ -111,6 +111,7 @@ def test_transform_counts_client_histograms_and_agrees_with_the_reference_aggreg
         ("canary", 0, "produce_latency_ms", H.bin_of(1), 1), ("canary", 0, "e2e_latency_ms", H.bin_of(10), 3),
         ("canary", 0, "processing_ms", H.bin_of(2.5), 3), ("canary", 0, "processing_ms", 0, 1),
         ("canary", 0, "lag", H.bin_of(40), 3), ("canary", 0, "lag", 0, 1),
+        ("canary", 0, "outputs", H.bin_of(1), 3), ("canary", 0, "outputs", 0, 1),
         ("baseline", 10_000, "outcome.delivered", 0, 1), ("baseline", 10_000, "partition", 1, 1),
         ("baseline", 10_000, "leader", 1, 1), ("baseline", 10_000, "produce_latency_ms", H.bin_of(2), 1),
         ("baseline", 10_000, "e2e_latency_ms", H.bin_of(4), 1), ("baseline", 10_000, "processing_ms", H.bin_of(1), 1),

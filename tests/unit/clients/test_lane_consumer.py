@@ -1,8 +1,8 @@
 import pytest
-from client_fakes import FakeConsumer, FakeRecord, FakeView, lanes_of
+from client_fakes import FakeConsumer, FakeProducer, FakeRecord, FakeView, lanes_of
 from confluent_kafka import OFFSET_INVALID
 
-from canary.clients import LaneConsumer, lane_assignment
+from canary.clients import LaneConsumer, LaneProducer, lane_assignment
 from canary.observations import Observation
 from canary.probe.sink import ObservationSink
 
@@ -110,3 +110,26 @@ def test_bad_arguments_are_refused(six_partitions, metrics):
         LaneConsumer(CONFIG, "orders", instance=2, instances=2, view=view, metrics=metrics, consumer=FakeConsumer())
     with pytest.raises(ValueError, match="topic"):
         LaneConsumer(CONFIG, [], view=view, metrics=metrics, consumer=FakeConsumer())
+
+
+def test_what_the_service_wrote_while_processing_a_record_is_counted_once_it_writes(six_partitions, metrics,
+                                                                                    tmp_path):
+    """A consume-transform-produce service: the records its LaneProducer writes inside processing() are that
+    record's outputs; a record it processed and wrote nothing for is a silent drop (0), and before its processing
+    ever wrote anything (a consumer-only service) outputs are not counted at all (None)."""
+    sink = ObservationSink(None, None, path=tmp_path / "obs.jsonl")
+    fake = FakeConsumer(high=10)
+    consumer = LaneConsumer(CONFIG, "orders", view=FakeView(six_partitions), metrics=metrics, consumer=fake,
+                            observations=sink, run_id="run-1")
+    payments = LaneProducer({"client.id": "billing-canary-0"}, view=FakeView(six_partitions), metrics=metrics,
+                            producer=FakeProducer())
+    fake.queue = [FakeRecord("orders", 2, o, b"order") for o in range(4)]
+    for writes in (0, 2, 0, 1):
+        with consumer.processing(consumer.poll(0)):
+            for _ in range(writes):
+                payments.produce("payments", b"paid")
+    payments.produce("payments", b"outside any processing")  # counted by no record
+    consumer.close()
+    sink.close()
+    observed = [Observation.from_json(line) for line in (tmp_path / "obs.jsonl").read_text().splitlines()]
+    assert [o.outputs for o in observed] == [None, 2, 0, 1]

@@ -428,3 +428,19 @@ def test_among_is_for_rate_metrics():
         config_from_dict({"metrics": {"e2e_latency_p99": {"among": "processed"}}})
     with pytest.raises(ConfigError, match="among"):
         config_from_dict({"metrics": {"processing_error_rate": {"among": "everything"}}})
+
+
+def test_a_service_that_silently_drops_one_record_in_a_hundred_is_rolled_back():
+    """Processed, committed, never written on: no error and no loss anywhere else; the records' outputs show it."""
+    def lane(name, dropped):
+        rows = service_rows(name, 20, 0, 200)
+        return rows + [(name, b * BUCKET, "outputs", 0, dropped) for b in range(20)] + [
+            (name, b * BUCKET, "outputs", H.bin_of(1), 200 - dropped) for b in range(20)]
+    verdict = judge(Aggregates.from_rows(lane("canary", 2) + lane("baseline", 0), BUCKET, ["run-1"]), JudgeConfig())
+    dropped = metric(verdict, "dropped_rate")
+    assert dropped["decision"] == "FAIL" and dropped["critical"], dropped
+    assert dropped["canary"]["rate"] == pytest.approx(0.01) and dropped["canary"]["trials"] == 17 * 200
+    assert verdict["verdict"] == "ROLLBACK" and "dropped_rate" in verdict["reason"]
+    consumer_only = judge(Aggregates.from_rows(service_rows("canary", 20, 0, 200) + service_rows(
+        "baseline", 20, 0, 200), BUCKET, ["run-1"]), JudgeConfig())
+    assert metric(consumer_only, "dropped_rate")["decision"] == "NO_DATA"
