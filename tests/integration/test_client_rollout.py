@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -193,38 +194,34 @@ def _upstream(cluster: LocalCluster, topic: str, stop: threading.Event, acked: d
     producer.flush(30)
 
 
-# make faults (~2 min): the team's own service through the whole client rollout; the spec and the deployer's
-# contract are unit-tested in make test.
-@pytest.mark.slow
-def test_a_teams_own_consumer_service_runs_through_its_command_and_is_promoted(canary_cluster, run_root, tmp_path,
-                                                                             capsys):
-    """A consumer-only service nobody here wrote (tests/integration/services/billing.py), named by its command and
-    configured only by the instance contract, reading what another team's producer writes: its canary reads the
-    canary partitions, the default client judge promotes it without produce data, and every order acknowledged
-    upstream is billed at least once across the hand-offs."""
-    topic = "billing-orders"
-    _create_topic(canary_cluster, topic)
-    raw = _spec(canary_cluster, run_root / f"fleet-{topic}", topic, "2.0")
+def _teams_service(cluster: LocalCluster, run_root: Path, tmp_path: Path, to: str) -> tuple[dict, ClientRollout]:
+    """The client rollout spec and run of billing (tests/integration/services) from 1.0 to `to`: consumer instances
+    only, by their command, on their own topic and its payments topic."""
+    topic = f"billing-{to.replace('.', '')}"
+    _create_topic(cluster, topic)
+    _create_topic(cluster, f"{topic}-payments")
+    raw = _spec(cluster, run_root / f"fleet-{topic}", topic, to)
     raw["service"] |= {"producers": 0, "consumers": 2, "command": {"consumer": [sys.executable, "billing.py"]},
                        "cwd": str(SERVICES)}
-    raw["change"] = {"from": "1.0", "to": "2.0"}
-    spec = load_client_spec(raw)
-    r = ClientRollout(spec, tmp_path / "run", tie_to_parent=True)
+    raw["change"] = {"from": "1.0", "to": to}
+    return raw, ClientRollout(load_client_spec(raw), tmp_path / "run", tie_to_parent=True)
+
+
+def _run_teams_service(cluster: LocalCluster, r: ClientRollout, after: Callable[[], None] = lambda: None):
+    """Upstream orders flowing, the fleet on 1.0, the whole rollout, `after` it; then every acknowledged order
+    billed, the fleet stopped. Returns the summary, the instances as the rollout left them, the orders acknowledged
+    upstream."""
     acked: dict[str, dict] = {}
     stop = threading.Event()
-    upstream = threading.Thread(target=_upstream, args=(canary_cluster, topic, stop, acked), daemon=True)
+    upstream = threading.Thread(target=_upstream, args=(cluster, r.topic, stop, acked), daemon=True)
     upstream.start()
     try:
         r.step = "test"
-        converge(r, fleet(spec, "1.0"))
+        converge(r, fleet(r.spec, "1.0"))
         time.sleep(5)
         result = run_all(CLIENT, r)
         instances = {s.instance.name: (s.instance.version, s.running) for s in r.services.instances()}
-        (tmp_path / "billing.json").write_text(json.dumps(raw))
-        capsys.readouterr()
-        assert cli.main(["client-rollout", "status", "--spec", str(tmp_path / "billing.json"), "--run-dir",
-                         str(tmp_path / "run"), "--json"]) == 0
-        status = json.loads(capsys.readouterr().out)
+        after()
         time.sleep(3)
     finally:
         stop.set()
@@ -234,20 +231,59 @@ def test_a_teams_own_consumer_service_runs_through_its_command_and_is_promoted(c
                                               for e in lines}, timeout=60, what="every acknowledged order billed")
         finally:
             r.services.stop_all()
-    print(f"\n{topic}: {result.outcome} ({result.reason})")
+    print(f"\n{r.topic}: {result.outcome} ({result.reason})")
+    return result, instances, acked
+
+
+# make faults (~2 min each): a team's own service through the whole client rollout; the spec and the deployer's
+# contract are unit-tested in make test.
+@pytest.mark.slow
+def test_a_teams_own_service_runs_through_its_command_and_is_promoted(canary_cluster, run_root, tmp_path, capsys):
+    """A consume-transform-produce service nobody here wrote (tests/integration/services/billing.py), named by its
+    command and configured only by the instance contract, reading what another team's producer writes: its canary
+    reads the canary partitions, the default client judge promotes it, and every order acknowledged upstream is
+    billed at least once across the hand-offs."""
+    raw, r = _teams_service(canary_cluster, run_root, tmp_path, "2.0")
+    (tmp_path / "billing.json").write_text(json.dumps(raw))
+    shown: list[str] = []
+
+    def status() -> None:  # `client-rollout status` right after the rollout
+        capsys.readouterr()
+        assert cli.main(["client-rollout", "status", "--spec", str(tmp_path / "billing.json"), "--run-dir",
+                         str(tmp_path / "run"), "--json"]) == 0
+        shown.append(capsys.readouterr().out)
+    result, instances, acked = _run_teams_service(canary_cluster, r, status)
+    status_json = json.loads(shown[0])
     assert result.outcome == "PROMOTE" and result.status == "verified promoted", result
-    assert instances == {f"{topic}-consumer-{i}": ("2.0", True) for i in (0, 1)}
+    assert instances == {f"{r.topic}-consumer-{i}": ("2.0", True) for i in (0, 1)}
     # `client-rollout status`: the run, the lane closed again, the fleet as it runs
-    assert (status["status"], status["canary_partitions"], status["lock_holder"]) == ("verified promoted", [], None)
-    assert {i["name"]: (i["lane"], i["version"], i["running"]) for i in status["fleet"]} == {
-        f"{topic}-consumer-{i}": ("baseline", "2.0", True) for i in (0, 1)}
+    assert (status_json["status"], status_json["canary_partitions"], status_json["lock_holder"]) == (
+        "verified promoted", [], None)
+    assert {i["name"]: (i["lane"], i["version"], i["running"]) for i in status_json["fleet"]} == {
+        f"{r.topic}-consumer-{i}": ("baseline", "2.0", True) for i in (0, 1)}
     fleet_dir = r.services.directory
     logs = {p.name: p.read_text() for p in fleet_dir.glob("*.log")}
     assert logs and all("billing " in text for text in logs.values()), logs  # the team's service, never the sample
-    assert "billing 2.0 as billing-orders-consumer-0-canary in the canary lane" in logs[
-        "billing-orders-consumer-0-canary.log"]
+    assert f"billing 2.0 as {r.topic}-consumer-0-canary in the canary lane" in logs[f"{r.topic}-consumer-0-canary.log"]
     _, processed = _records(fleet_dir)
-    assert {e["partition"] for e in processed["billing-orders-consumer-0-canary"]} <= {
+    assert {e["partition"] for e in processed[f"{r.topic}-consumer-0-canary"]} <= {
         int(p) for p in r.state.before["lane"]}
     figures = _handoff("a team's service", acked, processed)
     assert figures["acked"] > 1000 and figures["missing"] == 0
+    verdict = json.loads((tmp_path / "run" / "analysis-1" / "verdict.json").read_text())
+    dropped = next(m for m in verdict["metrics"] if m["name"] == "dropped_rate")
+    assert dropped["decision"] == "PASS" and dropped["canary"]["trials"] > 200, dropped  # the payments counted
+
+
+@pytest.mark.slow
+def test_a_teams_service_that_silently_drops_one_record_in_a_hundred_is_rolled_back(canary_cluster, run_root,
+                                                                                    tmp_path):
+    """2.0-drops bills every order and commits it, but writes no payment for one in a hundred: no error, no lag, no
+    loss the brokers see. The records' outputs show it: ROLLBACK on dropped_rate, the fleet back on 1.0."""
+    _, r = _teams_service(canary_cluster, run_root, tmp_path, "2.0-drops")
+    result, instances, acked = _run_teams_service(canary_cluster, r)
+    assert result.outcome == "ROLLBACK" and result.status == "verified rolled_back", result
+    assert "dropped_rate" in result.reason, result.reason
+    assert instances == {f"{r.topic}-consumer-{i}": ("1.0", True) for i in (0, 1)}
+    figures = _handoff("a team's dropping service", acked, _records(r.services.directory)[1])
+    assert figures["missing"] == 0  # every order billed: what the version dropped is its payments
