@@ -204,6 +204,9 @@ def _teams_service(cluster: LocalCluster, run_root: Path, tmp_path: Path, to: st
     raw["service"] |= {"producers": 0, "consumers": 2, "command": {"consumer": [sys.executable, "billing.py"]},
                        "cwd": str(SERVICES)}
     raw["change"] = {"from": "1.0", "to": to}
+    # A minute: at ~33 orders/s through the canary, a 1 % drop is ~8 records in 30 s, short of the evidence the
+    # judge's alpha asks for (e-value 576 of 700, simulated), and ~20 in a minute, far beyond it.
+    raw["window"] = {"duration": "60s", "interim_interval": "15s"}
     return raw, ClientRollout(load_client_spec(raw), tmp_path / "run", tie_to_parent=True)
 
 
