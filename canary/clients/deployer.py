@@ -55,7 +55,7 @@ CONTRACT = {
     "topic": "KAFKA_CANARY_TOPIC",
     "group": "KAFKA_CANARY_GROUP",             # consumers' group.id
     "rate": "KAFKA_CANARY_RATE",               # producers: records per second
-    "client_config": "KAFKA_CANARY_CLIENT_CONFIG",  # a JSON file (0600) of librdkafka connection/security settings
+    "client_config": "KAFKA_CANARY_CONNECTION_FILE",  # a JSON file (0600) of librdkafka connection/security settings
     "records": "KAFKA_CANARY_RECORDS",         # where the instance may log what it acknowledged or processed
     "run_id": RUN_ID_ENV,                      # the run id its observations carry
 }

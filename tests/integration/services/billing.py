@@ -21,7 +21,7 @@ def main() -> int:
     env = os.environ
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with open(env["KAFKA_CANARY_CLIENT_CONFIG"]) as f:
+    with open(env["KAFKA_CANARY_CONNECTION_FILE"]) as f:
         client = json.load(f) | {"bootstrap.servers": env["KAFKA_CANARY_BOOTSTRAP"]}
     name, version, topic = env["KAFKA_CANARY_INSTANCE_ID"], env["KAFKA_CANARY_VERSION"], env["KAFKA_CANARY_TOPIC"]
     consumer = LaneConsumer({**client, "group.id": env["KAFKA_CANARY_GROUP"], "client.id": name,

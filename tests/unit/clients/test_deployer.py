@@ -90,7 +90,7 @@ def test_a_service_of_ones_own_in_any_language_gets_the_contract_and_stops_with_
         "v2", "1", "2")
     assert (env["KAFKA_CANARY_BOOTSTRAP"], env["KAFKA_CANARY_TOPIC"], env["KAFKA_CANARY_GROUP"]) == (
         NOWHERE, "orders", "billing")
-    assert env["KAFKA_CANARY_CLIENT_CONFIG"].endswith("client.json") and env["JAVA_OPTS"] == "-Xmx64m"
+    assert env["KAFKA_CANARY_CONNECTION_FILE"].endswith("client.json") and env["JAVA_OPTS"] == "-Xmx64m"
     assert not fleet.status(wanted.name).running
 
 
@@ -99,3 +99,14 @@ def test_a_service_command_whose_program_is_not_there_is_refused_before_it_start
     with pytest.raises(DeployError, match=r"the producer command of v9 runs './feed-v9', which is not an executable"):
         fleet.start(Instance("p-0", "producer", "baseline", "v9"))
     assert fleet.instances() == []
+
+
+def test_the_contract_takes_no_variable_the_library_reads_for_something_else():
+    """An instance's client settings come from KAFKA_CANARY_CLIENT_<KEY> and its lanes' marker from
+    KAFKA_CANARY_MARKER: a contract variable named so would change what the instance connects with or which lane
+    it is in."""
+    from canary.clients.deployer import CONTRACT
+    from canary.kafka.settings import ENV_PREFIX, client_settings_from_env
+    names = [*CONTRACT.values(), process.MARKER_ENV]
+    assert not [n for n in names if n.startswith(ENV_PREFIX) or n == "KAFKA_CANARY_MARKER"], names
+    assert client_settings_from_env({n: "x" for n in names}) == {}
