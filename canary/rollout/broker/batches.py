@@ -80,6 +80,13 @@ def plan_batches(order: list[int], racks: Mapping[int, str | None], partitions: 
     return BatchPlan(batches, max_batch, headroom, notes)
 
 
+def serial_plan(order: list[int], racks: Mapping[int, str | None], partitions: list[PartitionView],
+                headroom: int = 0, down: Collection[int] = (), registered: Collection[int] | None = None) -> BatchPlan:
+    """One broker at a time, in `order` (promote's serial roll), with the same notes as plan_batches'."""
+    return BatchPlan([Batch((b,), _rack(racks, b)) for b in order], 1, headroom,
+                     _notes(order, partitions, down, registered))
+
+
 def _rack(racks: Mapping[int, str | None], broker: int) -> str | None:
     return lanes.real_rack(racks.get(broker))
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import cast
 
 from canary.errors import CanaryError
 from canary.kafka.wait import wait_until
 from canary.outcome import Outcome
 from canary.rollout import guard
-from canary.rollout.broker import BROKER
+from canary.rollout.broker import BROKER, Rollout, promote
 from canary.rollout.core.cli import add_commands, open_run, print_result, run_status
 from canary.rollout.core.lock import ClusterLock
 
@@ -31,6 +32,10 @@ def register(sub) -> None:
     status = rsub.add_parser("status", help="the run's state: steps, verdict, lock holder")
     common(status)
     status.set_defaults(func=cmd_status, kind=BROKER)
+    plan = rsub.add_parser("plan", help="the promotion as it would go now: the batches from the cluster's "
+                                       "placement and racks, their notes, the controllers (changes nothing)")
+    common(plan)
+    plan.set_defaults(func=cmd_plan, kind=BROKER)
     describe = rsub.add_parser("describe", help="the brokers and controllers as the spec's deployer sees them "
                                                 "(changes nothing: try a cluster section before a rollout)")
     describe.add_argument("--spec", required=True)
@@ -57,6 +62,16 @@ def register(sub) -> None:
 def cmd_status(args) -> int:
     rollout = open_run(args)
     print_result(args, run_status(rollout) | {"canary_brokers": rollout.state.record.canary_brokers})
+    return 0
+
+
+def cmd_plan(args) -> int:
+    rollout = open_run(args)
+    result = promote.plan_now(cast(Rollout, rollout))
+    if args.json:
+        print_result(args, result)
+    else:
+        print("\n".join(result["lines"]))
     return 0
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from canary.cluster import distribution
 from canary.kafka import features
-from canary.rollout.broker.batches import BatchPlan, plan_batches
+from canary.rollout.broker.batches import BatchPlan, plan_batches, serial_plan
+from canary.rollout.broker.preflight import choose_canaries
 from canary.rollout.broker.probes import green_probe, watched
 from canary.rollout.broker.rolling import roll_batches, roll_controllers, roll_fleet
 from canary.rollout.broker.rollout import Rollout
@@ -19,19 +20,19 @@ def promote(run: Rollout, approve: bool = False) -> dict:
     target, one at a time under the guard, each back in the ISR before the next; finalizes when asked; probes."""
     require_promotable(run, approve)
     canaries = run.canary_ids()
-    order = [b.broker_id for b in run.deployer.brokers() if b.broker_id not in canaries] + canaries
     target = run.spec.change.version
     result: dict = {}
     with watched(run, "promote", result):
+        plan = promotion_plan(run, canaries)  # shown and recorded before anything restarts
+        result["plan"] = plan.to_dict()
+        run.audit.record(run.step, "promotion plan", **plan.to_dict())
+        for line in plan.lines():
+            run.say("%s", line)
         if run.spec.promote.max_batch > 1:
-            plan = promotion_plan(run, canaries)
-            result["plan"] = plan.to_dict()
-            run.audit.record(run.step, "promotion plan", **plan.to_dict())
-            for line in plan.lines():
-                run.say("%s", line)
             result["rolled"] = roll_batches(run, plan, "promoted")
         else:
-            result["rolled"] = roll_fleet(run, order, "promoted", warm=True)
+            result["rolled"] = roll_fleet(run, [b for batch in plan.batches for b in batch.brokers], "promoted",
+                                          warm=True)
         result["controllers"] = roll_controllers(run, lambda c: target or c.version)
     result["finalized"] = finalize(run, target) if target and run.spec.finalize else {}
     restore_preferred(run)
@@ -41,7 +42,8 @@ def promote(run: Rollout, approve: bool = False) -> dict:
 
 
 def promotion_plan(run: Rollout, canaries: list[int]) -> BatchPlan:
-    """The batches of the promotion, from the cluster as it is: the baseline brokers, then the canaries."""
+    """The batches of the promotion, from the cluster as it is: the baseline brokers, then the canaries; one at a
+    time in the deployer's order with `promote.max_batch` 1."""
     brokers = run.deployer.brokers()
     racks = {b.broker_id: b.rack for b in brokers}
     down = {b.broker_id for b in brokers if not b.running}
@@ -49,8 +51,21 @@ def promotion_plan(run: Rollout, canaries: list[int]) -> BatchPlan:
     settings = run.spec.promote
 
     def plan(order: list[int]) -> BatchPlan:
+        if settings.max_batch == 1:
+            return serial_plan(order, racks, partitions, settings.headroom, down, registered)
         return plan_batches(order, racks, partitions, settings.max_batch, settings.headroom, down, registered)
     return plan([b.broker_id for b in brokers if b.broker_id not in canaries]).then(plan(canaries))
+
+
+def plan_now(run: Rollout) -> dict:
+    """The promotion as it would go now, changing nothing: the run's canaries (or those preflight would choose),
+    the batches and their notes, then the controllers one at a time."""
+    canaries = run.state.record.canary_brokers or choose_canaries(run, run.deployer.brokers())
+    plan = promotion_plan(run, canaries)
+    controllers = [c.node_id for c in run.deployer.controllers()]
+    return {"canary_brokers": canaries, **plan.to_dict(), "controllers": controllers,
+            "lines": plan.lines() + [f"then controllers {controllers}, one at a time, each only while a caught-up "
+                                     f"majority of the quorum remains"]}
 
 
 def finalize(run: Rollout, version: str) -> dict:

@@ -305,3 +305,22 @@ def test_a_controller_is_not_restarted_while_another_voter_lags_and_is_once_it_c
     cluster.lagging.clear()
     assert roll_controllers(run, lambda c: "4.1.2") == [3000, 3001, 3002]
     assert [c[1] for c in cluster.changes if c[0] == "roll controller"] == [3000, 3001, 3002]
+
+
+def test_the_plan_shows_the_promotion_before_anything_restarts_and_promote_follows_it(cluster, tmp_path):
+    run = preflighted(cluster, tmp_path)
+    shown = promote.plan_now(run)
+    assert [b["brokers"] for b in shown["batches"]] == [[1], [2], [3]] and shown["controllers"] == [3000]
+    assert shown["lines"][0].startswith("3 batch(es) of at most 1 broker(s)")
+    assert cluster.changes == []  # the plan changed nothing
+    deploy.deploy_canary(run)
+    run.state.update(verdict=Verdict(verdict=PROMOTE, reason="test"), status=RunStatus.JUDGED_PROMOTE)
+    run.step = "promote"
+    result = promote.promote(run)
+    assert result["plan"]["batches"] == shown["batches"]
+    assert [c[1] for c in cluster.changes if c[0] == "roll"][-3:] == [1, 2, 3]  # after the canary's own roll
+
+
+def test_before_preflight_the_plan_takes_the_canaries_preflight_would_choose(cluster, tmp_path):
+    shown = promote.plan_now(run_on(cluster, tmp_path))
+    assert shown["canary_brokers"] == [3] and [b["brokers"] for b in shown["batches"]][-1] == [3]
