@@ -34,7 +34,9 @@ JUDGE = Step("judge", verdict.judge_window,
              "the final analysis of the window and its verdict (exit 0/1/3 by verdict)", after_change=True,
              decides=True)
 GATE = Step("gate", _gate, "probe-window then judge (exit 0/1/3 by verdict)", decides=True)
-PROMOTE = Step("promote", promote.promote, "roll the rest of the fleet and the controllers, finalize, probe")
+PROMOTE = Step("promote", promote.promote, "roll the rest of the fleet and the controllers, probe")
+FINALIZE = Step("finalize", promote.finalize_fleet,
+                "after promote.bake, a clean look, then raise the feature levels (irreversible)")
 ROLLBACK = Step("rollback", promote.rollback, "bring every changed broker back to the pre-rollout state",
                 after_rollback=True)
 VERIFY = Step("verify", verify.verify, "check the promised state, probe, release the lock", after_rollback=True)
@@ -42,4 +44,4 @@ VERIFY = Step("verify", verify.verify, "check the promised state, probe, release
 BROKER = RolloutKind(name="broker", command="rollout",
                      steps=(PREFLIGHT, DEPLOY_CANARY, WARM_UP, LEAD, PROBE_WINDOW, JUDGE),
                      promote=PROMOTE, rollback=ROLLBACK, verify=VERIFY, load_spec=load_spec, open_run=_open,
-                     extra_steps=(GATE,), left_behind=desired.not_back)
+                     extra_steps=(GATE, FINALIZE), left_behind=desired.not_back)

@@ -1,15 +1,21 @@
-"""Promote and rollback of a broker rollout: the rest of the fleet, then the canaries, then the controllers, one
-at a time under the guard; finalize after a promotion; rollback refused once features were finalized."""
+"""Promote and rollback of a broker rollout: the rest of the fleet, then the canaries, then the controllers, under
+the guards; finalize, its own step, once the promoted fleet has baked; rollback refused once features were
+finalized."""
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
+
 from canary.cluster import distribution
+from canary.fields import format_duration
 from canary.kafka import features
 from canary.rollout.broker.batches import BatchPlan, plan_batches, serial_plan
 from canary.rollout.broker.preflight import choose_canaries
 from canary.rollout.broker.probes import green_probe, watched
-from canary.rollout.broker.rolling import roll_batches, roll_controllers, roll_fleet
+from canary.rollout.broker.rolling import cluster_health, roll_batches, roll_controllers, roll_fleet
 from canary.rollout.broker.rollout import Rollout
+from canary.rollout.broker.verify import fleet_differences
 from canary.rollout.core import RolloutError, RunStatus
 from canary.rollout.core.verdict import require_promotable
 from canary.rollout.leaders import restore_preferred
@@ -17,7 +23,8 @@ from canary.rollout.leaders import restore_preferred
 
 def promote(run: Rollout, approve: bool = False) -> dict:
     """Rolls the baseline brokers, then the canary brokers (dropping the marker), then the controllers to the
-    target, one at a time under the guard, each back in the ISR before the next; finalizes when asked; probes."""
+    target, under the guards, each back in the ISR before the next; probes. Never finalizes: that is the finalize
+    step's, after `promote.bake` (finalize_fleet)."""
     require_promotable(run, approve)
     canaries = run.canary_ids()
     target = run.spec.change.version
@@ -34,11 +41,62 @@ def promote(run: Rollout, approve: bool = False) -> dict:
             result["rolled"] = roll_fleet(run, [b for batch in plan.batches for b in batch.brokers], "promoted",
                                           warm=True)
         result["controllers"] = roll_controllers(run, lambda c: target or c.version)
-    result["finalized"] = finalize(run, target) if target and run.spec.finalize else {}
     restore_preferred(run)
     run.state.update(status=RunStatus.PROMOTED)
     result["post_promotion_probe"] = green_probe(run, "post-promotion")
+    if target and run.spec.finalize:
+        due = _bake_ends_ms(run, time.time() * 1000)
+        result["finalize"] = f"after the bake, from {_when(due)}: `kafka-canary rollout finalize`"
+        run.audit.record(run.step, "finalize pending", after_ms=int(due), bake_s=run.spec.promote.bake)
+        run.say("feature levels not finalized: the promoted fleet bakes until %s, then the finalize step raises "
+                "them; until then brokers of the previous release can still join the cluster", _when(due))
     return result
+
+
+def finalize_fleet(run: Rollout) -> dict:
+    """The finalize step: raises the release's feature levels once the verified promoted fleet has run for
+    `promote.bake` after promote finished, with a clean look first (every broker and controller on the change and
+    running, the cluster healthy and the quorum caught up, a green probe), under the cluster's lock. Refused before
+    the bake, saying until when; idempotent (levels already raised change nothing)."""
+    status = run.state.status
+    if not status.promoted or not status.verified:
+        raise RolloutError(f"nothing to finalize yet: the rollout is at '{status}'; finalize follows a verified "
+                           f"promotion")
+    target = run.spec.change.version
+    if not target or not run.spec.finalize:
+        why = "the change keeps the release" if not target else "the spec says finalize: false"
+        return {"finalized": {}, "why": f"{why}: no feature level is raised"}
+    now = time.time() * 1000
+    due = _bake_ends_ms(run, now)
+    if now < due:
+        raise RolloutError(f"the promoted fleet bakes until {_when(due)} ({(due - now) / 1000:.0f} s more; "
+                           f"promote.bake {format_duration(run.spec.promote.bake)}): finalize then. Until then the "
+                           f"feature levels stay as they were and brokers of the previous release can still join")
+    problems = fleet_differences(run, status)
+    seen = cluster_health(run)
+    if not seen.healthy:
+        problems.append(f"cluster not healthy: {seen.reason()}")
+    if problems:
+        raise RolloutError("not finalized, the cluster is not as promoted: " + "; ".join(problems))
+    taken = run.lock.acquire(run.run_id, len(run.deployer.brokers()))  # LockHeld when another rollout runs
+    try:
+        probe = green_probe(run, "finalize")
+        finalized = finalize(run, target)
+    finally:
+        if taken:
+            run.lock.release(run.run_id)
+    return {"finalized": finalized, "probe": probe}
+
+
+def _bake_ends_ms(run: Rollout, now_ms: float) -> float:
+    """When the bake ends: `promote.bake` after promote finished (now, while promote is still running)."""
+    record = run.state.record.step("promote")
+    finished = record.finished_ms if record and record.finished_ms else now_ms
+    return finished + run.spec.promote.bake * 1000
+
+
+def _when(ms: float) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def promotion_plan(run: Rollout, canaries: list[int]) -> BatchPlan:

@@ -5,7 +5,9 @@
     canary:   {count: 1, control: auto}                 # or {brokers: [2], control: [1]}; control: none
     probe:    {window: 2m, interim_interval: 30s, rate: 10}
     judge:    {config: judge.yaml, engine: spark}       # engine: spark (the Spark job) or inline
-    finalize: true
+    finalize: true                                      # raise the feature levels in the finalize step, after
+                                                        # promote.bake (the previous release can still join until then)
+    promote:  {max_batch: 1, headroom: 0, bake: 10m}    # batches the guard proves safe; the bake before finalize
     lead_topics: all                                    # the canary leads its preferred partitions of every topic
                                                         # (as a finished roll would); [orders]: these; none: the probe's
     capacity: required                                  # a PROMOTE needs representative traffic judged (not_required)
@@ -227,10 +229,12 @@ class TrafficSection(SpecSection):
 class PromoteSection(SpecSection):
     """How the rest of the fleet is rolled after a PROMOTE verdict (canary.rollout.broker.batches): up to
     `max_batch` brokers of one rack restart together when the safe-roll guard on the set proves every partition keeps
-    min.insync.replicas plus `headroom` while they are all away; 1, the default, rolls one broker at a time."""
+    min.insync.replicas plus `headroom` while they are all away; 1, the default, rolls one broker at a time. `bake`:
+    how long the promoted fleet runs before the finalize step may raise the feature levels (irreversible)."""
 
     max_batch: int = Field(1, strict=True, ge=1, le=1000)
     headroom: int = Field(0, strict=True, ge=0, le=10)
+    bake: Annotated[float, Duration(0, 7 * DAY)] = 600.0
 
 
 # all: every topic, as a finished roll would lead them; a list: the probe's and these; none: the probe's alone.

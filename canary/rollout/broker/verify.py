@@ -21,7 +21,7 @@ def verify(run: Rollout) -> dict:
     if not status.finished or status.verified:
         raise RolloutError(f"nothing to verify yet: the rollout is at '{status}'; promote or roll back first")
     finalized = run.admin.features().finalized
-    differences = _fleet_differences(run, status) + _cluster_differences(run, status, finalized)
+    differences = fleet_differences(run, status) + _cluster_differences(run, status, finalized)
     if differences:
         run.audit.record("verify", "differences", differences=differences)
         raise RolloutError("verify failed, the lock stays held until this is fixed: " + "; ".join(differences))
@@ -32,7 +32,7 @@ def verify(run: Rollout) -> dict:
     return {"status": status, "finalized": finalized, "probe": probe, "lock_released": released}
 
 
-def _fleet_differences(run: Rollout, status: RunStatus) -> list[str]:
+def fleet_differences(run: Rollout, status: RunStatus) -> list[str]:
     """Brokers and controllers not on what `status` promised: the change, or the snapshot."""
     rolled_back = not status.promoted
     differences = []

@@ -324,3 +324,36 @@ def test_the_plan_shows_the_promotion_before_anything_restarts_and_promote_follo
 def test_before_preflight_the_plan_takes_the_canaries_preflight_would_choose(cluster, tmp_path):
     shown = promote.plan_now(run_on(cluster, tmp_path))
     assert shown["canary_brokers"] == [3] and [b["brokers"] for b in shown["batches"]][-1] == [3]
+
+
+# ----- finalize: its own step, after the bake -----
+
+def test_finalize_waits_for_the_bake_looks_at_the_cluster_then_raises_the_levels_once(cluster, tmp_path,
+                                                                                    monkeypatch):
+    from canary.rollout.broker.kind import FINALIZE, VERIFY
+    from canary.rollout.broker.kind import PROMOTE as PROMOTE_STEP
+    raised = []
+
+    def levels(run, version):  # the release's levels, as Kafka's FeatureCommand maps 4.1 (a JVM in real runs)
+        changed = run.admin.finalize({"metadata.version": 27})
+        raised.append(changed)
+        return {k: list(v) for k, v in changed.items()}
+    monkeypatch.setattr(promote, "finalize", levels)
+    run = judged(deployed(cluster, tmp_path, change={"version": "4.1.2", "config": CHANGE}))
+    with pytest.raises(RolloutError, match="nothing to finalize yet: the rollout is at 'judged PROMOTE'"):
+        FINALIZE(run)
+    result = PROMOTE_STEP(run)
+    assert "finalize" in result and cluster.levels["metadata.version"] == 21  # promote never finalizes
+    VERIFY(run)
+    with pytest.raises(RolloutError, match=r"the promoted fleet bakes until .*Z \(6\d\d s more; promote.bake 10m\): "
+                                           r"finalize then"):
+        FINALIZE(run)
+    run.state.record.steps["promote"].finished_ms -= 601_000  # ten minutes on
+    cluster.parts[("orders", 0)].isr.remove(2)
+    with pytest.raises(RolloutError, match=r"not finalized, the cluster is not as promoted: cluster not healthy"):
+        FINALIZE(run)
+    assert raised == []
+    cluster.parts[("orders", 0)].isr.append(2)
+    assert FINALIZE(run)["finalized"] == {"metadata.version": [21, 27]}
+    assert FINALIZE(run)["finalized"] == {}  # run again: nothing more
+    assert cluster.levels["metadata.version"] == 27 and run.lock.held is None  # type: ignore[attr-defined]
