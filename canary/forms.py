@@ -286,7 +286,11 @@ BROKER_FORM = Form(BrokerRolloutSpec, RolloutOptions, (
               schema={"type": "object"}),
     FormField("engine", ("judge", "engine"), "Analysis engine", _ENGINE),
     FormField("finalize", ("finalize",), "Finalize features",
-              "Raise finalized feature levels after promoting (no binary rollback after)"),
+              "Raise finalized feature levels in the finalize task once the promoted fleet has baked (no binary "
+              "rollback after)"),
+    FormField("bake", ("promote", "bake"), "Bake before finalize",
+              "How long the promoted fleet runs before the finalize task may raise the feature levels, e.g. 10m; "
+              "the task is skipped until then (clear it after the bake)"),
     _ON_INCONCLUSIVE,
     FormField("lead_topics", ("lead_topics",), "Lead topics",
               'Whose partitions the canary brokers lead (their preferred ones), so the canary carries its share of '

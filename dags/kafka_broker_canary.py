@@ -16,6 +16,7 @@ from kafka_canary_provider.operators.gate import verdict_gate
 from kafka_canary_provider.operators.rollout import (
     AnalysisRequestOperator,
     DeployCanaryOperator,
+    FinalizeOperator,
     JudgeOperator,
     LeadOperator,
     PreflightOperator,
@@ -59,9 +60,11 @@ DOC = """
 ### Gated Kafka broker rollout
 
 preflight → deploy canary → learner warm-up → lead → probe window (interim gates) → Spark analysis → judge →
-**PROMOTE**: promote the fleet (controllers last, finalize) · **ROLLBACK**: canary brokers back to baseline ·
+**PROMOTE**: promote the fleet (controllers last) · **ROLLBACK**: canary brokers back to baseline ·
 **INCONCLUSIVE**: a person decides in *Required actions* (no answer within 4 h → rollback; or
-`on_inconclusive = rollback` to never ask) → verify → report.
+`on_inconclusive = rollback` to never ask) → verify → finalize → report. *finalize* raises the feature levels (the
+one step no rollback undoes) only once the promoted fleet has baked (`promote.bake`, 10 min by default): until then
+it is skipped, and clearing it after the bake finalizes.
 
 One rollout per cluster at a time (`max_active_runs=1`, the cluster pool, and a lock topic on the cluster).
 Every task links to the run's report (*Rollout report*); all reports are under *Browse → Canary rollouts*.
@@ -127,13 +130,14 @@ def kafka_broker_canary():
                               trigger_rule="none_failed_min_one_success", **steps)
     rollback = RollbackOperator(task_id="rollback", trigger_rule="none_failed_min_one_success", **steps)
     verify = VerifyOperator(task_id="verify", trigger_rule="none_failed_min_one_success", **steps)
+    finalize = FinalizeOperator(task_id="finalize", **steps)
     # The report fails the DAG run on purpose when the rollout did not end verified: once is enough.
     report = RolloutReportOperator(task_id="report", trigger_rule="all_done", kafka_canary_conn_id=CONN, retries=0)
 
     chain(preflight, deploy, warm_up, lead, probe, request, analysis, judge)
     to_promote >> promote
     to_rollback >> rollback
-    [promote, rollback] >> verify >> report
+    [promote, rollback] >> verify >> finalize >> report
 
 
 broker_canary_dag = kafka_broker_canary()

@@ -66,12 +66,9 @@ def finalize_fleet(run: Rollout) -> dict:
     if not target or not run.spec.finalize:
         why = "the change keeps the release" if not target else "the spec says finalize: false"
         return {"finalized": {}, "why": f"{why}: no feature level is raised"}
-    now = time.time() * 1000
-    due = _bake_ends_ms(run, now)
-    if now < due:
-        raise RolloutError(f"the promoted fleet bakes until {_when(due)} ({(due - now) / 1000:.0f} s more; "
-                           f"promote.bake {format_duration(run.spec.promote.bake)}): finalize then. Until then the "
-                           f"feature levels stay as they were and brokers of the previous release can still join")
+    baking = still_baking(run)
+    if baking:
+        raise RolloutError(baking)
     problems = fleet_differences(run, status)
     seen = cluster_health(run)
     if not seen.healthy:
@@ -86,6 +83,17 @@ def finalize_fleet(run: Rollout) -> dict:
         if taken:
             run.lock.release(run.run_id)
     return {"finalized": finalized, "probe": probe}
+
+
+def still_baking(run: Rollout) -> str | None:
+    """Why finalize must wait (the promoted fleet is still baking, until when), or None once the bake is over."""
+    now = time.time() * 1000
+    due = _bake_ends_ms(run, now)
+    if now >= due:
+        return None
+    return (f"the promoted fleet bakes until {_when(due)} ({(due - now) / 1000:.0f} s more; promote.bake "
+            f"{format_duration(run.spec.promote.bake)}): finalize then. Until then the feature levels stay as they "
+            f"were and brokers of the previous release can still join")
 
 
 def _bake_ends_ms(run: Rollout, now_ms: float) -> float:

@@ -169,7 +169,7 @@ def followed_branches(ti, task_id: str) -> list[str]:
 
 
 class PromoteOperator(RolloutStepOperator):
-    """Rolls the rest of the fleet, the controllers last, finalizes when asked, probes.
+    """Rolls the rest of the fleet, the controllers last, probes (finalize is its own task, after the bake).
 
     :param approved_by: task id of the person's decision (a HITL branch); an INCONCLUSIVE verdict is promoted
         only when that task chose this task.
@@ -200,6 +200,26 @@ class RollbackOperator(RolloutStepOperator):
         from canary.rollout.core.engine import roll_back
 
         return roll_back(self.kind(), rollout)
+
+
+class FinalizeOperator(RolloutStepOperator):
+    """Raises the feature levels once the verified promoted fleet has baked (`promote.bake`), after a clean look.
+    Skipped when the rollout was not promoted, and while the fleet still bakes: the DAG run ends without
+    finalizing, and clearing this task once the bake is over (or `kafka-canary rollout finalize`) finalizes."""
+
+    def run_step(self, rollout: RolloutRun, context: Context) -> dict:
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from canary.rollout.broker.promote import still_baking
+
+        run = broker_run(rollout)
+        status = run.state.status
+        if not (status.promoted and status.verified):
+            raise AirflowSkipException(f"nothing to finalize: the rollout is at '{status}'")
+        baking = still_baking(run) if run.spec.change.version and run.spec.finalize else None
+        if baking:
+            raise AirflowSkipException(f"{baking}; clear this task then, or run `kafka-canary rollout finalize`")
+        return self.kind().step("finalize")(run)
 
 
 class VerifyOperator(RolloutStepOperator):

@@ -11,7 +11,7 @@ from airflow.dag_processing.dagbag import DagBag
 REPO = Path(__file__).resolve().parents[3]
 BROKER_TASKS = {"preflight", "deploy_canary", "warm_up", "lead", "probe_window", "analysis_request",
                 "spark_analysis", "judge", "route_verdict", "verdict_promote", "verdict_rollback", "ask_a_person",
-                "promote", "rollback", "verify", "report"}
+                "promote", "rollback", "verify", "finalize", "report"}
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,8 @@ def test_broker_dag_graph(dagbag):
     assert down["route_verdict"] == {"verdict_promote", "verdict_rollback", "ask_a_person"}
     assert down["ask_a_person"] == {"promote", "rollback"}
     assert down["verdict_promote"] == {"promote"} and down["verdict_rollback"] == {"rollback"}
-    assert down["promote"] == down["rollback"] == {"verify"} and down["verify"] == {"report"}
+    assert down["promote"] == down["rollback"] == {"verify"} and down["verify"] == {"finalize"}
+    assert down["finalize"] == {"report"}
     rules = {t: dag.task_dict[t].trigger_rule.value for t in ("judge", "promote", "rollback", "verify", "report")}
     assert rules == {"judge": "all_done", "promote": "none_failed_min_one_success",
                      "rollback": "none_failed_min_one_success", "verify": "none_failed_min_one_success",
@@ -70,7 +71,7 @@ def test_spark_task_and_person(dagbag):
 def test_trigger_form_params_are_typed_and_titled(dagbag):
     params = dagbag.dags["kafka_broker_canary"].params
     expected = {"cluster_conn_id", "target_version", "config_overrides", "canary_count", "canary_brokers", "window",
-                "interim_interval", "probe_rate", "preflight_probe", "judge_config", "engine", "finalize",
+                "interim_interval", "probe_rate", "preflight_probe", "judge_config", "engine", "finalize", "bake",
                 "on_inconclusive", "client_delay_ms"}
     assert expected <= set(params)
     for name in params:
