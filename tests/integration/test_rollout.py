@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -101,7 +102,7 @@ def test_good_canary_carries_its_share_of_real_traffic_promotes_the_fleet_and_fi
     # The inline engine: Spark judges real rollouts in the e2e and distributed tests (and the broker readings in
     # tests/unit/analysis/test_job.py); here a Spark start would only add a minute.
     spec = spec_for(cluster, "good", judge={"engine": "inline", "config": FAST_JUDGE}, capacity="required",
-                    canary={"count": 1, "control": "auto"})
+                    canary={"count": 1, "control": "auto"}, promote={"bake": "5s"})
     rollout = Rollout(spec, tmp_path / "run")
     with UserTraffic(distribution.ensure(BASELINE_VERSION), cluster.bootstrap_servers, USER_TRAFFIC,
                      tmp_path / "traffic") as traffic:
@@ -127,7 +128,9 @@ def test_good_canary_carries_its_share_of_real_traffic_promotes_the_fleet_and_fi
     assert judged["baseline"]["bytes_in_per_s"] >= spec.traffic.min_bytes_per_s, judged
     assert {v[0] for v in snapshot(cluster).values()} == {TARGET_VERSION}  # brokers and controller
     assert all(rack is None for _, _, rack in snapshot(cluster).values())  # no canary marker left
-    assert cluster.features().finalized["metadata.version"] > rollout.state.before["features"]["metadata.version"]
+    # Promote never finalizes: finalize is its own step, refused until the promoted fleet has baked.
+    assert cluster.features().finalized == rollout.state.before["features"]
+    assert "finalize" in stepped["promote"]["result"], stepped["promote"]["result"]
     assert stepped["judge"]["result"]["engine"] == "inline"
     # The brokers' own metrics were read beside the probe and judged, canary broker against the control broker:
     # the highest id that is not a canary, restarted with nothing changed right after the canary.
@@ -157,6 +160,13 @@ def test_good_canary_carries_its_share_of_real_traffic_promotes_the_fleet_and_fi
     assert ClusterLock(cluster.bootstrap_servers).holder() is None
     assert (tmp_path / "run" / "report.html").read_text().count("restart broker") == 5
 
+    # After the bake (5 s here; verify took longer), finalize raises the release's levels under the lock, once.
+    time.sleep(max(0.0, 5 - (time.time() * 1000 - rollout.state.record.step("promote").finished_ms) / 1000))
+    finalized = BROKER.step("finalize")(rollout)
+    assert finalized["finalized"]["metadata.version"][1] > rollout.state.before["features"]["metadata.version"]
+    assert cluster.features().finalized["metadata.version"] > rollout.state.before["features"]["metadata.version"]
+    assert BROKER.step("finalize")(rollout)["finalized"] == {}
+    assert ClusterLock(cluster.bootstrap_servers).holder() is None
     # Finalized levels cannot go down: a rollback now is refused and changes nothing.
     before = snapshot(cluster)
     with pytest.raises(RolloutError, match="refusing to roll back: feature levels were finalized"):
