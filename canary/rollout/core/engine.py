@@ -1,8 +1,8 @@
 """The whole rollout of any kind, resumable: a step already done in this run is not repeated; the verdict decides
 promote or rollback; a failure after the first change rolls back, whatever raised it (a refused step or a bug in
-the judge alike); a failure during promote stops and says how to go on (a kind may have made part of it irreversible). A run
-that decided ROLLBACK only ever finishes its rollback when resumed: nothing before the verdict runs again, so no new
-verdict can promote it; a rollback that fails says what it left behind, that the lock is held, and what to do."""
+the judge alike); a failure during promote stops and says how to go on. A run that decided ROLLBACK only ever
+finishes its rollback when resumed: nothing before the verdict runs again, so no new verdict can promote it; a
+rollback that fails says what it left behind, that the lock is held, and what to do."""
 
 from __future__ import annotations
 
