@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 from canary.rollout.core.audit import AuditLog
@@ -21,6 +22,12 @@ def _e(value) -> str:
     return html.escape(value if isinstance(value, str) else json.dumps(value, default=str))
 
 
+def _when(ts_ms: float, start_ms: float | None) -> str:
+    """An audit entry's time as a person reads it: ISO, UTC, and how long after the run began."""
+    at = datetime.fromtimestamp(ts_ms / 1000, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return at if start_ms is None else f"{at} (+{(ts_ms - start_ms) / 1000:.1f} s)"
+
+
 def write_report(state: RunState, audit: AuditLog) -> Path:
     record = state.record
     verdict = record.verdict
@@ -31,7 +38,7 @@ def write_report(state: RunState, audit: AuditLog) -> Path:
         rows.append(f"<tr><td>{_e(name)}</td><td>{_e(step.status)}</td><td>{step.attempts}</td>"
                     f"<td>{step.took_s:.1f}s</td><td>{_e(step.error or '')}</td></tr>")
     entries = "".join(
-        f"<tr><td>{e['ts_ms']}</td><td>{_e(e['step'])}</td><td>{_e(e['action'])}</td>"
+        f"<tr><td>{_e(_when(e['ts_ms'], record.created_ms))}</td><td>{_e(e['step'])}</td><td>{_e(e['action'])}</td>"
         f"<td><code>{_e({k: v for k, v in e.items() if k not in ('ts_ms', 'run_id', 'step', 'action')})}</code></td>"
         "</tr>" for e in audit.entries())
     # The traffic the verdict judged (a broker rollout's canary share of client traffic): capacity judged or not.
@@ -53,7 +60,8 @@ def write_report(state: RunState, audit: AuditLog) -> Path:
 <h2>Spec</h2><pre>{_e(json.dumps(record.spec, indent=2))}</pre>
 <h2>Before the rollout</h2><pre>{_e(json.dumps({k: v for k, v in (record.before or {}).items()
                                                  if k != 'leaders'}, indent=2, default=str))}</pre>
-<h2>Audit log</h2><table><tr><th>time (ms)</th><th>step</th><th>action</th><th>details</th></tr>{entries}</table>
+<h2>Audit log</h2><table><tr><th>time (UTC, since the run began)</th><th>step</th><th>action</th><th>details</th></tr>
+{entries}</table>
 </body></html>"""
     path = state.run_dir / "report.html"
     path.write_text(body)

@@ -19,3 +19,13 @@ def test_a_verdict_without_traffic_shows_no_traffic_line(tmp_path):
     state = RunState.open(tmp_path / "run", "r2", {"change": {"config": {"a.b": "1"}}})
     state.update(verdict={"verdict": "ROLLBACK", "reason": "deploy-canary failed"}, status="judged ROLLBACK")
     assert "Traffic judged" not in write_report(state, AuditLog(tmp_path / "run", "r2")).read_text()
+
+
+def test_the_audit_log_shows_times_a_person_reads(tmp_path):
+    state = RunState.open(tmp_path / "run", "r3", {"change": {"config": {"a.b": "1"}}})
+    audit = AuditLog(tmp_path / "run", "r3")
+    audit.record("preflight", "lock taken")
+    page = write_report(state, audit).read_text()
+    entry = next(e for e in audit.entries() if e["action"] == "lock taken")
+    assert "<th>time (UTC, since the run began)</th>" in page
+    assert "Z (+" in page and str(entry["ts_ms"]) not in page  # no epoch milliseconds
