@@ -45,7 +45,7 @@ def promote(run: Rollout, approve: bool = False) -> dict:
     run.state.update(status=RunStatus.PROMOTED)
     result["post_promotion_probe"] = green_probe(run, "post-promotion")
     if target and run.spec.finalize:
-        due = _bake_ends_ms(run, time.time() * 1000)
+        due = (time.time() + run.spec.promote.bake) * 1000  # promote ends now (its step record is written after)
         result["finalize"] = f"after the bake, from {_when(due)}: `kafka-canary rollout finalize`"
         run.audit.record(run.step, "finalize pending", after_ms=int(due), bake_s=run.spec.promote.bake)
         run.say("feature levels not finalized: the promoted fleet bakes until %s, then the finalize step raises "
@@ -97,7 +97,7 @@ def still_baking(run: Rollout) -> str | None:
 
 
 def _bake_ends_ms(run: Rollout, now_ms: float) -> float:
-    """When the bake ends: `promote.bake` after promote finished (now, while promote is still running)."""
+    """When the bake ends: `promote.bake` after promote finished (`now_ms` before promote has finished)."""
     record = run.state.record.step("promote")
     finished = record.finished_ms if record and record.finished_ms else now_ms
     return finished + run.spec.promote.bake * 1000
