@@ -168,6 +168,7 @@ class ServiceDeployer:
             env[process.MARKER_ENV] = self.marker(wanted.name)
         else:
             cmd = self._sample_command(wanted)
+            env.pop(process.MARKER_ENV, None)  # its marker is on its command line; none inherited from elsewhere
         if self.cwd is not None and not template:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.cwd), os.environ.get("PYTHONPATH")]))
         try:
