@@ -68,10 +68,14 @@ def port(text: str) -> int:
 def file_to_append(text: str) -> str:
     """A file path that is not a directory and whose parent directory exists."""
     path = Path(text)
-    if not text or path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r} is a directory: give a file to append observations to")
-    if not path.parent.is_dir():
-        raise argparse.ArgumentTypeError(f"the directory of {text!r} does not exist")
+    shown = text if len(text) <= 80 else f"{text[:77]}..."
+    try:
+        if not text or path.is_dir():
+            raise argparse.ArgumentTypeError(f"{shown!r} is a directory: give a file to append observations to")
+        if not path.parent.is_dir():
+            raise argparse.ArgumentTypeError(f"the directory of {shown!r} does not exist")
+    except OSError as exc:  # a name the system refuses (too long, …): the check itself cannot be made
+        raise argparse.ArgumentTypeError(f"{shown!r} cannot be a file here: {exc.strerror}") from None
     return text
 
 

@@ -9,7 +9,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from canary import cli, cluster_cli
@@ -165,6 +165,7 @@ def hostile_argv(draw) -> list[str]:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(argv=hostile_argv())
+@example(argv=["probe", "--no-such-option-x", "", "--observations-file", "x" * 5000])  # a name the system refuses
 def test_hostile_arguments_to_any_entry_point_are_one_line_and_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as exited:
         cli.main(argv)
