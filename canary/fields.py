@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import PurePath
 from typing import Annotated, Any, ClassVar, get_args, get_origin
 
@@ -64,6 +65,11 @@ def format_duration(seconds: float) -> str:
         if seconds >= _UNITS[unit] and seconds % _UNITS[unit] == 0:
             return f"{seconds / _UNITS[unit]:g}{unit}"
     return f"{seconds:g}s"
+
+
+def format_utc(ms: float) -> str:
+    """Milliseconds since the epoch as a person reads them: ISO 8601, UTC, whole seconds ('2026-11-27T08:16:07Z')."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,9 @@ finalized."""
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 
 from canary.cluster import distribution
-from canary.fields import format_duration
+from canary.fields import format_duration, format_utc
 from canary.kafka import features
 from canary.rollout.broker.batches import BatchPlan, plan_batches, serial_plan
 from canary.rollout.broker.preflight import choose_canaries
@@ -46,10 +45,10 @@ def promote(run: Rollout, approve: bool = False) -> dict:
     result["post_promotion_probe"] = green_probe(run, "post-promotion")
     if target and run.spec.finalize:
         due = (time.time() + run.spec.promote.bake) * 1000  # promote ends now (its step record is written after)
-        result["finalize"] = f"after the bake, from {_when(due)}: `kafka-canary rollout finalize`"
+        result["finalize"] = f"after the bake, from {format_utc(due)}: `kafka-canary rollout finalize`"
         run.audit.record(run.step, "finalize pending", after_ms=int(due), bake_s=run.spec.promote.bake)
         run.say("feature levels not finalized: the promoted fleet bakes until %s, then the finalize step raises "
-                "them; until then brokers of the previous release can still join the cluster", _when(due))
+                "them; until then brokers of the previous release can still join the cluster", format_utc(due))
     return result
 
 
@@ -91,7 +90,7 @@ def still_baking(run: Rollout) -> str | None:
     due = _bake_ends_ms(run, now)
     if now >= due:
         return None
-    return (f"the promoted fleet bakes until {_when(due)} ({(due - now) / 1000:.0f} s more; promote.bake "
+    return (f"the promoted fleet bakes until {format_utc(due)} ({(due - now) / 1000:.0f} s more; promote.bake "
             f"{format_duration(run.spec.promote.bake)}): finalize then. Until then the feature levels stay as they "
             f"were and brokers of the previous release can still join")
 
@@ -102,9 +101,6 @@ def _bake_ends_ms(run: Rollout, now_ms: float) -> float:
     finished = record.finished_ms if record and record.finished_ms else now_ms
     return finished + run.spec.promote.bake * 1000
 
-
-def _when(ms: float) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def promotion_plan(run: Rollout, canaries: list[int]) -> BatchPlan:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import html
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 
+from canary.fields import format_utc
 from canary.rollout.core.audit import AuditLog
 from canary.rollout.core.run import RunState
 
@@ -24,7 +24,7 @@ def _e(value) -> str:
 
 def _when(ts_ms: float, start_ms: float | None) -> str:
     """An audit entry's time as a person reads it: ISO, UTC, and how long after the run began."""
-    at = datetime.fromtimestamp(ts_ms / 1000, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    at = format_utc(ts_ms)
     return at if start_ms is None else f"{at} (+{(ts_ms - start_ms) / 1000:.1f} s)"
 
 
