@@ -197,14 +197,14 @@ class ServiceDeployer:
                 "run_id": self.run_id}
 
     def program_problem(self, wanted: Instance) -> str | None:
-        """Why `wanted`'s own command cannot start (no such directory, its program not found or not executable),
-        or None (also for the sample services)."""
-        template = self.commands.get(wanted.role)
-        if not template:
-            return None
+        """Why `wanted` cannot start: the service's directory missing, or its own command's program not found or not
+        executable; None when it can."""
         cwd = self.cwd or self.directory
         if not cwd.is_dir():
             return f"the service's directory {cwd} does not exist"
+        template = self.commands.get(wanted.role)
+        if not template:
+            return None
         program = template[0].format_map(self.contract(wanted))
         if "/" in program:
             path = cwd / program  # an absolute program stays as it is

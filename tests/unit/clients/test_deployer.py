@@ -110,3 +110,10 @@ def test_the_contract_takes_no_variable_the_library_reads_for_something_else():
     names = [*CONTRACT.values(), process.MARKER_ENV]
     assert not [n for n in names if n.startswith(ENV_PREFIX) or n == "KAFKA_CANARY_MARKER"], names
     assert client_settings_from_env({n: "x" for n in names}) == {}
+
+
+def test_a_service_directory_that_is_not_there_is_refused_before_anything_starts(tmp_path):
+    fleet = _deployer(tmp_path, cwd=tmp_path / "no-such-dir")
+    with pytest.raises(DeployError, match=r"cannot start: the service's directory .*no-such-dir does not exist"):
+        fleet.start(Instance("p-0", "producer", "baseline", "v1"))
+    assert fleet.instances() == []
