@@ -356,6 +356,10 @@ CLIENT_FORM = Form(ClientRolloutSpec, RolloutOptions, (
               "How many of the topic's partitions the canary lane gets"),
     FormField("window", ("window", "duration"), "Window", "How long the lanes are compared, e.g. 60s or 5m"),
     FormField("interim_interval", ("window", "interim_interval"), "Interim look interval", _INTERIM),
+    FormField("warmup", ("window", "warmup"), "Warm-up",
+              "How long from the window's start is not judged, e.g. 30s for a JVM service (a cold JIT against a warm "
+              "baseline); empty: the judge's 5s", "",
+              schema={"type": ["null", "string"], "pattern": f"^$|{DURATION_PATTERN}"}),
     FormField("judge_config", ("judge", "config"), "Judge config",
               "Judge thresholds; empty uses the client rollout's defaults", {}, schema={"type": "object"}),
     FormField("engine", ("judge", "engine"), "Analysis engine", _ENGINE),

@@ -6,10 +6,15 @@ The consumers here use the classic protocol; test_clients_protocol.py runs them 
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import subprocess
 import time
 import uuid
+from collections import Counter
 
+import jvm_lanes
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from conftest import running_cluster
@@ -212,6 +217,81 @@ def test_canary_records_reach_only_canary_consumers_while_canary_partitions_exis
             assert sum(sum(agg.hist(lane, metric, b).values()) for b in agg.buckets()) > 0, (lane, metric)
 
 
+@pytest.fixture(scope="module")
+def java_classpath(tmp_path_factory) -> str:
+    """kafka-canary-lanes (jvm/) and the Java test clients (services/java), compiled."""
+    return jvm_lanes.build(tmp_path_factory.mktemp("jvm"))
+
+
+@pytest.mark.parametrize(("case", "assigned"), [
+    ("lanes", {"svc-0-canary": [2, 5], "svc-0": [0, 3], "svc-1": [1, 4]}),
+    ("no-canary-member", {"svc-0": [0, 1, 2, 3, 4, 5]}),    # nothing unread while no canary consumer is there
+    ("no-baseline-member", {"svc-0-canary": [2, 5]}),       # the version under test never reads the baseline's
+    ("leaderless", {"svc-0-canary": [2, 3, 5], "svc-0": [0, 1, 4]}),  # 3 stays with its owner, 4 to the baseline
+])
+def test_the_lane_assignor_on_crafted_placements(java_classpath, case, assigned):
+    """LaneAssignor's rules as a pure function (services/java/LaneAssignorCases.java: crafted metadata and members,
+    no broker): a canary member gets exactly the canary broker's partitions, the baseline members share the rest
+    round robin in group.instance.id order."""
+    out = subprocess.run(["java", "-cp", java_classpath, "LaneAssignorCases", case], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    assert json.loads(out) == assigned
+
+
+def test_plain_java_clients_keep_to_their_lanes_by_configuration_alone(lane_cluster, tmp_path, java_classpath):
+    """JVM services join a lane with kafka-canary-lanes on the classpath and its settings (jvm/): a canary and a
+    baseline Java producer (LanePartitioner) write only to their lanes' partitions, and a canary and a baseline
+    consumer of one group (LaneAssignor, subscribe()) are each given exactly their lane's partitions and read only
+    their lane's records; their interceptors write the observations the judge compares, as LaneProducer and
+    LaneConsumer do."""
+    _canary_broker(lane_cluster, on=True)
+    bootstrap, topic, n = lane_cluster.bootstrap_servers, "clients-jvm", 200
+    create_topic(bootstrap, topic)
+    wait_for_lanes(bootstrap, topic, canary=CANARY_PARTITIONS)
+    classpath = java_classpath
+    run_id = f"jvm-{uuid.uuid4().hex[:6]}"
+    env = {**os.environ, "KAFKA_CANARY_RUN_ID": run_id}
+
+    def java(*args: str) -> subprocess.Popen:
+        return subprocess.Popen(["java", "-cp", classpath, "LaneCheck", *map(str, args)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def result(proc: subprocess.Popen) -> dict:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err[-2000:]
+        return json.loads(out.strip().splitlines()[-1])
+
+    group, stop = f"billing-{run_id}", tmp_path / "stop"
+    consumers = {name: java("consume", bootstrap, topic, group, name, n, stop)
+                 for name in ("billing-jvm-0-canary", "billing-jvm-0")}
+    for proc in consumers.values():  # both in the group before the records come: neither reads the other's lane
+        assert proc.stdout.readline().strip() == "assigned"
+    produced = {name: result(java("produce", bootstrap, topic, name, n)) for name in ("orders-jvm-canary",
+                                                                                      "orders-jvm")}
+    for proc in consumers.values():  # both stay in the group until both have read their lane's records
+        assert proc.stdout.readline().strip() == "reached"
+    stop.touch()
+    read = {name: result(proc) for name, proc in consumers.items()}
+    print(f"\nJava clients: produced {produced}, consumed {read}")
+    assert {int(p) for p in produced["orders-jvm-canary"]["partitions"]} == set(CANARY_PARTITIONS)
+    assert {int(p) for p in produced["orders-jvm"]["partitions"]} == set(BASELINE_PARTITIONS)
+    assert read["billing-jvm-0-canary"]["assigned"] == list(CANARY_PARTITIONS)
+    assert read["billing-jvm-0"]["assigned"] == list(BASELINE_PARTITIONS)
+    assert sum(read["billing-jvm-0-canary"]["read"].values()) == n  # the canary producer's, and nothing else
+    assert {int(p) for p in read["billing-jvm-0-canary"]["read"]} <= set(CANARY_PARTITIONS)
+    assert sum(read["billing-jvm-0"]["read"].values()) == n
+    observations = _read_observations(bootstrap, run_id, expected=4 * n)
+    seen = Counter((o.source, o.lane, o.outcome, o.ack_ts is not None, o.receive_ts is not None)
+                   for o in observations)
+    assert seen == {("orders-jvm-canary", "canary", "delivered", True, False): n,
+                    ("orders-jvm", "baseline", "delivered", True, False): n,
+                    ("billing-jvm-0-canary", "canary", "delivered", False, True): n,
+                    ("billing-jvm-0", "baseline", "delivered", False, True): n}, seen
+    processed = [o for o in observations if o.receive_ts is not None]
+    assert all(o.processing_ms is not None and o.processing_ms >= 0 and o.outputs is None for o in processed)
+    assert all(0 <= o.produce_latency_ms < 60_000 for o in observations if o.ack_ts is not None)
+
+
 def test_the_canary_broker_giving_up_leadership_is_followed_without_losing_acknowledged_records(lane_cluster):
     _canary_broker(lane_cluster, on=True)
     bootstrap, topic = lane_cluster.bootstrap_servers, "clients-leadership"
@@ -269,3 +349,14 @@ def test_the_canary_broker_giving_up_leadership_is_followed_without_losing_ackno
           f"produce errors {len(canary_sent.errors) + len(baseline_sent.errors)}")
     assert not lost
     assert acked <= set(consumed)
+
+
+# make faults (~40 s, Maven Central's plugins on a fresh machine): the artifact a JVM team adds, built as they would.
+@pytest.mark.slow
+def test_the_lanes_jar_builds_with_maven():
+    pom = jvm_lanes.ROOT / "jvm" / "pom.xml"
+    subprocess.run(["mvn", "-q", "-B", "-f", str(pom), "package"], check=True, timeout=600)
+    jar = next((pom.parent / "target").glob("kafka-canary-lanes-*.jar"))
+    names = subprocess.run(["jar", "tf", str(jar)], capture_output=True, text=True, check=True).stdout.split()
+    assert {f"kafkacanary/lanes/{c}.class" for c in ("LanePartitioner", "LaneAssignor", "LaneProducerInterceptor",
+                                                      "LaneConsumerInterceptor")} <= set(names)

@@ -191,10 +191,16 @@ class LaneSection(SpecSection):
 class WindowSection(SpecSection):
     duration: Annotated[float, Duration(10, DAY)] = 60.0
     interim_interval: Annotated[float, Duration(5, DAY)] = 15.0
+    # Seconds from the window's start not judged; None: the judge's (CLIENT_JUDGE: 5 s). A JVM canary starts cold
+    # (class loading, the JIT, its first rebalance) against a warm baseline: 30 s (docs/clients.md).
+    warmup: Annotated[float, Duration(0, DAY)] | None = None
 
     @model_validator(mode="after")
     def _interim_within_window(self) -> WindowSection:
         interim_within(self.duration, self.interim_interval)
+        if self.warmup is not None and self.warmup >= self.duration:
+            raise ValueError(f"warmup {self.warmup:g}s leaves nothing of the {self.duration:g}s window to judge; "
+                             f"make it shorter than the window")
         return self
 
 
@@ -224,11 +230,13 @@ class ClientRolloutSpec(SpecSection, SpecIdentity):
 
     def judge_settings(self) -> JudgeConfig:
         """The JudgeConfig of this rollout: the spec's, else CLIENT_JUDGE for the service's shape (client_judge)."""
-        return self.judge.settings(client_judge(self.service.producers, self.service.consumers))
+        settings = self.judge.settings(client_judge(self.service.producers, self.service.consumers))
+        return settings if self.window.warmup is None else settings.model_copy(update={"warmup_s": self.window.warmup})
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as run.json has kept it since its schema 1, secrets masked. A resumed run compares it and a
-        derived run id hashes it, so its keys stay as they are: a run.json written earlier must still match."""
+        derived run id hashes it, so its keys stay as they are (a key added since only when given): a run.json
+        written earlier must still match."""
         return {
             "cluster_dir": self.cluster.dir, "cluster": stored_cluster(self.cluster),
             "service": self.service.stored(), "from_version": self.change.from_, "to_version": self.change.to,
@@ -236,7 +244,8 @@ class ClientRolloutSpec(SpecSection, SpecIdentity):
             "client": redacted(self.client), "window": self.window.duration,
             "interim_interval": self.window.interim_interval, "judge_config": self.judge.config,
             "engine": self.judge.engine, "stop_timeout": self.timeouts.stop, "drain_timeout": self.timeouts.drain,
-            "lane_timeout": self.timeouts.lane, "run_id": self.run_id}
+            "lane_timeout": self.timeouts.lane, "run_id": self.run_id,
+            **({"warmup": self.window.warmup} if self.window.warmup is not None else {})}
 
 
 def load_client_spec(source: str | Path | dict, environ: Mapping[str, str] | None = None) -> ClientRolloutSpec:

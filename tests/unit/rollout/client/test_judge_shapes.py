@@ -7,8 +7,8 @@ import pytest
 
 from canary.judge import Aggregates, judge
 from canary.judge import histogram as H
-from canary.rollout.client.spec import client_judge
-from canary.rollout.core.spec import judge_settings
+from canary.rollout.client.spec import client_judge, load_client_spec
+from canary.rollout.core.spec import SpecError, judge_settings
 
 BUCKET = 5_000
 
@@ -39,3 +39,17 @@ def test_a_shape_that_should_write_but_wrote_nothing_is_not_promoted():
     agg = Aggregates.from_rows(lane("canary", 0, 40) + lane("baseline", 0, 40), BUCKET, ["svc"])
     verdict = judge(agg, judge_settings(client_judge(1, 1)))
     assert verdict["verdict"] == "INCONCLUSIVE" and "produce_latency_p99" in verdict["reason"], verdict["reason"]
+
+
+def test_window_warmup_replaces_the_judges_and_is_kept_only_when_given():
+    """window.warmup: a JVM canary's cold first seconds left out of the comparison (docs/clients.md); run.json keeps
+    it only when given, so a run.json written before it existed still matches its spec."""
+    base = {"cluster": {"dir": "/tmp/kc"}, "service": {"name": "billing", "topic": "orders", "group": "billing",
+                                                       "dir": "/tmp/fleet"}, "change": {"from": "1.0", "to": "2.0"}}
+    default = load_client_spec(base)
+    assert default.judge_settings().warmup_s == 5.0 and "warmup" not in default.to_dict()
+    jvm = load_client_spec(base | {"window": {"duration": "90s", "warmup": "30s"}})
+    assert jvm.judge_settings().warmup_s == 30.0 and jvm.to_dict()["warmup"] == 30.0
+    assert jvm.judge_settings().metrics == default.judge_settings().metrics  # only the warm-up changes
+    with pytest.raises(SpecError, match="warmup 60s leaves nothing of the 60s window to judge"):
+        load_client_spec(base | {"window": {"warmup": "1m"}})
