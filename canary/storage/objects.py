@@ -36,7 +36,7 @@ class ObjectStore(Store):
         self._sent: dict[str, tuple[int, int]] = {}  # file → (size, mtime_ns) as last pulled or pushed
 
     def child(self, name: str) -> Store:
-        return ObjectStore(f"{self.url}/{valid_key(name)}", self.scheme, self.options, self.fs)
+        return self.adopted(ObjectStore(f"{self.url}/{valid_key(name)}", self.scheme, self.options, self.fs))
 
     def _path(self, key: str) -> str:
         return f"{self.root}/{valid_key(key)}"

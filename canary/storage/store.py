@@ -32,10 +32,16 @@ class Store(ABC):
     """Objects under one root (`url`), by key (`a/b.json`). Keys never start with `/` and never hold `..`."""
 
     url: str
+    parent: Store | None = None  # the store this one is a child of (the runs' root of a run's store)
 
     @abstractmethod
     def child(self, name: str) -> Store:
-        """The store rooted at `name` under this one (one run's objects under the runs' root)."""
+        """The store rooted at `name` under this one (one run's objects under the runs' root); its `parent` is
+        this one."""
+
+    def adopted(self, child: Store) -> Store:
+        child.parent = self
+        return child
 
     @abstractmethod
     def read(self, key: str) -> bytes | None:
@@ -124,7 +130,7 @@ class LocalStore(Store):
         self.url = self.root.as_uri() if self.root.is_absolute() else str(self.root)
 
     def child(self, name: str) -> Store:
-        return LocalStore(self.root / valid_key(name))
+        return self.adopted(LocalStore(self.root / valid_key(name)))
 
     def _path(self, key: str) -> Path:
         return self.root / valid_key(key)

@@ -5,8 +5,8 @@ entry in the UI's navigation, and the report link of every rollout task."""
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
+from urllib.parse import urlencode
 
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException
@@ -42,29 +42,37 @@ def page_key(run_id: str, page: str) -> str:
     return key
 
 
-def _index(store: Store) -> str:
-    from canary.rollout.core.record import RunRecord
+def _index(store: Store, filters: dict[str, str], page: int) -> str:
+    """The runs index page: every run under the run storage, newest first, 50 a page, filtered by cluster, kind,
+    verdict and status (a plain GET form: no script needed)."""
+    from canary.fields import format_utc
+    from canary.rollout.core.index import FILTERS, RunsIndex, query
 
+    found = query(RunsIndex(store).entries(), filters, page)
+    selects = []
+    for name in FILTERS:
+        options = "".join(f'<option value="{html.escape(v)}"{" selected" if filters.get(name) == v else ""}>'
+                          f"{html.escape(v)}</option>" for v in found.choices[name])
+        selects.append(f'<label>{name} <select name="{name}"><option value="">any</option>{options}</select></label> ')
     rows = []
-    for run, _ in sorted(store.runs(), key=lambda found: found[1], reverse=True)[:200]:
-        try:
-            raw = store.child(run).read("run.json")
-        except (OSError, StoreError):
-            continue
-        try:
-            record = RunRecord.load(json.loads(raw or b"{}"))
-        except ValueError:  # not JSON, or not a record this version reads
-            cells = ("—", "—", "run.json not readable by this kafka-canary")
-        else:
-            verdict = record.verdict.verdict if record.verdict else "—"
-            cells = (verdict, str(record.outcome()), str(record.status))
-        run_id = html.escape(run)
-        rows.append(f'<tr><td><a href="{URL_PREFIX}/runs/{run_id}/report.html">{run_id}</a></td>'
-                    + "".join(f"<td>{html.escape(cell)}</td>" for cell in cells) + "</tr>")
-    return ("<!doctype html><html><head><meta charset='utf-8'><title>Canary rollouts</title></head>"
+    for e in found.rows:
+        run_id = html.escape(e.run_id)
+        cells = (e.kind, e.cluster, e.change, e.verdict or "—", e.outcome, e.status, format_utc(e.started_ms),
+                 "—" if e.duration_s is None else f"{e.duration_s:g} s")
+        rows.append(f'<tr><th scope="row"><a href="{URL_PREFIX}/runs/{run_id}/report.html">{run_id}</a></th>'
+                    + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in cells) + "</tr>")
+    wanted = {k: v for k, v in filters.items() if v}
+    links = " ".join(f'<a href="?{html.escape(urlencode(wanted | {"page": n}))}" rel="{rel}">{text}</a>'
+                     for n, rel, text in ((found.page - 1, "prev", "newer"), (found.page + 1, "next", "older"))
+                     if 1 <= n <= found.pages)
+    headers = "".join(f'<th scope="col">{h}</th>' for h in ("run", "kind", "cluster", "change", "verdict", "outcome",
+                                                             "status", "started (UTC)", "duration"))
+    return ("<!doctype html><html lang='en'><head><meta charset='utf-8'><title>Canary rollouts</title></head>"
             "<body style='font:14px system-ui,sans-serif;margin:2em'><h1>Canary rollouts</h1>"
-            "<table border=1 cellpadding=4 style='border-collapse:collapse'>"
-            f"<tr><th>run</th><th>verdict</th><th>outcome</th><th>status</th></tr>{''.join(rows)}</table></body></html>")
+            f"<form method='get'>{''.join(selects)}<button type='submit'>Filter</button></form>"
+            f"<p>{found.total} run(s), page {found.page} of {found.pages} {links}</p>"
+            "<table border=1 cellpadding=4 style='border-collapse:collapse'><caption>Newest first</caption>"
+            f"<tr>{headers}</tr>{''.join(rows)}</table></body></html>")
 
 
 def create_app() -> FastAPI:
@@ -73,8 +81,8 @@ def create_app() -> FastAPI:
     app = FastAPI(title="kafka-canary rollout reports", dependencies=[Depends(_authenticated())])
 
     @app.get("/", response_class=HTMLResponse)
-    def index() -> str:
-        return _index(runs_store())
+    def index(cluster: str = "", kind: str = "", verdict: str = "", status: str = "", page: int = 1) -> str:
+        return _index(runs_store(), {"cluster": cluster, "kind": kind, "verdict": verdict, "status": status}, page)
 
     @app.get("/runs/{run_id}/{page:path}")
     def report(run_id: str, page: str) -> Response:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ from pydantic import ValidationError
 
 from canary.errors import CanaryError
 from canary.kafka.secrets import scrub_text
+from canary.rollout.core.index import IndexEntry, RunsIndex
 from canary.rollout.core.record import (
     READABLE_SCHEMAS,
     SCHEMA,
@@ -31,6 +33,8 @@ from canary.rollout.core.record import (
     Window,
 )
 from canary.storage import Conflict, Store, open_store
+
+log = logging.getLogger("canary.rollout")
 
 RUN_FILE = "run.json"
 MERGE_ATTEMPTS = 20
@@ -76,6 +80,9 @@ class RunState:
         self.version = version
         self._base = record.to_json()  # as last read or written: what this task changed is what differs
         self.secrets = tuple(secrets)  # values cut out of run.json, should any text quote one
+        # A run under the runs' root keeps its row of the runs index (canary.rollout.core.index) current.
+        self.index = RunsIndex(store.parent) if store.parent is not None else None
+        self._indexed: IndexEntry | None = None
 
     @classmethod
     def open(cls, location: str | Path | Store, run_id: str, spec: dict,
@@ -128,6 +135,7 @@ class RunState:
             try:
                 self.version = self.store.write_if(RUN_FILE, text.encode(), self.version)
                 self._base = mine
+                self._index_row()
                 return
             except Conflict:
                 if not merge:
@@ -141,6 +149,20 @@ class RunState:
                 self._base = theirs
         raise RunStateError(f"{self.store.url}/{RUN_FILE} kept changing under rollout {self.run_id}: "
                             f"{MERGE_ATTEMPTS} writes in a row lost; is another rollout writing to the same run?")
+
+    def _index_row(self) -> None:
+        """The run's row of the runs index, written when it changed; a failure is logged, never raised: the index
+        is derived from the run.json files and made again from them."""
+        if self.index is None:
+            return
+        entry = IndexEntry.of(self.record)
+        if entry == self._indexed:
+            return
+        try:
+            self.index.put(entry)
+            self._indexed = entry
+        except (OSError, CanaryError) as exc:
+            log.warning("the runs index was not updated for rollout %s: %s", self.run_id, exc)
 
     def update(self, **fields: object) -> None:
         """Sets the record's `fields` (models, or their JSON-able form) and writes it."""
