@@ -339,3 +339,21 @@ def test_a_java_service_that_silently_drops_one_record_in_a_hundred_is_rolled_ba
     assert "dropped_rate" in result.reason, result.reason
     assert instances == {f"{r.topic}-consumer-{i}": ("1.0", True) for i in (0, 1)}
     assert _handoff("a dropping Java service", acked, _records(r.services.directory)[1])["missing"] == 0
+
+
+# make faults (~1–2 min each): the other ways a team's version goes wrong, each caught by the default client judge.
+@pytest.mark.slow
+@pytest.mark.parametrize(("version", "caught_by"), [
+    ("2.0-slow", "processing_latency_p99"),   # +20 ms per order
+    ("2.0-raises", "processing_error_rate"),  # one order in fifty raises
+    ("2.0-crash", "exited"),                  # the canary exits at start
+])
+def test_a_teams_bad_version_is_rolled_back_and_no_order_is_lost(canary_cluster, run_root, tmp_path, version,
+                                                                  caught_by):
+    _, r = _teams_service(canary_cluster, run_root, tmp_path, version)
+    result, instances, acked = _run_teams_service(canary_cluster, r)
+    assert result.outcome == "ROLLBACK" and result.status == "verified rolled_back", result
+    assert caught_by in result.reason, result.reason
+    assert instances == {f"{r.topic}-consumer-{i}": ("1.0", True) for i in (0, 1)}
+    figures = _handoff(f"a team's {version}", acked, _records(r.services.directory)[1])
+    assert figures["acked"] > 500 and figures["missing"] == 0

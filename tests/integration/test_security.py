@@ -125,11 +125,12 @@ def test_the_whole_broker_rollout_runs_on_the_secured_cluster_and_no_artifact_ho
     # 1,000 observations the rate metrics need on a loaded machine (30 s at 50 msg/s gave 801: INCONCLUSIVE).
     spec_file = tmp_path / "rollout.yaml"
     spec_file.write_text(json.dumps(spec))
-    run_dir = tmp_path / "run"
+    runs = tmp_path / "runs"  # the runs' root, where the runs index is kept too
+    run_dir = runs / "secured"
 
     started = time.monotonic()
-    done = _cli("rollout", "run", "--spec", str(spec_file), "--run-dir", str(run_dir), "--json",
-                env={"KAFKA_CANARY_CLIENT_SASL_PASSWORD": secrets.password}, timeout=600)
+    done = _cli("rollout", "run", "--spec", str(spec_file), "--json", timeout=600,
+                env={"KAFKA_CANARY_CLIENT_SASL_PASSWORD": secrets.password, "KAFKA_CANARY_RUNS": str(runs)})
     took = time.monotonic() - started
     result = json.loads(done.stdout)
     print(f"\nrollout on the secured cluster: {result['outcome']} ({result['status']}) in {took:.0f} s: "
@@ -152,13 +153,14 @@ def test_the_whole_broker_rollout_runs_on_the_secured_cluster_and_no_artifact_ho
     probes = [run["steps"][s]["result"]["probe"] for s in ("deploy-canary", "promote", "rollback") if s in run["steps"]]
     assert probes and all(p["acked"] > 0 and p["lost"] == 0 for p in probes), probes
 
-    # Every artifact: the run directory (run.json, audit.jsonl, report.html, observations, analysis), the cluster's
-    # state file, the command's output, and everything the cluster wrote (configs, logs, data) but its secrets file.
+    # Every artifact: the run directory (run.json, audit.jsonl, report.html, observations, analysis), the runs index
+    # beside it, the cluster's state file, the command's output, and everything the cluster wrote (configs, logs,
+    # data) but its secrets file.
     audit = run_dir / "audit.jsonl"
-    assert audit.exists() and (run_dir / "report.html").exists()
+    assert audit.exists() and (run_dir / "report.html").exists() and (runs / "runs-index.json").exists()
     assert len(list(run_dir.rglob("*"))) > 5
-    assert _files_holding(run_dir, secrets.password) == []
-    assert _files_holding(run_dir, secrets.store_password) == []
+    assert _files_holding(runs, secrets.password) == []
+    assert _files_holding(runs, secrets.store_password) == []
     assert secrets.password not in done.stdout + done.stderr
     assert _files_holding(secured.directory, secrets.password, skip=(secured.directory / "security" / "secrets.json",
                                                                      )) == []

@@ -1,24 +1,33 @@
-"""The run report: one self-contained HTML page in the run directory with the verdict, the steps, the
-pre-rollout snapshot and the audit log, linking to the analysis report (plots, metric table)."""
+"""The run report: one self-contained HTML page in the run directory that an on-call engineer reads in thirty
+seconds. From the top: the verdict with its one-sentence reason, the traffic it judged and the metrics it could not;
+the steps drawn to scale on a timeline (retries, interim looks, the verdict); what changed on each broker and
+controller, before → after, and after a rollback whether the snapshot was restored; the evidence per metric; the
+probe's accounting per step; the audit log as a readable list. The spec and the snapshot follow, folded. It needs no
+script and no network (plots are the analysis report's files beside it)."""
 
 from __future__ import annotations
 
 import html
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from canary.fields import format_utc
 from canary.rollout.core.audit import AuditLog
+from canary.rollout.core.record import RunRecord
 from canary.rollout.core.run import RunState
 
 _STYLE = """body{font:14px/1.4 system-ui,sans-serif;margin:2em;max-width:1100px}
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;
 vertical-align:top}th{background:#f3f3f3}.PROMOTE{background:#1a7f37}.ROLLBACK{background:#cf222e}
 .INCONCLUSIVE{background:#9a6700}.verdict{color:#fff;padding:.6em 1em;font-size:1.4em;border-radius:6px}
-code,pre{font-size:12px}"""
+.changed{background:#fff3c4;font-weight:600}.FAIL{color:#cf222e;font-weight:600}.NO_DATA{color:#6e7781}
+code,pre{font-size:12px}ol.audit li{margin:.15em 0}svg text{font:11px system-ui,sans-serif}"""
+_COLOURS = {"done": "#1a7f37", "failed": "#cf222e", "running": "#0969da"}
 
 
-def _e(value) -> str:
+def _e(value: Any) -> str:
     return html.escape(value if isinstance(value, str) else json.dumps(value, default=str))
 
 
@@ -28,40 +37,210 @@ def _when(ts_ms: float, start_ms: float | None) -> str:
     return at if start_ms is None else f"{at} (+{(ts_ms - start_ms) / 1000:.1f} s)"
 
 
-def write_report(state: RunState, audit: AuditLog) -> Path:
-    record = state.record
+def _details(entry: Mapping[str, Any], limit: int = 400) -> str:
+    """An audit entry's details as `key: value` pairs (a nested value as compact JSON), cut at `limit` characters
+    (the whole entry is in audit.jsonl)."""
+    text = "; ".join(f"{k}: {v if isinstance(v, str | int | float) else json.dumps(v, default=str)}"
+                     for k, v in entry.items() if k not in ("ts_ms", "run_id", "step", "action"))
+    return text if len(text) <= limit else text[:limit] + " … (the rest in audit.jsonl)"
+
+
+def _analysis_verdict(state: RunState) -> dict:
+    analysis = state.record.verdict.analysis if state.record.verdict else None
+    path = state.run_dir / analysis / "verdict.json" if analysis else None
+    try:
+        return json.loads(path.read_text()) if path and path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _banner(record: RunRecord, metrics: list[dict]) -> str:
     verdict = record.verdict
     word = verdict.verdict if verdict else "NO VERDICT"
     outcome = record.outcome()
-    rows = []
-    for name, step in record.steps.items():
-        rows.append(f"<tr><td>{_e(name)}</td><td>{_e(step.status)}</td><td>{step.attempts}</td>"
-                    f"<td>{step.took_s:.1f}s</td><td>{_e(step.error or '')}</td></tr>")
-    entries = "".join(
-        f"<tr><td>{_e(_when(e['ts_ms'], record.created_ms))}</td><td>{_e(e['step'])}</td><td>{_e(e['action'])}</td>"
-        f"<td><code>{_e({k: v for k, v in e.items() if k not in ('ts_ms', 'run_id', 'step', 'action')})}</code></td>"
-        "</tr>" for e in audit.entries())
-    # The traffic the verdict judged (a broker rollout's canary share of client traffic): capacity judged or not.
     judged = (verdict.traffic if verdict else None) or {}
     traffic = f"<p><b>Traffic judged:</b> {_e(judged['reason'])}</p>" if judged.get("reason") else ""
-    analysis = verdict.analysis if verdict else None
+    missing = [m["name"] for m in metrics if m.get("decision") == "NO_DATA"]
+    not_judged = (f"<p><b>Not judged (no data):</b> {_e(', '.join(missing))}</p>" if missing else "")
+    return (f'<p class="verdict {_e(word)}">{_e(word)} — {_e(record.status)}</p>'
+            f"<p><b>Outcome:</b> {_e(outcome)} (exit code {outcome.exit_code}). "
+            f"{_e(verdict.reason if verdict else '')}</p>{traffic}{not_judged}")
+
+
+def _timeline(record: RunRecord, entries: list[dict]) -> str:
+    """The steps to scale, one row each (a retried step says how many tries), the interim looks as ticks and the
+    verdict as a mark; an inline SVG with a text alternative."""
+    steps = [(name, s) for name, s in record.steps.items() if s.started_ms is not None]
+    if not steps:
+        return "<p>No step has run yet.</p>"
+    start = record.created_ms
+    end = max([s.finished_ms or s.started_ms or start for _, s in steps] + [e["ts_ms"] for e in entries] + [start + 1])
+    width, label, row = 900, 210, 20
+    scale = (width - label - 10) / (end - start)
+
+    def x(ts: float) -> float:
+        return label + (ts - start) * scale
+
+    parts = []
+    for i, (name, s) in enumerate(steps):
+        y = 20 + i * row
+        finished = s.finished_ms or end
+        took = (finished - (s.started_ms or start)) / 1000
+        tries = f", {s.attempts} tries" if s.attempts > 1 else ""
+        colour = _COLOURS.get(str(s.status), "#6e7781")
+        parts.append(f'<text x="0" y="{y + 12}">{_e(name)} ({took:.0f} s{tries})</text><rect '
+                     f'x="{x(s.started_ms or start):.1f}" y="{y}" '
+                     f'width="{max(2.0, (finished - (s.started_ms or start)) * scale):.1f}" height="14" '
+                     f'fill="{colour}"><title>{_e(name)}: {_e(s.status)}, {took:.1f} s{tries}</title></rect>')
+    looks = [e for e in entries if e.get("action") == "interim look"]
+    verdicts = [e for e in entries if e.get("action") == "verdict"]
+    bottom = 20 + len(steps) * row
+    for e in looks:
+        parts.append(f'<line x1="{x(e["ts_ms"]):.1f}" x2="{x(e["ts_ms"]):.1f}" y1="10" y2="{bottom}" '
+                     f'stroke="#0969da" stroke-dasharray="2,3"><title>interim look: {_e(e.get("verdict", ""))}'
+                     f'</title></line>')
+    for e in verdicts:
+        parts.append(f'<line x1="{x(e["ts_ms"]):.1f}" x2="{x(e["ts_ms"]):.1f}" y1="10" y2="{bottom}" '
+                     f'stroke="#000" stroke-width="2"><title>verdict {_e(e.get("verdict", ""))}</title></line>')
+    axis = f'<text x="{label}" y="{bottom + 14}">0 s</text><text x="{width - 60}" y="{bottom + 14}">' \
+           f'{(end - start) / 1000:.0f} s</text>'
+    summary = (f"{len(steps)} steps over {(end - start) / 1000:.0f} s, {len(looks)} interim look(s)"
+               + (f", the verdict at +{(verdicts[-1]['ts_ms'] - start) / 1000:.0f} s" if verdicts else ""))
+    return (f'<svg role="img" aria-label="{_e(summary)}" width="{width}" height="{bottom + 22}">'
+            f'<title>{_e(summary)}</title>{"".join(parts)}{axis}</svg><p>{_e(summary)}; dashed: interim looks, '
+            f"solid: the verdict.</p>")
+
+
+def _state_cells(state: Mapping[str, Any] | None) -> dict[str, str]:
+    """A broker's state as the cells the change table compares: its version, rack and each config key."""
+    if not state:
+        return {}
+    cells = {"version": str(state.get("version")), "rack": str(state.get("rack") or "-")}
+    cells |= {k: str(v) for k, v in (state.get("config") or {}).items()}
+    return cells
+
+
+def _changes(record: RunRecord, entries: list[dict]) -> str:
+    """One row per broker and controller: each key's values from the snapshot through every restart the run made
+    (`before → rolled → restored`), changed keys marked; after a rollback, whether each broker is back to the
+    snapshot."""
+    before = record.before or {}
+    brokers = before.get("brokers")
+    if not isinstance(brokers, Mapping):
+        return ""
+    states: dict[str, list[dict[str, str]]] = {str(b): [_state_cells(snap)] for b, snap in brokers.items()}
+    for e in entries:
+        if e.get("action") == "restart broker" and isinstance(e.get("after"), Mapping):
+            path = states.setdefault(str(e.get("broker")), [])
+            now = _state_cells(e["after"])
+            if not path or path[-1] != now:
+                path.append(now)
+    canary = {str(b) for b in record.canary_brokers or ()}
+    control = {str(b) for b in record.control_brokers or ()}
+    rolled_back = str(record.status).endswith("rolled_back")
+    rows = []
+    for broker in sorted(states, key=lambda b: int(b) if b.isdigit() else 0):
+        path = states[broker]
+        lane = "canary" if broker in canary else "control" if broker in control else "baseline"
+        cells = []
+        for key in sorted({k for state in path for k in state}):
+            values = [state.get(key, "—") for state in path]
+            shown = " → ".join(values) if len(set(values)) > 1 else values[0]
+            cells.append(f'<span class="changed">{_e(key)}: {_e(shown)}</span>' if len(set(values)) > 1
+                         else f"{_e(key)}: {_e(shown)}")
+        restored = ("<td>✓ restored = snapshot</td>" if path[0] == path[-1] else "<td class='FAIL'>✗ differs</td>") \
+            if rolled_back else ""
+        rows.append(f"<tr><th scope='row'>broker {_e(broker)}</th><td>{lane}</td><td>{'<br>'.join(cells)}</td>"
+                    f"{restored}</tr>")
+    for cid, snap in sorted((before.get("controllers") or {}).items()):
+        rows.append(f"<tr><th scope='row'>controller {_e(cid)}</th><td>-</td><td>version: "
+                    f"{_e(str((snap or {}).get('version')))}</td>{'<td></td>' if rolled_back else ''}</tr>")
+    verify = record.steps.get("verify")
+    finalized = (verify.result or {}).get("finalized") if verify else None
+    features = ", ".join(f"{k}: {v} → {(finalized or {}).get(k, v)}"
+                         for k, v in sorted((before.get("features") or {}).items()))
+    head = "<tr><th>node</th><th>lane</th><th>snapshot → each restart</th>" + (
+        "<th>restored</th>" if rolled_back else "") + "</tr>"
+    return (f"<h2>What changed</h2><table>{head}{''.join(rows)}</table>"
+            + (f"<p><b>Feature levels:</b> {_e(features)}</p>" if features else ""))
+
+
+def _fmt(value: Any, unit: str = "") -> str:
+    if isinstance(value, int | float):
+        return f"{value:.4g}{' ' + unit if unit else ''}"
+    return "—" if value is None else str(value)
+
+
+def _evidence(metrics: list[dict], run_dir: Path, analysis: str | None) -> str:
+    """Per metric: canary vs baseline, the relative effect with its interval, the decision and why; then the
+    analysis report's plots (Spark engine) on this page."""
+    if not metrics:
+        return ""
+    rows = []
+    for m in metrics:
+        c, b, effect = m.get("canary") or {}, m.get("baseline") or {}, m.get("effect") or {}
+        rel, interval = effect.get("relative"), effect.get("relative_interval")
+        shown = "—" if rel is None else f"{rel:+.1%}" + (
+            f" [{interval[0]:+.1%}, {interval[1]:+.1%}]" if isinstance(interval, list) and len(interval) == 2 and
+            None not in interval else "")
+        decision = str(m.get("decision"))
+        rows.append(f"<tr><th scope='row'>{_e(m.get('name'))}</th><td>{_e(_fmt(c.get('value'), c.get('unit', '')))}"
+                    f"</td><td>{_e(_fmt(b.get('value'), b.get('unit', '')))}</td><td>{_e(shown)}</td>"
+                    f"<td class='{_e(decision)}'>{_e(decision)}</td><td>{_e(m.get('reason', ''))}</td></tr>")
+    plots = ""
+    if analysis and (run_dir / analysis).is_dir():
+        plots = "".join(f'<figure><img src="{_e(f"{analysis}/{p.name}")}" alt="{_e(p.stem.replace("_", " "))}">'
+                        f"<figcaption>{_e(p.stem.replace('_', ' '))}</figcaption></figure>"
+                        for p in sorted((run_dir / analysis).glob("*.png")))
+    return ("<h2>Evidence</h2><table><tr><th>metric</th><th>canary</th><th>baseline</th>"
+            "<th>effect [interval]</th><th>decision</th><th>why</th></tr>" + "".join(rows) + "</table>" + plots)
+
+
+_COUNTS = ("sent", "acked", "lost", "late", "duplicates", "produce_errors")
+
+
+def _probe_accounting(entries: Iterable[dict]) -> str:
+    """The probe's messages per step: sent, acknowledged, lost, late, duplicated, failed to produce."""
+    rows = []
+    for e in entries:
+        if "probe" in str(e.get("action")) and any(k in e for k in _COUNTS):
+            rows.append(f"<tr><td>{_e(e['step'])}</td><td>{_e(e.get('probe_run_id', ''))}</td>"
+                        + "".join(f"<td>{_e(_fmt(e.get(k)))}</td>" for k in _COUNTS) + "</tr>")
+    if not rows:
+        return ""
+    return ("<h2>Probe accounting</h2><table><tr><th>step</th><th>probe run</th>"
+            + "".join(f"<th>{k.replace('_', ' ')}</th>" for k in _COUNTS) + "</tr>" + "".join(rows) + "</table>")
+
+
+def write_report(state: RunState, audit: AuditLog) -> Path:
+    record = state.record
+    entries = list(audit.entries())
+    analysed = _analysis_verdict(state)
+    metrics = [m for m in analysed.get("metrics") or [] if isinstance(m, dict)]
+    analysis = record.verdict.analysis if record.verdict else None
     link = ""
     if analysis and (state.run_dir / analysis / "report.html").exists():
         rel = (state.run_dir / analysis / "report.html").relative_to(state.run_dir)
-        link = f'<p><a href="{_e(str(rel))}">Analysis report: latency distributions, time series, metric table</a></p>'
-    body = f"""<!doctype html><html><head><meta charset="utf-8"><title>Rollout {_e(record.run_id)}</title>
+        link = f'<p><a href="{_e(str(rel))}">The analysis report: latency distributions and time series</a></p>'
+    steps = "".join(f"<tr><th scope='row'>{_e(name)}</th><td>{_e(step.status)}</td><td>{step.attempts}</td>"
+                    f"<td>{step.took_s:.1f} s</td><td>{_e(step.error or '')}</td></tr>"
+                    for name, step in record.steps.items())
+    audit_list = "".join(f"<li><b>{_e(_when(e['ts_ms'], record.created_ms))}</b> {_e(e['step'])}: "
+                         f"{_e(e['action'])} <code>{_e(_details(e))}</code></li>" for e in entries)
+    snapshot = {k: v for k, v in (record.before or {}).items() if k != "leaders"}
+    body = f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Rollout {_e(record.run_id)}</title>
 <style>{_STYLE}</style></head><body>
 <h1>Rollout {_e(record.run_id)}</h1>
-<p class="verdict {_e(word)}">{_e(word)} — {_e(record.status)}</p>
-<p><b>Outcome:</b> {_e(outcome)} (exit code {outcome.exit_code})</p>
-<p>{_e(verdict.reason if verdict else '')}</p>{traffic}{link}
-<h2>Steps</h2><table><tr><th>step</th><th>status</th><th>attempts</th><th>took</th><th>error</th></tr>
-{''.join(rows)}</table>
-<h2>Spec</h2><pre>{_e(json.dumps(record.spec, indent=2))}</pre>
-<h2>Before the rollout</h2><pre>{_e(json.dumps({k: v for k, v in (record.before or {}).items()
-                                                 if k != 'leaders'}, indent=2, default=str))}</pre>
-<h2>Audit log</h2><table><tr><th>time (UTC, since the run began)</th><th>step</th><th>action</th><th>details</th></tr>
-{entries}</table>
+{_banner(record, metrics)}{link}
+<h2>Timeline</h2>{_timeline(record, entries)}
+{_changes(record, entries)}
+{_evidence(metrics, state.run_dir, analysis)}
+{_probe_accounting(entries)}
+<h2>Steps</h2><table><tr><th>step</th><th>status</th><th>attempts</th><th>took</th><th>error</th></tr>{steps}</table>
+<h2>Audit log</h2><p>Times in UTC, with the time since the run began.</p><ol class="audit">{audit_list}</ol>
+<details><summary>Spec</summary><pre>{_e(json.dumps(record.spec, indent=2))}</pre></details>
+<details><summary>Before the rollout (snapshot)</summary><pre>{_e(json.dumps(snapshot, indent=2, default=str))}</pre>
+</details>
 </body></html>"""
     path = state.run_dir / "report.html"
     path.write_text(body)

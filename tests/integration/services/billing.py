@@ -2,7 +2,8 @@
 bills every order it reads (parses the JSON, takes a millisecond), writes one payment per order to
 `<topic>-payments` and logs what it billed. It knows nothing of kafka-canary's sample options; it reads only the
 environment every instance of a client rollout is given (docs/clients.md) and keeps to its lane with LaneConsumer
-and LaneProducer. Version "2.0-drops" bills one order in a hundred without writing its payment (a silent drop).
+and LaneProducer. Its bad versions: "2.0-drops" bills one order in a hundred without writing its payment (a silent
+drop), "2.0-slow" takes 20 ms more per order, "2.0-raises" fails on one order in fifty, "2.0-crash" exits at start.
 SIGTERM: finish the order at hand, close (committing), exit."""
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ def main() -> int:
     with open(env["KAFKA_CANARY_CONNECTION_FILE"]) as f:
         client = json.load(f) | {"bootstrap.servers": env["KAFKA_CANARY_BOOTSTRAP"]}
     name, version, topic = env["KAFKA_CANARY_INSTANCE_ID"], env["KAFKA_CANARY_VERSION"], env["KAFKA_CANARY_TOPIC"]
+    if version == "2.0-crash":
+        print(f"billing {version}: cannot read its configuration", file=sys.stderr)
+        return 1
     consumer = LaneConsumer({**client, "group.id": env["KAFKA_CANARY_GROUP"], "client.id": name,
                              "group.instance.id": name, "auto.offset.reset": "earliest"}, [topic],
                             instance=int(env["KAFKA_CANARY_INSTANCE"]), instances=int(env["KAFKA_CANARY_INSTANCES"]),
@@ -34,7 +38,9 @@ def main() -> int:
 
         def bill(msg) -> None:
             order = json.loads(msg.value())
-            time.sleep(0.001)
+            time.sleep(0.021 if version == "2.0-slow" else 0.001)
+            if version == "2.0-raises" and order["n"] % 50 == 0:
+                raise ValueError(f"cannot bill order {order['id']}")
             if not (version == "2.0-drops" and order["n"] % 100 == 0):
                 payments.produce(f"{topic}-payments", json.dumps({"order": order["id"]}).encode(),
                                  key=order["id"].encode())

@@ -1,4 +1,7 @@
-"""The run report shows the verdict with its reason and, for a broker rollout, the traffic the verdict judged."""
+"""The run report shows the verdict with its reason and, for a broker rollout, the traffic the verdict judged and
+the metrics it could not; the steps to scale; what changed on each broker; the evidence; a readable audit log."""
+
+import json
 
 from canary.rollout.core.audit import AuditLog
 from canary.rollout.core.report import write_report
@@ -27,5 +30,39 @@ def test_the_audit_log_shows_times_a_person_reads(tmp_path):
     audit.record("preflight", "lock taken")
     page = write_report(state, audit).read_text()
     entry = next(e for e in audit.entries() if e["action"] == "lock taken")
-    assert "<th>time (UTC, since the run began)</th>" in page
+    assert "Times in UTC, with the time since the run began" in page
     assert "Z (+" in page and str(entry["ts_ms"]) not in page  # no epoch milliseconds
+
+
+BROKER = {"version": "3.9.2", "config": {}, "rack": None}
+
+
+def test_a_rolled_back_run_shows_what_changed_each_step_and_that_the_snapshot_is_back(tmp_path):
+    state = RunState.open(tmp_path / "run", "r4", {"change": {"config": {"num.io.threads": "6"}}})
+    audit = AuditLog(tmp_path / "run", "r4")
+    for step in ("preflight", "deploy-canary", "probe-window", "rollback"):
+        state.step_started(step)
+        state.step_finished(step, {})
+    changed = BROKER | {"config": {"num.io.threads": "6"}, "rack": "canary-broker"}
+    audit.record("deploy-canary", "restart broker", broker=2, before=BROKER, after=changed)
+    audit.record("probe-window", "interim look", verdict="INCONCLUSIVE")
+    audit.record("rollback", "restart broker", broker=2, before=changed, after=BROKER)
+    audit.record("rollback", "probe during the rolls", probe_run_id="r4-rollback", sent=577, acked=577, lost=0)
+    (tmp_path / "run" / "analysis-1").mkdir()
+    (tmp_path / "run" / "analysis-1" / "verdict.json").write_text(json.dumps({"metrics": [
+        {"name": "e2e_latency_p99", "decision": "FAIL", "reason": "canary p99 472 ms vs 210 ms",
+         "canary": {"value": 472.3, "unit": "ms"}, "baseline": {"value": 209.7, "unit": "ms"},
+         "effect": {"relative": 1.25, "relative_interval": [0.9, 1.6]}},
+        {"name": "dropped_rate", "decision": "NO_DATA", "reason": "no observations"}]}))
+    state.update(before={"brokers": {"1": BROKER, "2": BROKER}, "controllers": {"3000": {"version": "3.9.2"}},
+                         "features": {"metadata.version": 21}},
+                 canary_brokers=[2], status="verified rolled_back",
+                 verdict={"verdict": "ROLLBACK", "reason": "e2e p99", "analysis": "analysis-1"})
+    page = write_report(state, audit).read_text()
+    assert '<span class="changed">num.io.threads: — → 6 → —</span>' in page  # the canary's path, marked
+    assert page.count("✓ restored = snapshot") == 2 and "✗ differs" not in page
+    assert "<b>Not judged (no data):</b> dropped_rate" in page
+    assert "+125.0% [+90.0%, +160.0%]" in page and "<td class='FAIL'>FAIL</td>" in page
+    assert '<svg role="img" aria-label="4 steps over' in page and "1 interim look(s)" in page
+    assert "<td>rollback</td><td>r4-rollback</td><td>577</td><td>577</td><td>0</td>" in page
+    assert "metadata.version: 21 → 21" in page
