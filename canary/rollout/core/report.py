@@ -15,7 +15,7 @@ from typing import Any
 
 from canary.fields import format_utc
 from canary.rollout.core.audit import AuditLog
-from canary.rollout.core.record import RunRecord
+from canary.rollout.core.record import RunRecord, StepStatus
 from canary.rollout.core.run import RunState
 
 _STYLE = """body{font:14px/1.4 system-ui,sans-serif;margin:2em;max-width:1100px}
@@ -64,7 +64,19 @@ def _banner(record: RunRecord, metrics: list[dict]) -> str:
     not_judged = (f"<p><b>Not judged (no data):</b> {_e(', '.join(missing))}</p>" if missing else "")
     return (f'<p class="verdict {_e(word)}">{_e(word)} — {_e(record.status)}</p>'
             f"<p><b>Outcome:</b> {_e(outcome)} (exit code {outcome.exit_code}). "
-            f"{_e(verdict.reason if verdict else '')}</p>{traffic}{not_judged}")
+            f"{_e(verdict.reason if verdict else '')}</p>{traffic}{not_judged}{_reversible(record)}")
+
+
+def _reversible(record: RunRecord) -> str:
+    """After promote and before finalize: what can still be undone, and when finalize may run."""
+    promote, finalize = record.steps.get("promote"), record.steps.get("finalize")
+    pending = (promote.result or {}).get("finalize") if promote and promote.status is StepStatus.DONE else None
+    if not pending or (finalize and finalize.status is StepStatus.DONE):
+        return ""
+    features = ", ".join(f"{k} {v}" for k, v in sorted(((record.before or {}).get("features") or {}).items()))
+    return (f"<p><b>Still reversible:</b> every broker can go back to the snapshot until the feature levels are "
+            f"finalized (they stay at {_e(features or 'their levels before the rollout')}); finalize "
+            f"{_e(pending)}.</p>")
 
 
 def _timeline(record: RunRecord, entries: list[dict]) -> str:

@@ -66,3 +66,17 @@ def test_a_rolled_back_run_shows_what_changed_each_step_and_that_the_snapshot_is
     assert '<svg role="img" aria-label="4 steps over' in page and "1 interim look(s)" in page
     assert "<td>rollback</td><td>r4-rollback</td><td>577</td><td>577</td><td>0</td>" in page
     assert "metadata.version: 21 → 21" in page
+
+
+def test_a_promoted_run_not_yet_finalized_says_what_is_still_reversible(tmp_path):
+    state = RunState.open(tmp_path / "run", "r5", {"change": {"version": "4.1.2"}})
+    state.step_started("promote")
+    state.step_finished("promote", {"finalize": "after the bake, from 2026-11-27T10:20:00Z: `kafka-canary rollout "
+                                                "finalize`"})
+    state.update(before={"brokers": {"1": BROKER}, "features": {"metadata.version": 21}}, status="promoted",
+                 verdict={"verdict": "PROMOTE", "reason": "no regression"})
+    page = write_report(state, AuditLog(tmp_path / "run", "r5")).read_text()
+    assert "<b>Still reversible:</b>" in page and "metadata.version 21" in page and "10:20:00Z" in page
+    state.step_started("finalize")
+    state.step_finished("finalize", {})
+    assert "Still reversible" not in write_report(state, AuditLog(tmp_path / "run", "r5")).read_text()
