@@ -14,7 +14,7 @@ from canary.rollout.broker.metrics import check_broker_metrics
 from canary.rollout.broker.probes import green_probe, probe_observations
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.broker.traffic import MEASURES, file_means, measure_now, share
-from canary.rollout.core import RolloutError, RunStatus
+from canary.rollout.core import RolloutError, RunStatus, SpecMismatch
 from canary.rollout.deployers.base import BrokerInfo
 from canary.rollout.leaders import leaders
 
@@ -25,14 +25,14 @@ def choose_canaries(run: Rollout, brokers: list[BrokerInfo]) -> list[int]:
     if asked_for.brokers:
         unknown = sorted(set(asked_for.brokers) - set(ids))
         if unknown:
-            raise RolloutError(f"canary.brokers: {unknown} are not brokers of this cluster; its broker ids are {ids}")
+            raise SpecMismatch(f"canary.brokers: {unknown} are not brokers of this cluster; its broker ids are {ids}")
         chosen = sorted(asked_for.brokers)
     else:
         chosen = ids[-asked_for.count:] if asked_for.count else []
     asked, field = ((len(chosen), "canary.brokers") if asked_for.brokers
                     else (asked_for.count or 0, "canary.count"))
     if asked >= len(ids):
-        raise RolloutError(f"{field}: {asked} canary broker(s) on a {len(ids)}-broker cluster leaves no "
+        raise SpecMismatch(f"{field}: {asked} canary broker(s) on a {len(ids)}-broker cluster leaves no "
                            f"baseline to compare with; choose at most {len(ids) - 1}")
     return chosen
 
@@ -100,7 +100,7 @@ def check_lead_topics(run: Rollout) -> None:
         existing = run.admin.topics()
         missing = sorted(set(run.spec.lead_topics) - set(existing))
         if missing:
-            raise RolloutError(f"lead_topics {missing} do not exist on the cluster; create them or remove them "
+            raise SpecMismatch(f"lead_topics {missing} do not exist on the cluster; create them or remove them "
                                f"from the spec")
 
 
@@ -133,7 +133,7 @@ def traffic_before(run: Rollout, before: dict[int, dict[str, float]], canaries: 
 def check_capabilities(run: Rollout) -> None:
     """Refuses, before any change, a spec that asks the deployer for what it cannot do."""
     if run.spec.fault.client_delay_ms and "client_delay" not in run.deployer.capabilities:
-        raise RolloutError(f"fault.client_delay_ms: the {run.spec.cluster.deployer} deployer cannot put a delay in "
+        raise SpecMismatch(f"fault.client_delay_ms: the {run.spec.cluster.deployer} deployer cannot put a delay in "
                            f"front of a broker (only the embedded local cluster can); remove it from the spec")
 
 
@@ -164,7 +164,7 @@ def check_features(version: str, finalized: dict[str, int]) -> None:
     if too_high:
         detail = ", ".join(f"{f} finalized at {lvl} but {release} goes up to {top}"
                            for f, (lvl, top) in too_high.items())
-        raise RolloutError(f"Kafka {version} cannot join this cluster: {detail}; choose a release at least as new "
+        raise SpecMismatch(f"Kafka {version} cannot join this cluster: {detail}; choose a release at least as new "
                            f"as the finalized features")
 
 

@@ -14,9 +14,10 @@ Order, and why:
 - promote: baseline instances to the new version one at a time, then close the lane (the canary consumers hand the
   canary partitions back at their commits), then stop the canary instances.
 - rollback: canary producers stop first (a bad producer must not fall back onto baseline partitions once the lane
-  closes), canary consumers drain what the canary producers wrote (committed offsets reach the end of the canary
-  partitions, so baseline consumers never receive a record of the bad version), the lane closes (baseline
-  consumers take the partitions over at the committed offsets), then the canary consumers stop.
+  closes), canary consumers drain what the canary producers wrote (committed offsets reach where the canary
+  partitions ended when the producers stopped, so baseline consumers never receive a record of the bad version; a
+  service without producer instances wrote nothing there, and its canary consumers stop at once), the lane closes
+  (baseline consumers take the partitions over at the committed offsets), then the canary consumers stop.
 
 Run state, audit log, report and the cluster lock are the rollout core's: one rollout per cluster, broker or client.
 """

@@ -8,7 +8,7 @@ from canary.rollout.client import lane_plan
 from canary.rollout.client.fleet import converge, fleet_differences
 from canary.rollout.client.lane import canary_brokers, canary_partitions_now, replicas
 from canary.rollout.client.rollout import ClientRollout, fleet
-from canary.rollout.core import RolloutError, RunStatus
+from canary.rollout.core import RolloutError, RunStatus, SpecMismatch
 
 
 def preflight(run: ClientRollout) -> dict:
@@ -25,7 +25,7 @@ def preflight(run: ClientRollout) -> dict:
         raise RolloutError(f"the cluster is not healthy: {seen.reason()}; fix it before a rollout")
     state = run.observe()
     if not state.exists:
-        raise RolloutError(f"the service topic {run.topic} does not exist; create it (or fix service.topic)")
+        raise SpecMismatch(f"the service topic {run.topic} does not exist; create it (or fix service.topic)")
     if state.reassigning:
         raise RolloutError(f"partitions {sorted(state.reassigning)} of {run.topic} are being reassigned; wait for it")
     canaries = canary_brokers(state)
@@ -42,7 +42,7 @@ def preflight(run: ClientRollout) -> dict:
     baseline = fleet(spec, spec.change.from_)
     cannot = [p for i in fleet(spec, spec.change.to, "canary") if (p := run.services.program_problem(i))]
     if cannot:  # a mistake in the spec, found before any change
-        raise RolloutError(f"service.command: {'; '.join(dict.fromkeys(cannot))}; fix service.command or service.cwd")
+        raise SpecMismatch(f"service.command: {'; '.join(dict.fromkeys(cannot))}; fix service.command or service.cwd")
     wrong = fleet_differences(run, baseline)
     if wrong and run.state.before is None:
         raise RolloutError(f"the baseline fleet is not running on {spec.change.from_}: {'; '.join(wrong)}; start it "

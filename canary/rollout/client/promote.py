@@ -30,21 +30,24 @@ def promote(run: ClientRollout, approve: bool = False) -> dict:
 
 
 def drain(run: ClientRollout, partitions: list[int]) -> dict:
-    """Waits until the group's committed offsets reach the end of `partitions` (the canary consumers processed
-    everything the canary producers wrote). Returns the records still not committed per partition."""
+    """Waits until the group's committed offsets reach where `partitions` ended when the drain began, right after the
+    canary producers stopped: everything the canary producers wrote is processed by the canary consumers, and what
+    other producers write meanwhile is left to the baseline (waiting for the moving end kept the bad version
+    processing for the whole `timeouts.drain` while upstream wrote). Returns the records short of that end per
+    partition."""
     consumer = Consumer({"bootstrap.servers": run.bootstrap_servers, "group.id": run.spec.service.group,
                          "enable.auto.commit": False, "logger": QUIET_LOGGER, **run.spec.client})
     left: dict[int, int] = {}
     try:
+        horizon = {p: consumer.get_watermark_offsets(TP(run.topic, p), timeout=10, cached=False)[1]
+                   for p in partitions}
+
         def check() -> str | None:
             committed = consumer.committed([TP(run.topic, p) for p in partitions], timeout=10)
             left.clear()
-            for tp in committed:
-                high = consumer.get_watermark_offsets(TP(run.topic, tp.partition), timeout=10, cached=False)[1]
-                behind = high - max(tp.offset, 0)
-                if behind > 0:
-                    left[tp.partition] = behind
-            return f"records not yet committed: {left}" if left else None
+            left.update({tp.partition: horizon[tp.partition] - max(tp.offset, 0) for tp in committed
+                         if horizon[tp.partition] > max(tp.offset, 0)})
+            return f"records the canary producers wrote not yet committed: {left}" if left else None
         with contextlib.suppress(WaitTimeout):
             wait_until("canary consumers draining the canary partitions", run.spec.timeouts.drain, check,
                        run.progress)
@@ -54,14 +57,20 @@ def drain(run: ClientRollout, partitions: list[int]) -> dict:
 
 
 def rollback(run: ClientRollout) -> dict:
-    """Canary producers stop, canary consumers drain the canary partitions, the lane closes, the canary consumers
-    stop, and any baseline instance not on the `from` version goes back to it."""
+    """Canary producers stop; canary consumers drain what the canary producers wrote (a service without producer
+    instances has nothing there: its canary consumers stop at once); the lane closes; the canary consumers stop; any
+    baseline instance not on the `from` version goes back to it."""
     if run.state.before is None:
         raise RolloutError("nothing to roll back: preflight never recorded the pre-rollout state")
     canary = fleet(run.spec, run.spec.change.to, "canary")
+    consumers = [i for i in canary if i.role == "consumer"]
     result: dict = {"stopped": remove(run, [i for i in canary if i.role == "producer"])}
     opened = canary_partitions_now(run)
-    if opened and any(i.role == "consumer" and (s := run.services.status(i.name)) and s.running for i in canary):
+    if not run.spec.service.producers:
+        # No canary producer wrote into the canary partitions: the canary consumers stop at once (committing what
+        # they processed) and the baseline takes the partitions over at those commits when the lane closes.
+        result["stopped"] += remove(run, consumers)
+    elif opened and any((s := run.services.status(i.name)) and s.running for i in consumers):
         left = drain(run, opened)
         run.audit.record(run.step, "drained" if not left else "drain incomplete", partitions=opened, left=left)
         if left:
@@ -69,7 +78,7 @@ def rollback(run: ClientRollout) -> dict:
                   run.spec.timeouts.drain, sum(left.values()))
         result["drain_left"] = left
     result.update(close_lane(run))
-    result["stopped"] += remove(run, [i for i in canary if i.role == "consumer"])
+    result["stopped"] += remove(run, consumers)
     result["rolled"] = converge(run, fleet(run.spec, run.spec.change.from_))
     run.state.update(status=RunStatus.ROLLED_BACK)
     return result

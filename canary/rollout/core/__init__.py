@@ -7,7 +7,7 @@ from canary.rollout.core.engine import result, run_all
 from canary.rollout.core.kind import RolloutKind
 from canary.rollout.core.record import Look, RunRecord, RunStatus, RunSummary, StepRecord, Verdict, Window
 from canary.rollout.core.rollout import ClusterRun, RolloutRun
-from canary.rollout.core.step import RolloutError, Step
+from canary.rollout.core.step import RolloutError, SpecMismatch, Step
 
 __all__ = ["ClusterRun", "Look", "Outcome", "RolloutError", "RolloutKind", "RolloutRun", "RunRecord", "RunStatus",
-           "RunSummary", "Step", "StepRecord", "Verdict", "Window", "result", "run_all"]
+           "RunSummary", "SpecMismatch", "Step", "StepRecord", "Verdict", "Window", "result", "run_all"]

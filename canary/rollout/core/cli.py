@@ -25,6 +25,7 @@ from canary.rollout.core.engine import roll_back, run_all
 from canary.rollout.core.kind import RolloutKind
 from canary.rollout.core.report import write_report
 from canary.rollout.core.rollout import RolloutRun
+from canary.rollout.core.step import SpecMismatch
 
 SPEC_HELP = "the rollout spec (YAML or JSON)"
 
@@ -37,7 +38,14 @@ class RunUnfinished(CanaryError):
 
     @classmethod
     def of(cls, rollout: RolloutRun, exc: BaseException) -> RunUnfinished:
-        return cls(f"{exc} (rollout {rollout.run_id} stopped unfinished at '{rollout.state.status}')")
+        made = SpecRefused if isinstance(exc, SpecMismatch) else cls
+        return made(f"{exc} (rollout {rollout.run_id} stopped unfinished at '{rollout.state.status}')")
+
+
+class SpecRefused(RunUnfinished):
+    """The run stopped on a mistake in its spec (SpecMismatch) before any change: exit 2, as a spec refused outright."""
+
+    exit_code = Outcome.ERROR.exit_code
 
 
 def add_commands(rsub, kind: RolloutKind, spec_help: str = SPEC_HELP) -> Callable[[argparse.ArgumentParser], None]:

@@ -24,6 +24,12 @@ class RolloutError(CanaryError):
     """A step cannot go on; the message says why and what to do."""
 
 
+class SpecMismatch(RolloutError):
+    """The spec asks for what this cluster cannot be (a broker it does not have, a topic it lacks, a program that is
+    not there): a configuration mistake, found before any change. The command exits 2 (fix the spec and run again),
+    not 4 (the run's own state or infrastructure)."""
+
+
 def rollback_decided(rollout: RolloutRun) -> Verdict | None:
     """The run's verdict when it is ROLLBACK (the gate's, or a failure after the first change), else None. From then
     on the run only goes back: no step may change the cluster towards the change again, nor judge again."""
