@@ -132,6 +132,44 @@ def _state_cells(state: Mapping[str, Any] | None) -> dict[str, str]:
     return cells
 
 
+def _instance_changes(record: RunRecord, entries: list[dict]) -> str:
+    """A client rollout's instances: each one's version from the snapshot through every start and stop the run made,
+    changed ones marked; after a rollback, whether the fleet is back as it was."""
+    before = record.before or {}
+    paths: dict[str, list[str]] = {}
+    lanes: dict[str, str] = {}
+    for inst in before.get("instances") or []:
+        if isinstance(inst, Mapping) and inst.get("name"):
+            paths[str(inst["name"])] = [str(inst.get("version")) if inst.get("running") else "not running"]
+            lanes[str(inst["name"])] = str(inst.get("lane", "-"))
+    for e in entries:
+        name = str(e.get("instance", ""))
+        if e.get("action") in ("start instance", "stop instance") and name:
+            now = str(e.get("version")) if e["action"] == "start instance" else "stopped"
+            path = paths.setdefault(name, ["—"])
+            lanes.setdefault(name, str(e.get("lane", "-")))
+            if path[-1] != now:
+                path.append(now)
+    if not paths:
+        return ""
+    rolled_back = str(record.status).endswith("rolled_back")
+    rows = []
+    for name, path in sorted(paths.items()):
+        shown = " → ".join(path)
+        cell = f'<span class="changed">{_e(shown)}</span>' if len(path) > 1 else _e(shown)
+        back = path[-1] == path[0] or (path[0] in ("—", "not running") and path[-1] == "stopped")
+        restored = ("<td>✓ as before</td>" if back else "<td class='FAIL'>✗ differs</td>") if rolled_back else ""
+        rows.append(f"<tr><th scope='row'>{_e(name)}</th><td>{_e(lanes.get(name, '-'))}</td><td>{cell}</td>"
+                    f"{restored}</tr>")
+    head = "<tr><th>instance</th><th>lane</th><th>version: snapshot → each start or stop</th>" + (
+        "<th>restored</th>" if rolled_back else "") + "</tr>"
+    lane = ", ".join(str(p) for p in sorted((before.get("lane") or {}), key=lambda p: int(p) if str(p).isdigit()
+                                            else 0))
+    return (f"<h2>What changed</h2><table>{head}{''.join(rows)}</table>"
+            + (f"<p><b>Canary lane:</b> partitions {_e(lane)} of {_e(before.get('topic', ''))} while the run had it "
+               f"open (replica order restored when it closed)</p>" if lane else ""))
+
+
 def _changes(record: RunRecord, entries: list[dict]) -> str:
     """One row per broker and controller: each key's values from the snapshot through every restart the run made
     (`before → rolled → restored`), changed keys marked; after a rollback, whether each broker is back to the
@@ -139,7 +177,7 @@ def _changes(record: RunRecord, entries: list[dict]) -> str:
     before = record.before or {}
     brokers = before.get("brokers")
     if not isinstance(brokers, Mapping):
-        return ""
+        return _instance_changes(record, entries)
     states: dict[str, list[dict[str, str]]] = {str(b): [_state_cells(snap)] for b, snap in brokers.items()}
     for e in entries:
         if e.get("action") == "restart broker" and isinstance(e.get("after"), Mapping):

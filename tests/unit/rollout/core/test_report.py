@@ -80,3 +80,19 @@ def test_a_promoted_run_not_yet_finalized_says_what_is_still_reversible(tmp_path
     state.step_started("finalize")
     state.step_finished("finalize", {})
     assert "Still reversible" not in write_report(state, AuditLog(tmp_path / "run", "r5")).read_text()
+
+
+def test_a_client_rollout_shows_each_instance_version_path_and_that_the_fleet_is_back(tmp_path):
+    state = RunState.open(tmp_path / "run", "r6", {"service": {"name": "billing"}, "from_version": "1.0",
+                                                   "to_version": "2.0"})
+    audit = AuditLog(tmp_path / "run", "r6")
+    audit.record("deploy-canary", "start instance", instance="billing-consumer-0-canary", role="consumer",
+                 lane="canary", version="2.0", was=None)
+    audit.record("rollback", "stop instance", instance="billing-consumer-0-canary", role="consumer", was_running=True)
+    state.update(before={"topic": "orders", "lane": {"0": [3, 1, 2], "1": [3, 2, 1]}, "instances": [
+        {"name": "billing-consumer-0", "role": "consumer", "lane": "baseline", "version": "1.0", "running": True}]},
+                 status="verified rolled_back", verdict={"verdict": "ROLLBACK", "reason": "dropped_rate"})
+    page = write_report(state, AuditLog(tmp_path / "run", "r6")).read_text()
+    assert "<span class=\"changed\">— → 2.0 → stopped</span>" in page  # the canary, started and stopped
+    assert "<th scope='row'>billing-consumer-0</th><td>baseline</td><td>1.0</td><td>✓ as before</td>" in page
+    assert page.count("✓ as before") == 2 and "partitions 0, 1 of orders" in page
