@@ -1,7 +1,6 @@
 package kafkacanary.lanes;
 
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.kafka.clients.consumer.ConsumerInterceptor;
@@ -74,14 +73,7 @@ public class LaneConsumerInterceptor<K, V> implements ConsumerInterceptor<K, V> 
         for (int i = 0; i < n; i++) {
             Received r = batch.get(i);
             long outputs = done.records / n + (i < done.records % n ? 1 : 0);
-            Map<String, Object> o = new LinkedHashMap<>();
-            o.put("run_id", writer.runId);
-            o.put("kind", "client");
-            o.put("source", source);
-            o.put("topic", r.topic());
-            o.put("partition", r.partition());
-            o.put("leader", null);
-            o.put("lane", lane);
+            Map<String, Object> o = writer.observation(source, lane, r.topic(), r.partition());
             o.put("producer_id", "");
             o.put("message_id", r.topic() + "-" + r.partition() + "@" + r.offset());
             o.put("seq", r.offset());
@@ -93,7 +85,6 @@ public class LaneConsumerInterceptor<K, V> implements ConsumerInterceptor<K, V> 
             o.put("processing_ms", processingMs == null ? null : Math.round(processingMs * 1000) / 1000.0);
             o.put("lag", null);
             o.put("outputs", produces ? outputs : null);
-            o.put("schema", 1);
             writer.emit(Observations.json(o));
         }
         batch = List.of();

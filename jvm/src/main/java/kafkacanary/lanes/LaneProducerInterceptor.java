@@ -1,6 +1,5 @@
 package kafkacanary.lanes;
 
-import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
@@ -47,14 +46,7 @@ public class LaneProducerInterceptor<K, V> implements ProducerInterceptor<K, V> 
             return;
         }
         TopicPartition tp = new TopicPartition(metadata.topic(), Math.max(metadata.partition(), 0));
-        Map<String, Object> o = new LinkedHashMap<>();
-        o.put("run_id", writer.runId);
-        o.put("kind", "client");
-        o.put("source", source);
-        o.put("topic", metadata.topic());
-        o.put("partition", tp.partition());
-        o.put("leader", null);
-        o.put("lane", lane);
+        Map<String, Object> o = writer.observation(source, lane, metadata.topic(), tp.partition());
         o.put("producer_id", source);
         o.put("message_id", epoch + ":" + sent.getAndIncrement());
         o.put("seq", seq.computeIfAbsent(tp, t -> new AtomicLong()).getAndIncrement());
@@ -63,7 +55,6 @@ public class LaneProducerInterceptor<K, V> implements ProducerInterceptor<K, V> 
         o.put("receive_ts", null);
         o.put("outcome", exception == null ? "delivered" : "produce_error");
         o.put("error", exception == null ? null : exception.getClass().getSimpleName() + ": " + exception.getMessage());
-        o.put("schema", 1);
         writer.emit(Observations.json(o));
     }
 

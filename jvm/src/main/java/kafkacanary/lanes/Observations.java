@@ -131,6 +131,20 @@ public final class Observations implements AutoCloseable {
         return now.getEpochSecond() * 1000.0 + now.getNano() / 1_000_000.0;
     }
 
+    /** The fields every client observation of this writer starts with (canary/observations.py's order). */
+    Map<String, Object> observation(String source, String lane, String topic, int partition) {
+        Map<String, Object> o = new java.util.LinkedHashMap<>();
+        o.put("run_id", runId);
+        o.put("kind", "client");
+        o.put("source", source);
+        o.put("topic", topic);
+        o.put("partition", partition);
+        o.put("leader", null);
+        o.put("lane", lane);
+        o.put("schema", 1);
+        return o;
+    }
+
     /** One observation as the JSON object canary/observations.py reads; values are String, Number or null. */
     static String json(Map<String, Object> fields) {
         StringBuilder out = new StringBuilder("{");
