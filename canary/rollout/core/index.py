@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
+import random
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -23,7 +25,7 @@ log = logging.getLogger("canary.rollout")
 
 INDEX_KEY = "runs-index.json"
 INDEX_SCHEMA = 1
-WRITE_ATTEMPTS = 8
+WRITE_ATTEMPTS = 30  # lost races in a row before giving up; each waits a little longer, at random (no lockstep)
 # What a page may be filtered by, in the order the page shows the filters.
 FILTERS = ("cluster", "kind", "verdict", "status")
 
@@ -117,7 +119,9 @@ class RunsIndex:
 
     def _write(self, change: Any) -> None:
         """Applies `change(rows)` to the index, conditionally, again on a lost race."""
-        for _ in range(WRITE_ATTEMPTS):
+        for attempt in range(WRITE_ATTEMPTS):
+            if attempt:
+                time.sleep(random.uniform(0, 0.005 * attempt))
             rows, version = self._read()
             rows = rows if rows is not None else {}
             change(rows)

@@ -79,16 +79,21 @@ def test_a_page_is_newest_first_filtered_and_paged():
 def test_writers_at_once_lose_no_row(tmp_path):
     root = open_store(tmp_path / "runs")
 
+    failed: list[BaseException] = []
+
     def write(start: int) -> None:
         index = RunsIndex(root)
-        for n in range(start, start + 25):
-            index.put(_entry(n))
+        try:
+            for n in range(start, start + 25):
+                index.put(_entry(n))
+        except BaseException as exc:  # shown below: a thread's exception is otherwise lost
+            failed.append(exc)
     threads = [threading.Thread(target=write, args=(k * 25,)) for k in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(RunsIndex(root).entries()) == 100
+    assert failed == [] and len(RunsIndex(root).entries()) == 100
 
 
 def test_a_secret_config_value_never_reaches_the_index(tmp_path):
