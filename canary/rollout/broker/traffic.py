@@ -50,12 +50,15 @@ def _rate(value: float, unit: str) -> str:
     return f"{value:.1f}/s"
 
 
-def share(per_broker: PerBroker, canaries: Collection[int], settings: TrafficSection) -> dict:
-    """The canary brokers' share of client traffic from each broker's mean of MEASURES. Returns (JSON-able): the
-    canary brokers' values, the median baseline broker's, each canary broker's share per measure served, whether
-    the traffic is representative and the share fair, and a one-sentence reason."""
+def share(per_broker: PerBroker, canaries: Collection[int], settings: TrafficSection,
+          reference: Collection[int] = ()) -> dict:
+    """The canary brokers' share of client traffic from each broker's mean of MEASURES, against the median of the
+    `reference` brokers (the control brokers in the window: they take the same probe traffic), else of every
+    non-canary broker. Returns (JSON-able): the canary brokers' values, the median reference broker's, each canary
+    broker's share per measure served, whether the traffic is representative and the share fair, and a one-sentence
+    reason."""
     canary = {b: v for b, v in per_broker.items() if b in canaries}
-    baseline = [v for b, v in per_broker.items() if b not in canaries]
+    baseline = [v for b, v in per_broker.items() if b not in canaries and (not reference or b in reference)]
     result: dict = {"canary": {str(b): {m: round(v.get(m, 0.0), 1) for m in MEASURES}
                                for b, v in sorted(canary.items())},
                     "baseline": {}, "share": {}, "representative": False, "fair": False}
@@ -105,7 +108,10 @@ def window_traffic(run: Rollout, observations: Path, load_rate: float) -> dict:
         return ran | {"representative": False, "fair": False,
                       "reason": "broker metrics are off (broker_metrics.enabled: false), so the canary's share of "
                                 "traffic could not be measured"}
-    return ran | share(file_means(observations), run.canary_ids(), run.spec.traffic)
+    # With a control broker the window's probe sends only to the canary's and the control's partitions
+    # (probes.window_leaders): judged against the untouched brokers, the canary would carry the probe's requests alone.
+    controls = run.state.record.control_brokers or ()
+    return ran | share(file_means(observations), run.canary_ids(), run.spec.traffic, reference=controls)
 
 
 def file_means(observations: Path, metrics: Collection[str] = MEASURES) -> dict[int, dict[str, float]]:

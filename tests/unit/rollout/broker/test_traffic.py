@@ -160,3 +160,17 @@ def test_the_lead_step_stops_waiting_at_its_bound_or_at_once_on_an_idle_cluster(
     clock["now"] = 0.0
     found = wait_for_fair_share(FakeRun(wait=60.0))
     assert not found["representative"] and source.samples == 2 and clock["now"] == 5.0
+
+
+def test_the_window_judges_the_share_against_the_control_which_takes_the_same_probe():
+    """The demo's window: the probe (50 messages/s per partition) sends to the canary's and the control's partitions
+    only, so against the untouched brokers the canary's produce requests read 1.53×; against the control, fair."""
+    per_broker = {1: {"bytes_in_per_s": 260_000.0, "bytes_out_per_s": 254_000.0, "produce_requests_per_s": 100.0},
+                  2: {"bytes_in_per_s": 262_000.0, "bytes_out_per_s": 253_000.0, "produce_requests_per_s": 101.0},
+                  3: {"bytes_in_per_s": 270_000.0, "bytes_out_per_s": 268_000.0, "produce_requests_per_s": 148.0},
+                  4: {"bytes_in_per_s": 281_000.0, "bytes_out_per_s": 281_000.0, "produce_requests_per_s": 153.6}}
+    settings = TrafficSection()
+    assert not share(per_broker, [4], settings)["fair"]  # the untouched brokers: 1.53× the produce requests
+    against_control = share(per_broker, [4], settings, reference=[3])
+    assert against_control["fair"] and against_control["share"]["4"]["produce_requests_per_s"] == 1.038
+
