@@ -132,6 +132,13 @@ def _state_cells(state: Mapping[str, Any] | None) -> dict[str, str]:
     return cells
 
 
+def _path_cell(values: list[str], label: str = "") -> str:
+    """A value through the run's changes, `a → b → a`, marked when it changed; the one value when it did not."""
+    if len(set(values)) == 1:
+        return _e(label + values[0])
+    return f'<span class="changed">{_e(label + " → ".join(values))}</span>'
+
+
 def _instance_changes(record: RunRecord, entries: list[dict]) -> str:
     """A client rollout's instances: each one's version from the snapshot through every start and stop the run made,
     changed ones marked; after a rollback, whether the fleet is back as it was."""
@@ -155,8 +162,7 @@ def _instance_changes(record: RunRecord, entries: list[dict]) -> str:
     rolled_back = str(record.status).endswith("rolled_back")
     rows = []
     for name, path in sorted(paths.items()):
-        shown = " → ".join(path)
-        cell = f'<span class="changed">{_e(shown)}</span>' if len(path) > 1 else _e(shown)
+        cell = _path_cell(path)
         back = path[-1] == path[0] or (path[0] in ("—", "not running") and path[-1] == "stopped")
         restored = ("<td>✓ as before</td>" if back else "<td class='FAIL'>✗ differs</td>") if rolled_back else ""
         rows.append(f"<tr><th scope='row'>{_e(name)}</th><td>{_e(lanes.get(name, '-'))}</td><td>{cell}</td>"
@@ -194,10 +200,7 @@ def _changes(record: RunRecord, entries: list[dict]) -> str:
         lane = "canary" if broker in canary else "control" if broker in control else "baseline"
         cells = []
         for key in sorted({k for state in path for k in state}):
-            values = [state.get(key, "—") for state in path]
-            shown = " → ".join(values) if len(set(values)) > 1 else values[0]
-            cells.append(f'<span class="changed">{_e(key)}: {_e(shown)}</span>' if len(set(values)) > 1
-                         else f"{_e(key)}: {_e(shown)}")
+            cells.append(_path_cell([state.get(key, "—") for state in path], f"{key}: "))
         restored = ("<td>✓ restored = snapshot</td>" if path[0] == path[-1] else "<td class='FAIL'>✗ differs</td>") \
             if rolled_back else ""
         rows.append(f"<tr><th scope='row'>broker {_e(broker)}</th><td>{lane}</td><td>{'<br>'.join(cells)}</td>"
