@@ -10,6 +10,10 @@ import sys
 from pathlib import Path
 
 from canary.probe import cli as probe_cli
+from canary.rollout.core.index import RunsIndex
+from canary.rollout.core.record import Origin
+from canary.rollout.core.run import runs_url
+from canary.storage import open_store
 from canary.sweep.alerts import WEBHOOK_ENV, Alert, send_alert
 from canary.sweep.config import DEFAULT_HISTORY, DEGRADED, HISTORY_ENV, SWEEP_OUTCOMES, SweepConfig, history_root
 from canary.sweep.run import SweepBrief, run_sweep
@@ -52,7 +56,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                          keep_observations=args.keep_observations)
     print(f"sweeping {config.cluster} ({config.bootstrap_servers}) for {config.duration:g}s at {config.rate:g} "
           f"msg/s per partition ...", file=sys.stderr, flush=True)
-    result = run_sweep(config)
+    # Listed in the runs index beside the rollouts when its report stays in the history, where the pages find it.
+    index = RunsIndex(open_store(runs_url())) if config.out is None else None
+    result = run_sweep(config, index=index, origin=Origin(trigger="cli", by=os.environ.get("USER") or None))
     if args.alert and result.verdict == DEGRADED:
         sent = send_alert(Alert(config.cluster, DEGRADED, result.reason, result.sweep_id, result.report),
                           config.history or history_root(), os.environ.get(WEBHOOK_ENV))

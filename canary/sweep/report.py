@@ -63,7 +63,7 @@ def write_report(out: Path, result: SweepResult, trend_png: bytes | None, compar
     reference = ", ".join(result.reference) or "none"
     image = (f"<h2>Trend</h2>{img_tag(trend_png, 'trend')}"
              '<p><a href="trend.json">trend.json</a></p>') if trend_png else ""
-    page = f"""<!doctype html><html><head><meta charset="utf-8">
+    page = f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
 <title>{escape(result.cluster)}: {escape(result.verdict)}</title><style>{_STYLE}</style></head><body>
 <h1>Health sweep of {escape(result.cluster)}</h1>
 <p class="verdict" style="background:{colour}">{escape(result.verdict)}</p>

@@ -19,6 +19,8 @@ from pydantic import BaseModel, ConfigDict
 
 from canary.errors import CanaryError
 from canary.judge import Aggregates, JudgeConfig, judge
+from canary.rollout.core.index import IndexEntry, RunsIndex, sweep_row_id
+from canary.rollout.core.record import Origin
 from canary.storage import Store
 from canary.sweep.compare import (
     comparison_aggregates,
@@ -217,10 +219,12 @@ def _write_comparison(out: Path, judged: _Judged) -> None:
     write_judge_report(out / "comparison", judged.comparison, judged.comparison_agg)
 
 
-def run_sweep(config: SweepConfig, history: Store | None = None) -> SweepBrief:
+def run_sweep(config: SweepConfig, history: Store | None = None, index: RunsIndex | None = None,
+              origin: Origin | None = None) -> SweepBrief:
     """One sweep of one cluster (the package's docstring). `history`: the cluster's history store (default
     config.history_store()); on an object store its files are brought into this machine's work directory first
-    and what the sweep wrote is sent back at the end, so sweeps on different machines share one history.
+    and what the sweep wrote is sent back at the end, so sweeps on different machines share one history. `index`:
+    the runs index that lists the sweep beside the rollouts (started by `origin`), its pruned sweeps dropped.
     Returns SweepResult.brief(); result.json holds the rest. Raises ClusterUnreachable when no broker answers,
     SweepError / judge ConfigError for bad settings, StoreError when the history's store cannot be used."""
     started = time.monotonic()
@@ -269,6 +273,19 @@ def run_sweep(config: SweepConfig, history: Store | None = None) -> SweepBrief:
     (out / "result.json").write_text(json.dumps(
         result.to_dict() | {"guards": judged.guards, "comparison": judged.comparison}, indent=2, default=float))
     remote.push(store.directory)
+    if index is not None:
+        _index_sweep(index, result, origin)
     log.info("sweep %s of %s: %s — %s (%.1fs)", sweep_id, config.cluster, judged.verdict, judged.reason,
              result.seconds)
     return result.brief()
+
+
+def _index_sweep(index: RunsIndex, result: SweepResult, origin: Origin | None) -> None:
+    """The sweep's row in the runs index, its pruned sweeps' rows gone; a failure is logged, never raised (the index
+    is a list of pages, the history is the record)."""
+    try:
+        index.put(IndexEntry.of_sweep(result.cluster, result.sweep_id, result.verdict, result.started_ms,
+                                      result.finished_ms, origin))
+        index.remove(sweep_row_id(result.cluster, old) for old in result.pruned)
+    except (OSError, CanaryError) as exc:
+        log.warning("the runs index was not updated for sweep %s: %s", result.sweep_id, exc)

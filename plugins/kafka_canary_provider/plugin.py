@@ -1,6 +1,7 @@
 """The kafka-canary Airflow plugin: the run reports (report.html in the run storage and the Spark analysis report
-with its plots) served by a FastAPI app under /kafka-canary, behind Airflow's own authentication, a "Canary rollouts"
-entry in the UI's navigation, and the report link of every rollout task."""
+with its plots) and the health sweeps' reports (in the sweep history) served by a FastAPI app under /kafka-canary,
+behind Airflow's own authentication; a "Canary rollouts" entry in the UI's navigation (the runs index), a "Canary
+report" tab on every DAG run's and task instance's page, and the report link of every rollout task."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from urllib.parse import urlencode
 
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from canary.storage import Store, StoreError
+from canary.storage import Store, StoreError, open_store
 from canary.storage.store import valid_key
+from kafka_canary_provider.hooks.run_storage import run_storage_options
 from kafka_canary_provider.links import URL_PREFIX, RolloutReportLink
-from kafka_canary_provider.runs import runs_store
+from kafka_canary_provider.runs import rollout_run_id, runs_store
 
 # Only what the reports are made of is served; run.json and the observations stay private.
 SERVED = {".html": "text/html", ".png": "image/png", ".svg": "image/svg+xml", ".json": "application/json"}
@@ -57,16 +59,17 @@ def _index(store: Store, filters: dict[str, str], page: int) -> str:
     rows = []
     for e in found.rows:
         run_id = html.escape(e.run_id)
-        cells = (e.kind, e.cluster, e.change, e.verdict or "—", e.outcome, e.status, format_utc(e.started_ms),
-                 "—" if e.duration_s is None else f"{e.duration_s:g} s")
-        rows.append(f'<tr><th scope="row"><a href="{URL_PREFIX}/runs/{run_id}/report.html">{run_id}</a></th>'
+        cells = (e.kind, e.cluster, e.change, e.verdict or "—", e.outcome or "—", e.status,
+                 format_utc(e.started_ms), "—" if e.duration_s is None else f"{e.duration_s:g} s", e.trigger or "—")
+        report = html.escape(e.report or f"runs/{e.run_id}/report.html")
+        rows.append(f'<tr><th scope="row"><a href="{URL_PREFIX}/{report}">{run_id}</a></th>'
                     + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in cells) + "</tr>")
     wanted = {k: v for k, v in filters.items() if v}
     links = " ".join(f'<a href="?{html.escape(urlencode(wanted | {"page": n}))}" rel="{rel}">{text}</a>'
                      for n, rel, text in ((found.page - 1, "prev", "newer"), (found.page + 1, "next", "older"))
                      if 1 <= n <= found.pages)
     headers = "".join(f'<th scope="col">{h}</th>' for h in ("run", "kind", "cluster", "change", "verdict", "outcome",
-                                                             "status", "started (UTC)", "duration"))
+                                                             "status", "started (UTC)", "duration", "started by"))
     return ("<!doctype html><html lang='en'><head><meta charset='utf-8'><title>Canary rollouts</title></head>"
             "<body style='font:14px system-ui,sans-serif;margin:2em'><h1>Canary rollouts</h1>"
             f"<form method='get'>{''.join(selects)}<button type='submit'>Filter</button></form>"
@@ -86,18 +89,54 @@ def create_app() -> FastAPI:
 
     @app.get("/runs/{run_id}/{page:path}")
     def report(run_id: str, page: str) -> Response:
-        key = page_key(run_id, page)
-        data = runs_store().read(key)
-        if data is None:
-            raise HTTPException(status_code=404, detail="no such report")
-        return Response(content=data, media_type=SERVED[Path(key).suffix])
+        return _served(runs_store(), page_key(run_id, page))
+
+    @app.get("/sweeps/{cluster}/{sweep_id}/{page:path}")
+    def sweep_report(cluster: str, sweep_id: str, page: str) -> Response:
+        from canary.sweep import history_root
+
+        key = page_key(f"{cluster}/reports/{sweep_id}", page)
+        return _served(open_store(history_root(), run_storage_options()), key)
+
+    @app.get("/dag-runs/{dag_id}/{run_id}", response_class=HTMLResponse)
+    def dag_run_report(dag_id: str, run_id: str) -> Response:
+        return _dag_run_page(runs_store(), dag_id, run_id)
 
     return app
+
+
+def _served(store: Store, key: str) -> Response:
+    data = store.read(key)
+    if data is None:
+        raise HTTPException(status_code=404, detail="no such report")
+    return Response(content=data, media_type=SERVED[Path(key).suffix])
+
+
+def _dag_run_page(store: Store, dag_id: str, run_id: str) -> Response:
+    """What the "Canary report" tab of a DAG run (or of one of its tasks) shows: the report of the rollout the run
+    drives, each sweep's report when it swept several clusters, or a line saying there is none (yet)."""
+    from canary.rollout.core.index import RunsIndex
+
+    found = [e for e in RunsIndex(store).entries() if e.airflow_run == f"{dag_id}/{run_id}" and e.report]
+    if not found and store.read(f"{rollout_run_id(run_id)}/report.html") is not None:  # a row without the field
+        return RedirectResponse(f"{URL_PREFIX}/runs/{rollout_run_id(run_id)}/report.html", status_code=307)
+    if len(found) == 1:
+        return RedirectResponse(f"{URL_PREFIX}/{found[0].report}", status_code=307)
+    items = "".join(f'<li><a href="{URL_PREFIX}/{html.escape(e.report)}">{html.escape(e.kind)} of '
+                    f"{html.escape(e.cluster)}: {html.escape(e.verdict or e.status)}</a></li>" for e in found)
+    said = (f"<ul>{items}</ul>" if found else
+            "<p>No kafka-canary report for this DAG run: its first rollout or sweep task writes one.</p>")
+    return HTMLResponse("<!doctype html><html lang='en'><head><meta charset='utf-8'><title>Canary report</title>"
+                        "</head><body style='font:14px system-ui,sans-serif;margin:2em'><h1>Canary reports of "
+                        f"{html.escape(dag_id)} / {html.escape(run_id)}</h1>{said}</body></html>")
 
 
 class KafkaCanaryPlugin(AirflowPlugin):
     name = "kafka_canary"
     fastapi_apps = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "kafka-canary reports"}]
+    # The DAG run's and the task's tab: Airflow's UI fills in {DAG_ID} and {RUN_ID} and shows the page inside its own.
     external_views = [{"name": "Canary rollouts", "href": f"{URL_PREFIX}/", "destination": "nav",
-                       "category": "browse", "url_route": "kafka-canary"}]
+                       "category": "browse", "url_route": "kafka-canary"}] + [
+        {"name": "Canary report", "href": f"{URL_PREFIX}/dag-runs/{{DAG_ID}}/{{RUN_ID}}", "destination": where,
+         "url_route": f"kafka-canary-{where.replace('_', '-')}"} for where in ("dag_run", "task_instance")]
     operator_extra_links = [RolloutReportLink()]

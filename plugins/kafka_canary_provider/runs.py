@@ -9,8 +9,11 @@ earlier try left.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from canary.forms import BROKER_FORM, CLIENT_FORM
+from canary.release import RELEASE_NOTE
+from canary.rollout.core.record import Origin, Trigger
 from canary.rollout.core.run import runs_url
 from canary.storage import Store, open_store
 from kafka_canary_provider.hooks.run_storage import run_storage_options
@@ -24,6 +27,23 @@ def rollout_run_id(airflow_run_id: str) -> str:
     if not cleaned[:1].isalnum():
         cleaned = "r" + cleaned
     return cleaned[:100]
+
+
+# How Airflow's run types read as a run's trigger; a manual run is the release pipeline's when its note says so.
+_TRIGGERS: dict[str, Trigger] = {"scheduled": "schedule", "asset_triggered": "asset", "asset_materialization": "asset",
+                                 "backfill": "backfill"}
+
+
+def airflow_origin(dag_run: Any) -> Origin | None:
+    """What started the DAG run `dag_run` (the task context's): its run type, the release pipeline's note, the
+    user Airflow names; None without a DAG run (a task run on its own)."""
+    if dag_run is None:
+        return None
+    run_type = str(getattr(dag_run, "run_type", "") or "")
+    released = str(getattr(dag_run, "note", "") or "").startswith(RELEASE_NOTE)
+    trigger = _TRIGGERS.get(run_type, "release" if released else "airflow")
+    return Origin(trigger=trigger, by=getattr(dag_run, "triggering_user_name", None) or None,
+                  dag_id=dag_run.dag_id, airflow_run_id=dag_run.run_id)
 
 
 def runs_store() -> Store:
@@ -46,8 +66,8 @@ def run_file(run_id: str, recorded: object) -> object:
     return str(run_dir(run_id).workdir() / recorded)
 
 
-__all__ = ["client_spec_from_params", "rollout_run_id", "run_dir", "run_file", "runs_store", "runs_url",
-           "spec_from_params"]
+__all__ = ["airflow_origin", "client_spec_from_params", "rollout_run_id", "run_dir", "run_file", "runs_store",
+           "runs_url", "spec_from_params"]
 
 
 def spec_from_params(params: dict, cluster: dict, run_id: str) -> dict:

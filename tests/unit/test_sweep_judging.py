@@ -475,7 +475,8 @@ def test_cli_exit_codes_and_alert(tmp_path, monkeypatch, capsys, verdict, code):
 
     seen = []
 
-    def fake_run(config):
+    def fake_run(config, index, origin):
+        assert index is not None and origin.trigger == "cli"  # listed in the runs index, started by hand
         seen.append(config)
         return SweepBrief(cluster="c1", sweep_id="s1", verdict=verdict, reason="because", first_sweep=False,
                           during_rollout=False, seconds=1.0, report="r.html", result_file="r.json", history="h",
@@ -496,7 +497,7 @@ def test_cli_unreachable_cluster_is_exit_2(monkeypatch, capsys):
     from canary import cli
     from canary.probe.runner import ClusterUnreachable
 
-    def unreachable(config):
+    def unreachable(config, **_):
         raise ClusterUnreachable("cannot reach the cluster at b:9092")
 
     monkeypatch.setattr(sweep_cli, "run_sweep", unreachable)

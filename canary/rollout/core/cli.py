@@ -23,6 +23,7 @@ from canary.judge import Brief
 from canary.outcome import Outcome
 from canary.rollout.core.engine import roll_back, run_all
 from canary.rollout.core.kind import RolloutKind
+from canary.rollout.core.record import Origin
 from canary.rollout.core.report import write_report
 from canary.rollout.core.rollout import RolloutRun
 from canary.rollout.core.step import SpecMismatch
@@ -87,6 +88,12 @@ def open_run(args) -> RolloutRun:
     return args.kind.open(args.spec, args.run_dir, environ=dict(os.environ))
 
 
+def started_here(rollout: RolloutRun) -> RolloutRun:
+    """The run, recorded as started from the command line unless something else started it."""
+    rollout.state.started_by(Origin(trigger="cli", by=os.environ.get("USER") or None))
+    return rollout
+
+
 def _logging() -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
@@ -104,7 +111,7 @@ def print_result(args, result: dict) -> None:
 def cmd_run(args) -> int:
     _logging()
     kind: RolloutKind = args.kind
-    rollout = open_run(args)  # a spec or a run directory refused here is an error before any run (2)
+    rollout = started_here(open_run(args))  # a spec or a run directory refused here is an error before any run (2)
     try:
         summary = run_all(kind, rollout, approve=args.approve, on_inconclusive=args.on_inconclusive)
     except (CanaryError, OSError) as exc:
@@ -116,7 +123,7 @@ def cmd_run(args) -> int:
 def cmd_step(args) -> int:
     _logging()
     step = args.kind.step(args.step)
-    rollout = open_run(args)
+    rollout = started_here(open_run(args))
     try:
         if step is args.kind.promote:
             result = step(rollout, approve=args.approve)

@@ -1,10 +1,11 @@
 """The runs index: one small row per run under the runs' root (kind, cluster, change, verdict, status, start,
-duration), kept in one object beside the runs (`runs-index.json`) so that a page of thousands of runs is one read,
-not one read of every run.json (on an object store, thousands of requests).
+duration, what started it) and per health sweep, kept in one object beside the runs (`runs-index.json`) so that a
+page of thousands of runs is one read, not one read of every run.json (on an object store, thousands of requests).
 
 Each run's state writes its row when the row changes (RunState.save); the write is conditional, so rollouts writing
 at once never lose each other's rows. The index is derived data: a failed write is logged and never fails a
-rollout, and `rebuild` makes it again from the run.json files (what `entries` does when there is none yet).
+rollout, and `rebuild` makes it again from the run.json files (what `entries` does when there is none yet). A
+health sweep keeps its history elsewhere (canary.sweep): it writes its own row, and a rebuild keeps the sweeps' rows.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ import logging
 import random
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
 
 from canary.kafka.secrets import redacted
-from canary.rollout.core.record import RunRecord
+from canary.rollout.core.record import Origin, RunRecord
 from canary.storage import Conflict, Store, StoreError
 
 log = logging.getLogger("canary.rollout")
@@ -30,13 +31,18 @@ WRITE_ATTEMPTS = 30  # lost races in a row before giving up; each waits a little
 FILTERS = ("cluster", "kind", "verdict", "status")
 
 
+SWEEP = "sweep"  # the kind of a health sweep's row
+
+
 @dataclass(frozen=True)
 class IndexEntry:
     """One run as the index shows it. `verdict` is "" until the judge decided; `duration_s` runs from the run's
-    creation to the last step that finished."""
+    creation to the last step that finished; `report` is the page's path under the report pages
+    (`runs/<run id>/report.html`, `sweeps/<cluster>/<sweep id>/report.html`); `airflow_run` "<dag id>/<run id>" when
+    a DAG run started it."""
 
     run_id: str
-    kind: str        # broker, client or migration
+    kind: str        # broker, client, migration or sweep
     cluster: str
     change: str
     verdict: str
@@ -44,20 +50,44 @@ class IndexEntry:
     status: str
     started_ms: int
     duration_s: float | None
+    trigger: str = ""
+    report: str = ""
+    airflow_run: str = ""
 
     @classmethod
     def of(cls, record: RunRecord) -> IndexEntry:
         spec = record.spec
         finished = [s.finished_ms for s in record.steps.values() if s.finished_ms is not None]
+        origin = record.origin
         return cls(run_id=record.run_id, kind=kind_of(spec), cluster=cluster_of(spec), change=change_of(spec),
                    verdict=record.verdict.verdict if record.verdict else "", outcome=str(record.outcome()),
                    status=str(record.status), started_ms=record.created_ms,
-                   duration_s=round((max(finished) - record.created_ms) / 1000, 1) if finished else None)
+                   duration_s=round((max(finished) - record.created_ms) / 1000, 1) if finished else None,
+                   trigger=str(origin) if origin else "", report=f"runs/{record.run_id}/report.html",
+                   airflow_run=airflow_run(origin))
+
+    @classmethod
+    def of_sweep(cls, cluster: str, sweep_id: str, verdict: str, started_ms: int, finished_ms: int,
+                 origin: Origin | None) -> IndexEntry:
+        """A health sweep's row (its report is in the cluster's history, canary.sweep)."""
+        return cls(run_id=sweep_row_id(cluster, sweep_id), kind=SWEEP, cluster=cluster, change="health sweep",
+                   verdict=verdict, outcome="", status="done", started_ms=started_ms,
+                   duration_s=round((finished_ms - started_ms) / 1000, 1), trigger=str(origin) if origin else "",
+                   report=f"sweeps/{cluster}/{sweep_id}/report.html", airflow_run=airflow_run(origin))
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> IndexEntry:
-        values: dict[str, Any] = {f.name: data.get(f.name) for f in fields(cls)}
-        return cls(**values)
+        values: dict[str, Any] = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        return cls(**({f.name: None for f in fields(cls) if f.default is MISSING} | values))
+
+
+def sweep_row_id(cluster: str, sweep_id: str) -> str:
+    return f"{SWEEP}-{cluster}-{sweep_id}"
+
+
+def airflow_run(origin: Origin | None) -> str:
+    """"<dag id>/<run id>" of the DAG run that started a run, "" when none did."""
+    return f"{origin.dag_id}/{origin.airflow_run_id}" if origin and origin.dag_id and origin.airflow_run_id else ""
 
 
 def _section(spec: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -138,6 +168,12 @@ class RunsIndex:
         """Adds or replaces the row of `entry.run_id`."""
         self._write(lambda rows: rows.__setitem__(entry.run_id, asdict(entry)))
 
+    def remove(self, run_ids: Iterable[str]) -> None:
+        """Drops the rows of `run_ids` (sweeps the history no longer keeps)."""
+        gone = set(run_ids)
+        if gone:
+            self._write(lambda rows: [rows.pop(run_id, None) for run_id in gone])
+
     def entries(self) -> list[IndexEntry]:
         """Every run's row, newest first; made from the runs when there is no index yet."""
         rows, _ = self._read()
@@ -146,7 +182,8 @@ class RunsIndex:
         return _newest_first(IndexEntry.from_json(row) for row in rows.values())
 
     def rebuild(self) -> list[IndexEntry]:
-        """The index made again from every run.json under the root (one read per run), written, returned."""
+        """The index made again from every run.json under the root (one read per run), written, returned; the
+        sweeps' rows (not made from runs) are kept."""
         made: dict[str, dict] = {}
         for name, _ in self.root.runs():
             try:
@@ -154,8 +191,16 @@ class RunsIndex:
                 made[name] = asdict(IndexEntry.of(RunRecord.load(json.loads(raw or b"{}"))))
             except (OSError, StoreError, ValueError) as exc:  # not a run this version reads: left out, said why
                 log.warning("run %s is left out of the runs index: %s", name, str(exc).splitlines()[0][:200])
-        self._write(lambda rows: (rows.clear(), rows.update(made)))
-        return _newest_first(IndexEntry.from_json(row) for row in made.values())
+        kept: dict[str, dict] = {}
+
+        def replace(rows: dict[str, dict]) -> None:
+            kept.clear()
+            kept.update({k: row for k, row in rows.items() if row.get("kind") == SWEEP})
+            rows.clear()
+            rows.update(kept | made)
+
+        self._write(replace)
+        return _newest_first(IndexEntry.from_json(row) for row in (kept | made).values())
 
 
 def _newest_first(entries: Iterable[IndexEntry]) -> list[IndexEntry]:

@@ -113,9 +113,10 @@ class StepRecord(_Record):
     finished_ms: int | None = None
     result: dict[str, Any] | None = None
     error: str | None = None
-    DETAILS: ClassVar[frozenset[str]] = frozenset({"infrastructure"})
+    DETAILS: ClassVar[frozenset[str]] = frozenset({"infrastructure", "task"})
     # True: the error was the road to the nodes (canary.errors.InfrastructureError); left out of run.json otherwise
     infrastructure: bool | None = None
+    task: str | None = None  # the Airflow task that ran the step (the report links to its log); None from the CLI
 
     @property
     def took_s(self) -> float:
@@ -235,6 +236,26 @@ class RunSummary(BaseModel):
         return self.model_dump(mode="json") | {"exit_code": self.exit_code}
 
 
+Trigger = Literal["cli", "airflow", "release", "schedule", "asset", "backfill"]
+# How a page says each trigger.
+TRIGGER_WORDS: dict[str, str] = {
+    "cli": "the command line", "airflow": "Airflow (UI or API)", "release": "the release pipeline",
+    "schedule": "Airflow's schedule", "asset": "an asset event", "backfill": "a backfill"}
+
+
+class Origin(_Record):
+    """What started the run: `trigger`, who (`by`, when the orchestrator names a user) and, for a
+    DAG run, the DAG and Airflow's run id (the report links to the run's and each step's task page)."""
+
+    trigger: Trigger
+    by: str | None = None
+    dag_id: str | None = None
+    airflow_run_id: str | None = None
+
+    def __str__(self) -> str:
+        return TRIGGER_WORDS[self.trigger] + (f", by {self.by}" if self.by else "")
+
+
 class RunRecord(_Record):
     """One run: its id, when it was created, its spec (secret settings as ***), status, the pre-rollout snapshot
     (`before`) and the canary brokers preflight chose, the steps' records, the last window and the verdict; a broker
@@ -255,6 +276,7 @@ class RunRecord(_Record):
     verdict: Verdict | None = None
     window: Window | None = None
     load_sizing: dict[str, Any] | None = None
+    origin: Origin | None = None               # what started the run (None: a run older than the field)
 
     @classmethod
     def load(cls, data: Mapping[str, Any]) -> RunRecord:

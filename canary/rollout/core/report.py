@@ -2,7 +2,8 @@
 seconds. From the top: the verdict with its one-sentence reason, the traffic it judged and the metrics it could not;
 the steps drawn to scale on a timeline (retries, interim looks, the verdict); what changed on each broker and
 controller, before → after, and after a rollback whether the snapshot was restored; the evidence per metric; the
-probe's accounting per step; the audit log as a readable list. The spec and the snapshot follow, folded. It needs no
+probe's accounting per step; the steps with their Airflow task logs; the audit log as a readable list. The spec and
+the snapshot follow, folded. It needs no
 script and no network (plots are the analysis report's files beside it)."""
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from canary.fields import format_utc
 from canary.rollout.core.audit import AuditLog
-from canary.rollout.core.record import RunRecord, StepStatus
+from canary.rollout.core.record import Origin, RunRecord, StepStatus
 from canary.rollout.core.run import RunState
 
 _STYLE = """body{font:14px/1.4 system-ui,sans-serif;margin:2em;max-width:1100px}
@@ -65,6 +67,38 @@ def _banner(record: RunRecord, metrics: list[dict]) -> str:
     return (f'<p class="verdict {_e(word)}">{_e(word)} — {_e(record.status)}</p>'
             f"<p><b>Outcome:</b> {_e(outcome)} (exit code {outcome.exit_code}). "
             f"{_e(verdict.reason if verdict else '')}</p>{traffic}{not_judged}{_reversible(record)}")
+
+
+def _task_url(origin: Origin | None, task: str | None = None) -> str | None:
+    """The Airflow UI's page of the DAG run that drove the run, or of one of its tasks (its log): a path on the
+    Airflow host that serves this report."""
+    if origin is None or not origin.dag_id or not origin.airflow_run_id:
+        return None
+    url = f"/dags/{quote(origin.dag_id, safe='')}/runs/{quote(origin.airflow_run_id, safe='')}"
+    return url + (f"/tasks/{quote(task, safe='')}" if task else "")
+
+
+def _started(record: RunRecord) -> str:
+    """Who or what started the run, and its DAG run in Airflow."""
+    origin = record.origin
+    if origin is None:
+        return ""
+    run = _task_url(origin)
+    link = f' — <a href="{_e(run)}">its DAG run in Airflow</a>' if run else ""
+    return f"<p><b>Started by</b> {_e(str(origin))}, {_e(format_utc(record.created_ms))}{link}.</p>"
+
+
+def _step_rows(record: RunRecord) -> str:
+    """The steps table: each step's status, attempts, time, error, and the log of the Airflow task that ran it."""
+    rows = []
+    for name, step in record.steps.items():
+        url = _task_url(record.origin, step.task) if step.task else None
+        log = f'<a href="{_e(url)}">{_e(step.task)}</a>' if url else "—"
+        rows.append(f"<tr><th scope='row'>{_e(name)}</th><td>{_e(step.status)}</td><td>{step.attempts}</td>"
+                    f"<td>{step.took_s:.1f} s</td><td>{_e(step.error or '')}</td><td>{log}</td></tr>")
+    return ("<table><tr><th scope='col'>step</th><th scope='col'>status</th><th scope='col'>attempts</th>"
+            "<th scope='col'>took</th><th scope='col'>error</th><th scope='col'>task log</th></tr>"
+            + "".join(rows) + "</table>")
 
 
 def _reversible(record: RunRecord) -> str:
@@ -275,21 +309,18 @@ def write_report(state: RunState, audit: AuditLog) -> Path:
     if analysis and (state.run_dir / analysis / "report.html").exists():
         rel = (state.run_dir / analysis / "report.html").relative_to(state.run_dir)
         link = f'<p><a href="{_e(str(rel))}">The analysis report: latency distributions and time series</a></p>'
-    steps = "".join(f"<tr><th scope='row'>{_e(name)}</th><td>{_e(step.status)}</td><td>{step.attempts}</td>"
-                    f"<td>{step.took_s:.1f} s</td><td>{_e(step.error or '')}</td></tr>"
-                    for name, step in record.steps.items())
     audit_list = "".join(f"<li><b>{_e(_when(e['ts_ms'], record.created_ms))}</b> {_e(e['step'])}: "
                          f"{_e(e['action'])} <code>{_e(_details(e))}</code></li>" for e in entries)
     snapshot = {k: v for k, v in (record.before or {}).items() if k != "leaders"}
     body = f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Rollout {_e(record.run_id)}</title>
 <style>{_STYLE}</style></head><body>
 <h1>Rollout {_e(record.run_id)}</h1>
-{_banner(record, metrics)}{link}
+{_banner(record, metrics)}{_started(record)}{link}
 <h2>Timeline</h2>{_timeline(record, entries)}
 {_changes(record, entries)}
 {_evidence(metrics, state.run_dir, analysis)}
 {_probe_accounting(entries)}
-<h2>Steps</h2><table><tr><th>step</th><th>status</th><th>attempts</th><th>took</th><th>error</th></tr>{steps}</table>
+<h2>Steps</h2>{_step_rows(record)}
 <h2>Audit log</h2><p>Times in UTC, with the time since the run began.</p><ol class="audit">{audit_list}</ol>
 <details><summary>Spec</summary><pre>{_e(json.dumps(record.spec, indent=2))}</pre></details>
 <details><summary>Before the rollout (snapshot)</summary><pre>{_e(json.dumps(snapshot, indent=2, default=str))}</pre>

@@ -25,6 +25,7 @@ from canary.rollout.core.index import IndexEntry, RunsIndex
 from canary.rollout.core.record import (
     READABLE_SCHEMAS,
     SCHEMA,
+    Origin,
     RunRecord,
     RunStatus,
     StepRecord,
@@ -163,6 +164,22 @@ class RunState:
             self._indexed = entry
         except (OSError, CanaryError) as exc:
             log.warning("the runs index was not updated for rollout %s: %s", self.run_id, exc)
+
+    def started_by(self, origin: Origin) -> None:
+        """Records what started the run, once: the first step of a run says it, later ones (retries, the next
+        tasks) find it said."""
+        if self.record.origin is None:
+            self.update(origin=origin)
+
+    def ran_in(self, task: str, since_ms: int) -> None:
+        """Names `task` (the orchestrator's task) as where the steps started since `since_ms` ran: the report links
+        each step to its task's log."""
+        ran = [step for step in self.record.steps.values()
+               if step.started_ms is not None and step.started_ms >= since_ms and step.task != task]
+        for step in ran:
+            step.task = task
+        if ran:
+            self.save()
 
     def update(self, **fields: object) -> None:
         """Sets the record's `fields` (models, or their JSON-able form) and writes it."""

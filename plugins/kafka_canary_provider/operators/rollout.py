@@ -6,6 +6,7 @@ Steps converge, so a retried task does only what is still missing."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +14,7 @@ from airflow.sdk import BaseOperator
 
 from kafka_canary_provider.hooks.kafka_canary import KafkaCanaryHook
 from kafka_canary_provider.links import RolloutReportLink, report_url
-from kafka_canary_provider.runs import rollout_run_id, run_dir, spec_from_params
+from kafka_canary_provider.runs import airflow_origin, rollout_run_id, run_dir, spec_from_params
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -60,7 +61,11 @@ class RolloutStepOperator(BaseOperator):
         run_id = rollout_run_id(context["run_id"])
         cluster = KafkaCanaryHook(self.kafka_canary_conn_id).cluster_section()
         params = dict(self.rollout_params or context["params"])
-        return self.kind().open(self.spec_source(params, cluster, run_id), run_dir(run_id))
+        rollout = self.kind().open(self.spec_source(params, cluster, run_id), run_dir(run_id))
+        origin = airflow_origin(context.get("dag_run"))
+        if origin is not None:
+            rollout.state.started_by(origin)
+        return rollout
 
     def run_step(self, rollout: RolloutRun, context: Context) -> dict:
         return self.kind().step(self.step)(rollout)
@@ -68,11 +73,13 @@ class RolloutStepOperator(BaseOperator):
     def execute(self, context: Context) -> dict:
         from canary.rollout.core.report import write_report
 
+        since_ms = int(time.time() * 1000)
         rollout = self.rollout(context)
         self.log.info("rollout %s in %s; report %s", rollout.run_id, rollout.run_dir, report_url(rollout.run_id))
         try:
             result = self.run_step(rollout, context)
         finally:
+            rollout.state.ran_in(self.task_id, since_ms)
             write_report(rollout.state, rollout.audit)
         return _jsonable(result)
 

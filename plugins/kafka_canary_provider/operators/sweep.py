@@ -22,6 +22,7 @@ from airflow.sdk import Asset, AssetAlias, BaseOperator
 from canary.storage import Store, open_store
 from kafka_canary_provider.hooks.kafka_canary import KafkaCanaryHook
 from kafka_canary_provider.hooks.run_storage import run_storage_options
+from kafka_canary_provider.runs import airflow_origin, runs_store
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -64,6 +65,7 @@ class HealthSweepOperator(BaseOperator):
         self.history = history
 
     def execute(self, context: Context) -> dict:
+        from canary.rollout.core.index import RunsIndex
         from canary.sweep import SweepConfig, run_sweep
 
         hook = KafkaCanaryHook(self.kafka_canary_conn_id)
@@ -76,8 +78,10 @@ class HealthSweepOperator(BaseOperator):
             "judge": dict(self.judge_config or {}), "history": self.history or None})
         self.log.info("sweeping %s (%s) for %ss at %s msg/s per partition", self.kafka_canary_conn_id, bootstrap,
                       config.duration, config.rate)
-        result = run_sweep(config, config.history_store(run_storage_options())).model_copy(
-            update={"conn_id": self.kafka_canary_conn_id})
+        # Listed in the runs index when its history is the one the report pages read (no `history` of its own).
+        index = RunsIndex(runs_store()) if self.history is None else None
+        result = run_sweep(config, config.history_store(run_storage_options()), index,
+                           airflow_origin(context.get("dag_run"))).model_copy(update={"conn_id": self.kafka_canary_conn_id})
         self.log.info("cluster %s: %s, %s; report %s", self.kafka_canary_conn_id, result.verdict, result.reason,
                       result.report)
         asset = health_asset(self.kafka_canary_conn_id)

@@ -1,5 +1,6 @@
-"""The plugin serves only report files of runs in the run storage, only to authenticated users; the report link and
-the run id mapping; the warm-up trigger's serialize() mirrors its constructor."""
+"""The plugin serves only report files of runs in the run storage and of sweeps in the history, only to authenticated
+users; a DAG run's tab opens its report; what started a DAG run; the report link and the run id mapping; the
+warm-up trigger's serialize() mirrors its constructor."""
 
 from __future__ import annotations
 
@@ -10,10 +11,15 @@ from fastapi import HTTPException
 from fastapi.testclient import TestClient
 from kafka_canary_provider import plugin
 from kafka_canary_provider.links import RolloutReportLink
-from kafka_canary_provider.runs import rollout_run_id, spec_from_params
+from kafka_canary_provider.runs import airflow_origin, rollout_run_id, spec_from_params
 from kafka_canary_provider.triggers.warm_up import LearnerWarmUpTrigger
 
+from canary.release import RELEASE_NOTE
 from canary.rollout.broker.spec import load_spec
+from canary.rollout.core.index import IndexEntry, RunsIndex
+from canary.rollout.core.record import Origin
+from canary.rollout.core.run import RunState
+from canary.storage import open_store
 
 
 @pytest.fixture
@@ -69,10 +75,74 @@ def test_reports_served_to_an_authenticated_user(runs):
         assert client.get(missing).status_code == 404, missing
 
 
+def _logged_in():
+    from airflow.api_fastapi.core_api.security import get_user
+
+    app = plugin.create_app()
+    app.dependency_overrides[get_user] = lambda: object()
+    return TestClient(app, follow_redirects=False)
+
+
+def test_sweeps_are_listed_and_their_reports_served_from_the_history(runs, tmp_path, monkeypatch):
+    monkeypatch.setenv("KAFKA_CANARY_HISTORY", str(tmp_path / "history"))
+    report = tmp_path / "history" / "prod_eu" / "reports" / "s1"
+    report.mkdir(parents=True)
+    (report / "report.html").write_text("<p>HEALTHY</p>")
+    RunsIndex(open_store(runs)).put(IndexEntry.of_sweep("prod_eu", "s1", "HEALTHY", 10, 31_010, Origin(
+        trigger="schedule", dag_id="kafka_health_sweep", airflow_run_id="scheduled__1")))
+    client = _logged_in()
+    index = client.get("/").text
+    assert '<a href="/kafka-canary/sweeps/prod_eu/s1/report.html">sweep-prod_eu-s1</a>' in index
+    assert "<td>Airflow&#x27;s schedule</td>" in index
+    assert client.get("/sweeps/prod_eu/s1/report.html").text == "<p>HEALTHY</p>"
+    for missing in ("/sweeps/prod_eu/s2/report.html", "/sweeps/prod_eu/s1/../../../runs/r1/run.json",
+                    "/sweeps/prod_eu/s1/observations.jsonl"):
+        assert client.get(missing).status_code == 404, missing
+
+
+def test_a_dag_run_s_tab_opens_its_report(runs):
+    store = open_store(runs)
+    state = RunState.open(store.child("rel_1"), "rel_1", {"cluster": {"dir": "/c"}, "change": {"version": "4.1.2"}})
+    state.started_by(Origin(trigger="release", dag_id="kafka_broker_canary", airflow_run_id="rel:1"))
+    for n in (1, 2):  # one sweep DAG run, two clusters
+        RunsIndex(store).put(IndexEntry.of_sweep(f"c{n}", "s9", "DEGRADED", 10, 20, Origin(
+            trigger="schedule", dag_id="kafka_health_sweep", airflow_run_id="scheduled__9")))
+    client = _logged_in()
+    opened = client.get("/dag-runs/kafka_broker_canary/rel:1")
+    assert opened.status_code == 307 and opened.headers["location"] == "/kafka-canary/runs/rel_1/report.html"
+    swept = client.get("/dag-runs/kafka_health_sweep/scheduled__9").text
+    assert all(f'href="/kafka-canary/sweeps/c{n}/s9/report.html">sweep of c{n}: DEGRADED' in swept for n in (1, 2))
+    older = client.get("/dag-runs/kafka_broker_canary/r1")  # a run from before runs said what started them
+    assert older.status_code == 307 and older.headers["location"] == "/kafka-canary/runs/r1/report.html"
+    none = client.get("/dag-runs/other_dag/manual__1")
+    assert none.status_code == 200 and "No kafka-canary report for this DAG run" in none.text
+
+
+class _DagRun:
+    dag_id, run_id, triggering_user_name = "kafka_broker_canary", "manual__1", "admin"
+
+    def __init__(self, run_type: str, note: str | None = None):
+        self.run_type, self.note = run_type, note
+
+
+@pytest.mark.parametrize(("run_type", "note", "trigger"), [
+    ("manual", None, "airflow"), ("manual", RELEASE_NOTE, "release"), ("scheduled", None, "schedule"),
+    ("asset_triggered", None, "asset"), ("backfill", None, "backfill"), ("manual", "a person's note", "airflow"),
+])
+def test_what_started_a_dag_run(run_type, note, trigger):
+    origin = airflow_origin(_DagRun(run_type, note))
+    assert (origin.trigger, origin.by, origin.dag_id, origin.airflow_run_id) == (
+        trigger, "admin", "kafka_broker_canary", "manual__1")
+    assert airflow_origin(None) is None
+
+
 def test_plugin_registers_app_view_and_link():
     p = plugin.KafkaCanaryPlugin
     assert p.fastapi_apps[0]["url_prefix"] == "/kafka-canary"
     assert p.external_views[0]["href"] == "/kafka-canary/"
+    tabs = {v["destination"]: v["href"] for v in p.external_views[1:]}
+    assert tabs == {"dag_run": "/kafka-canary/dag-runs/{DAG_ID}/{RUN_ID}",
+                    "task_instance": "/kafka-canary/dag-runs/{DAG_ID}/{RUN_ID}"}
     assert isinstance(p.operator_extra_links[0], RolloutReportLink)
 
 

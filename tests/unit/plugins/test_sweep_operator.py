@@ -40,8 +40,9 @@ def _result(verdict: str, **extra) -> dict:
 def test_execute_sweeps_the_connections_cluster_and_publishes_its_health(connection, monkeypatch, tmp_path):
     seen = []
 
-    def fake_run_sweep(config, history):
+    def fake_run_sweep(config, history, index, origin):
         seen.append(config)
+        assert index is None and origin is None  # a history of its own: its pages are not the index's; no DAG run
         assert history.where("x") == str(tmp_path / "prod_eu" / "x")  # the cluster's history under the root given
         return sweep.SweepBrief.model_validate(_result(sweep.HEALTHY))
 

@@ -1,14 +1,15 @@
 """The runs index (canary.rollout.core.index): a run under the runs' root keeps its row current as it goes, a run
 elsewhere has none; the index is made again from the run.json files when missing or damaged; rows are filtered,
-newest first, paged; concurrent writers lose no row; a secret config value never reaches the page."""
+newest first, paged; concurrent writers lose no row; a secret config value never reaches the page; a row says what
+started the run; health sweeps have rows of their own, which a rebuild keeps."""
 
 from __future__ import annotations
 
 import json
 import threading
 
-from canary.rollout.core.index import INDEX_KEY, IndexEntry, RunsIndex, query
-from canary.rollout.core.record import RunStatus, Verdict
+from canary.rollout.core.index import INDEX_KEY, IndexEntry, RunsIndex, query, sweep_row_id
+from canary.rollout.core.record import Origin, RunStatus, Verdict
 from canary.rollout.core.run import RunState
 from canary.storage import open_store
 
@@ -27,7 +28,8 @@ def test_a_run_under_the_runs_root_keeps_its_row_current(tmp_path):
     state = RunState.open(runs.child("r1"), "r1", BROKER_SPEC)
     assert _rows(tmp_path / "runs")["r1"] | {"started_ms": 0} == {
         "run_id": "r1", "kind": "broker", "cluster": "/tmp/kc", "change": "version 4.1.2, num.io.threads=6",
-        "verdict": "", "outcome": "UNFINISHED", "status": "new", "started_ms": 0, "duration_s": None}
+        "verdict": "", "outcome": "UNFINISHED", "status": "new", "started_ms": 0, "duration_s": None,
+        "trigger": "", "report": "runs/r1/report.html", "airflow_run": ""}
     state.update(status=RunStatus.VERIFIED_ROLLED_BACK, verdict=Verdict(verdict="ROLLBACK", reason="e2e p99"))
     row = _rows(tmp_path / "runs")["r1"]
     assert (row["verdict"], row["outcome"], row["status"]) == ("ROLLBACK", "ROLLBACK", "verified rolled_back")
@@ -101,3 +103,35 @@ def test_a_secret_config_value_never_reaches_the_index(tmp_path):
     RunState.open(open_store(tmp_path / "runs").child("r1"), "r1", spec)
     text = (tmp_path / "runs" / INDEX_KEY).read_text()
     assert "hunter2" not in text and "num.io.threads=6" in text
+
+
+def test_a_run_s_row_says_what_started_it(tmp_path):
+    runs = open_store(tmp_path / "runs")
+    state = RunState.open(runs.child("r1"), "r1", BROKER_SPEC)
+    origin = Origin(trigger="release", by="ci-bot", dag_id="kafka_broker_canary", airflow_run_id="rel_1")
+    state.started_by(origin)
+    state.started_by(Origin(trigger="cli"))  # a later task, a retry: the first word stands
+    row = _rows(tmp_path / "runs")["r1"]
+    assert (row["trigger"], row["airflow_run"]) == ("the release pipeline, by ci-bot", "kafka_broker_canary/rel_1")
+    assert RunState.open(runs.child("r1"), "r1", BROKER_SPEC).record.origin == origin
+
+
+def test_sweeps_are_listed_kept_by_a_rebuild_and_dropped_when_pruned(tmp_path):
+    runs = open_store(tmp_path / "runs")
+    RunState.open(runs.child("a"), "a", BROKER_SPEC)
+    index = RunsIndex(runs)
+    for n in (1, 2):
+        index.put(IndexEntry.of_sweep("prod_eu", f"s{n}", "HEALTHY", 1_000 * n, 1_000 * n + 31_500,
+                                      Origin(trigger="schedule", dag_id="kafka_health_sweep", airflow_run_id="x")))
+    sweep = next(e for e in index.entries() if e.run_id == sweep_row_id("prod_eu", "s2"))
+    assert (sweep.kind, sweep.verdict, sweep.duration_s, sweep.report, sweep.trigger) == (
+        "sweep", "HEALTHY", 31.5, "sweeps/prod_eu/s2/report.html", "Airflow's schedule")
+    assert {e.run_id for e in index.rebuild()} == {"a", "sweep-prod_eu-s1", "sweep-prod_eu-s2"}
+    index.remove([sweep_row_id("prod_eu", "s1")])
+    assert {e.run_id for e in index.entries()} == {"a", "sweep-prod_eu-s2"}
+
+
+def test_a_row_written_before_the_trigger_field_still_reads(tmp_path):
+    old = {"run_id": "r1", "kind": "broker", "cluster": "c", "change": "-", "verdict": "", "outcome": "UNFINISHED",
+           "status": "new", "started_ms": 5, "duration_s": None}
+    assert IndexEntry.from_json(old) == IndexEntry(**old)

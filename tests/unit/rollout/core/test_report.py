@@ -1,9 +1,11 @@
 """The run report shows the verdict with its reason and, for a broker rollout, the traffic the verdict judged and
-the metrics it could not; the steps to scale; what changed on each broker; the evidence; a readable audit log."""
+the metrics it could not; the steps to scale; what changed on each broker; the evidence; a readable audit log;
+what started the run and each step's Airflow task log; table headers and the page's language."""
 
 import json
 
 from canary.rollout.core.audit import AuditLog
+from canary.rollout.core.record import Origin
 from canary.rollout.core.report import write_report
 from canary.rollout.core.run import RunState
 
@@ -96,3 +98,29 @@ def test_a_client_rollout_shows_each_instance_version_path_and_that_the_fleet_is
     assert "<span class=\"changed\">— → 2.0 → stopped</span>" in page  # the canary, started and stopped
     assert "<th scope='row'>billing-consumer-0</th><td>baseline</td><td>1.0</td><td>✓ as before</td>" in page
     assert page.count("✓ as before") == 2 and "partitions 0, 1 of orders" in page
+
+
+def test_a_dag_run_s_report_says_who_started_it_and_links_each_step_to_its_task_log(tmp_path):
+    state = RunState.open(tmp_path / "run", "r7", {"change": {"config": {"a.b": "1"}}})
+    state.started_by(Origin(trigger="release", by="ci-bot", dag_id="kafka_broker_canary",
+                            airflow_run_id="rel:1 +x"))
+    since = state.record.created_ms
+    state.step_started("preflight")
+    state.ran_in("preflight", since)
+    state.step_started("deploy-canary")  # its task has not said so yet (a crash before it could): no link
+    page = write_report(state, AuditLog(tmp_path / "run", "r7")).read_text()
+    assert "<b>Started by</b> the release pipeline, by ci-bot" in page
+    assert '<a href="/dags/kafka_broker_canary/runs/rel%3A1%20%2Bx">its DAG run in Airflow</a>' in page
+    assert '<a href="/dags/kafka_broker_canary/runs/rel%3A1%20%2Bx/tasks/preflight">preflight</a>' in page
+    assert page.count("/tasks/") == 1
+
+
+def test_every_table_has_headers_and_the_page_names_its_language(tmp_path):
+    state = RunState.open(tmp_path / "run", "r8", {"change": {"config": {"a.b": "1"}}})
+    state.step_started("preflight")
+    audit = AuditLog(tmp_path / "run", "r8")
+    audit.record("preflight", "probe", sent=10, acknowledged=10, lost=0)
+    page = write_report(state, audit).read_text()
+    assert page.startswith('<!doctype html><html lang="en">') and "<h1>" in page
+    tables = page.split("<table")[1:]
+    assert tables and all("<th" in table.split("</table>")[0] for table in tables)
