@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-compose test-distributed faults unit lint lock clean
+.PHONY: setup demo test test-compose test-distributed faults screenshots unit lint lock clean
 
 $(STAMP): requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || \
@@ -80,8 +80,12 @@ $(REDIS):
 test-distributed: setup $(REDIS) $(CHROMEDRIVER)
 	$(BIN)/pytest -s -m distributed tests/distributed
 
-faults: setup
+faults: setup $(CHROMEDRIVER)
 	$(BIN)/pytest -m slow tests/reliability tests/integration tests/e2e
+
+# The report pages' screenshots in docs/img, from real rollouts opened in Chromium (tests/e2e/test_report_pages.py).
+screenshots: setup $(CHROMEDRIVER)
+	KAFKA_CANARY_SCREENSHOTS=$(CURDIR)/docs/img $(BIN)/pytest -m slow tests/e2e/test_report_pages.py
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit

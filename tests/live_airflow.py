@@ -29,8 +29,8 @@ def api(stack: AirflowStack, method: str, path: str, headers: dict | None = None
                             headers={"Authorization": f"Bearer {stack.token()}", **(headers or {})}, **kwargs)
 
 
-def browser_session():
-    """Headless Debian Chromium through ChromeDriver."""
+def browser_session(scripts: bool = True):
+    """Headless Debian Chromium through ChromeDriver; `scripts=False`: with JavaScript disabled."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -38,9 +38,26 @@ def browser_session():
         "Chromium and ChromeDriver are missing: `make test` installs them (apt-get install chromium chromium-driver)"
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1280,900"):
         options.add_argument(arg)
+    if not scripts:
+        options.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+def log_in(browser, stack: AirflowStack) -> None:
+    """Airflow's own login page, which sets the session cookie the plugin's pages accept."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(f"{stack.url}/auth/login/")
+    wait = WebDriverWait(browser, 60)
+    wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys(stack.username)
+    browser.find_element(By.NAME, "password").send_keys(stack.password)
+    browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait.until(lambda b: any(c["name"] == "_token" for c in b.get_cookies()))
 
 
 def check_report_in_browser(stack: AirflowStack, run_id: str, *shown: str) -> None:
@@ -52,13 +69,8 @@ def check_report_in_browser(stack: AirflowStack, run_id: str, *shown: str) -> No
 
     browser = browser_session()
     try:
-        # Airflow's own login page sets the session cookie the plugin's pages accept.
-        browser.get(f"{stack.url}/auth/login/")
+        log_in(browser, stack)
         wait = WebDriverWait(browser, 60)
-        wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys(stack.username)
-        browser.find_element(By.NAME, "password").send_keys(stack.password)
-        browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-        wait.until(lambda b: any(c["name"] == "_token" for c in b.get_cookies()))
         # From the plugin's list of rollouts (the UI's "Canary rollouts" entry) to the run's report.
         browser.get(f"{stack.url}/kafka-canary/")
         wait.until(ec.element_to_be_clickable((By.LINK_TEXT, run_id))).click()

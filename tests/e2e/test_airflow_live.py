@@ -6,7 +6,8 @@ on SQLite) driving the broker rollout DAG on a real cluster, seen the way its us
 - a rollout whose verdict is INCONCLUSIVE waits for a person (release exits 3); the person approves through the
   human-in-the-loop API; `release --follow` then exits 0 once the fleet is promoted and verified — real scheduler,
   real Spark (SparkSubmitOperator), real brokers;
-- the report page, behind Airflow's login, opened in headless Chromium, shows the verdict.
+- the report page, behind Airflow's login, opened in headless Chromium, shows the verdict and that the release
+  pipeline started the run; the DAG run's "Canary report" tab leads to it.
 """
 
 from __future__ import annotations
@@ -135,7 +136,11 @@ def test_release_hook_person_in_the_loop_and_report_page_on_a_live_airflow(clust
         plugins = api(stack, "GET", "/api/v2/plugins").json()["plugins"]
         views = [v for p in plugins if p["name"] == "kafka_canary" for v in p["external_views"]]
         assert views and views[0]["href"] == "/kafka-canary/"
-        check_report_in_browser(stack, run_id, "INCONCLUSIVE", "promoted")
+        # The DAG run's "Canary report" tab opens the run's report, which says the release pipeline started it.
+        tab = api(stack, "GET", f"/kafka-canary/dag-runs/{DAG}/{run_id}", allow_redirects=False)
+        assert (tab.status_code, tab.headers.get("location")) == (307, f"/kafka-canary/runs/{run_id}/report.html")
+        check_report_in_browser(stack, run_id, "INCONCLUSIVE", "promoted",
+                                f"Started by the release pipeline, by {stack.username}")
     finally:
         stack.stop()
         shutil.rmtree(tmp_path / "airflow" / "logs", ignore_errors=True)

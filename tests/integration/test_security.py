@@ -1,6 +1,7 @@
 """A SASL_SSL cluster (SCRAM-SHA-512 over TLS, certificates made by the project) on real brokers: clients without the
 right credentials are refused with a clear error, the probe and the whole broker rollout run on it, restarts, the delay
-proxy and an added broker keep working, and no file the rollout or the cluster wrote holds the password."""
+proxy and an added broker keep working, and no file the rollout, a sweep or the cluster wrote, nor any page the plugin
+serves of them, holds the password."""
 
 from __future__ import annotations
 
@@ -167,6 +168,37 @@ def test_the_whole_broker_rollout_runs_on_the_secured_cluster_and_no_artifact_ho
     configs = tuple(secured.directory.glob("nodes/*/server.properties"))  # the keystore password, by design
     assert _files_holding(secured.directory, secrets.store_password,
                           skip=(secured.directory / "security" / "secrets.json", *configs)) == []
+
+    # A health sweep beside it (its report in the history, its row in the runs index), and every page the plugin
+    # serves of them: the runs index, the rollout's and the sweep's report.
+    history = tmp_path / "history"
+    swept = _cli("sweep", "--bootstrap-servers", secured.bootstrap_servers, "--config", secured.state.client_config,
+                 "--cluster-name", "secured", "--duration", "5s", "--rate", "10", "--json", timeout=180,
+                 env={"KAFKA_CANARY_CLIENT_SASL_PASSWORD": secrets.password, "KAFKA_CANARY_RUNS": str(runs),
+                      "KAFKA_CANARY_HISTORY": str(history)})
+    assert swept.returncode in (0, 1, 3), swept.stderr[-2000:]
+    sweep_id = json.loads(swept.stdout)["sweep_id"]
+    assert _files_holding(history, secrets.password) == [] and secrets.password not in swept.stdout + swept.stderr
+    pages = _plugin_pages(runs, history, ["/", "/runs/secured/report.html", f"/sweeps/secured/{sweep_id}/report.html"])
+    assert "secured" in pages["/"] and f"sweep-secured-{sweep_id}" in pages["/"]
+    assert not [url for url, text in pages.items() if secrets.password in text or secrets.store_password in text]
+
+
+def _plugin_pages(runs: Path, history: Path, urls: list[str]) -> dict[str, str]:
+    """The pages the Airflow plugin serves at `urls`, to a logged-in user, over the runs and sweep history here."""
+    from airflow.api_fastapi.core_api.security import get_user
+    from fastapi.testclient import TestClient
+    from kafka_canary_provider import plugin
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KAFKA_CANARY_RUNS", str(runs))
+        patch.setenv("KAFKA_CANARY_HISTORY", str(history))
+        app = plugin.create_app()
+        app.dependency_overrides[get_user] = lambda: object()
+        client = TestClient(app)
+        pages = {url: client.get(url) for url in urls}
+    assert all(page.status_code == 200 for page in pages.values()), {u: p.status_code for u, p in pages.items()}
+    return {url: page.text for url, page in pages.items()}
 
 
 def _lead_again(cluster: LocalCluster, topic: str, broker: int) -> None:
