@@ -115,7 +115,8 @@ def write_report(out: Path, verdict: dict, agg: Aggregates) -> Path:
     excluded = ", ".join(f"{k}: {v}" for k, v in dq["excluded"].items()) or "none"
     lanes = ", ".join(f"{k}: {v['observations']} observations on {v['partitions']} partition(s)"
                       for k, v in verdict["lanes"].items())
-    page = f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Canary verdict: {judged.verdict}</title>
+    page = f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
+<title>Canary verdict: {judged.verdict}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:1200px}}td,th{{padding:4px 8px;text-align:left;
 vertical-align:top;font-size:90%}}table{{border-collapse:collapse}}tr{{border-bottom:1px solid #ccc}}</style></head>
 <body><h1 style="color:{COLOURS[judged.verdict]}">{judged.verdict} <small>score {verdict['score']} · exit code

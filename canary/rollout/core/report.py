@@ -18,6 +18,7 @@ from urllib.parse import quote
 from canary.fields import format_utc
 from canary.rollout.core.audit import AuditLog
 from canary.rollout.core.record import Origin, RunRecord, StepStatus
+from canary.rollout.core.rollout_plot import PLOT, draw
 from canary.rollout.core.run import RunState
 
 _STYLE = """body{font:14px/1.4 system-ui,sans-serif;margin:2em;max-width:1100px}
@@ -299,6 +300,19 @@ def _probe_accounting(entries: Iterable[dict]) -> str:
             + "".join(f"<th>{k.replace('_', ' ')}</th>" for k in _COUNTS) + "</tr>" + "".join(rows) + "</table>")
 
 
+def _whole_rollout(state: RunState) -> str:
+    """The probe over the whole rollout, each step shaded (rollout_plot), when there is a picture to show."""
+    try:
+        picture = draw(state.record, state.run_dir)
+    except (OSError, ValueError) as exc:  # the page stands without its picture
+        return f"<p>No picture of the whole rollout: {_e(str(exc))}</p>"
+    if picture is None:
+        return ""
+    said = ("The probe over the whole rollout: end-to-end latency p99 and the share of failed messages per lane, "
+            "10 s buckets, each step shaded")
+    return f'<figure><img src="{PLOT}" alt="{_e(said)}"><figcaption>{_e(said)}.</figcaption></figure>'
+
+
 def write_report(state: RunState, audit: AuditLog) -> Path:
     record = state.record
     entries = list(audit.entries())
@@ -316,7 +330,7 @@ def write_report(state: RunState, audit: AuditLog) -> Path:
 <style>{_STYLE}</style></head><body>
 <h1>Rollout {_e(record.run_id)}</h1>
 {_banner(record, metrics)}{_started(record)}{link}
-<h2>Timeline</h2>{_timeline(record, entries)}
+<h2>Timeline</h2>{_timeline(record, entries)}{_whole_rollout(state)}
 {_changes(record, entries)}
 {_evidence(metrics, state.run_dir, analysis)}
 {_probe_accounting(entries)}
