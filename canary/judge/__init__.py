@@ -6,10 +6,10 @@ per-metric lane comparisons), evidence (a metric's result and decision), verdict
 
 from canary.errors import ConfigError
 from canary.judge.aggregates import Aggregates
-from canary.judge.brief import INCONCLUSIVE, PROMOTE, ROLLBACK, Brief, VerdictWord, brief, failed_metrics
+from canary.judge.brief import INCONCLUSIVE, PROMOTE, ROLLBACK, Brief, VerdictWord, brief, e_values, failed_metrics
 from canary.judge.config import DEFAULT_METRICS, JudgeConfig, MetricSpec, load_config
 from canary.judge.verdict import VERDICT_SCHEMA_VERSION, judge
 
 __all__ = ["DEFAULT_METRICS", "INCONCLUSIVE", "PROMOTE", "ROLLBACK", "VERDICT_SCHEMA_VERSION", "Aggregates", "Brief",
-           "ConfigError", "JudgeConfig", "MetricSpec", "VerdictWord", "brief", "failed_metrics", "judge",
+           "ConfigError", "JudgeConfig", "MetricSpec", "VerdictWord", "brief", "e_values", "failed_metrics", "judge",
            "load_config"]

@@ -52,6 +52,18 @@ def failed_metrics(verdict: Mapping[str, Any]) -> list[str]:
     return [m["name"] for m in verdict.get("metrics", []) if m["decision"] == FAIL]
 
 
+def e_values(verdict: Mapping[str, Any]) -> dict[str, list[float]]:
+    """Each tested metric's evidence of a regression so far: [e-value, the decision boundary 1/alpha] (the test's,
+    else the tolerance guard's when it has more); metrics without a test are left out."""
+    found: dict[str, list[float]] = {}
+    for m in verdict.get("metrics", []):
+        tests = [t for t in (m.get("test"), m.get("tolerance")) if t and t.get("e_value") is not None]
+        if tests:
+            best = max(tests, key=lambda t: t["e_value"] / t["threshold"])
+            found[m["name"]] = [float(best["e_value"]), float(best["threshold"])]
+    return found
+
+
 def brief(verdict: Mapping[str, Any]) -> Brief:
     """What a rollout keeps of the judge's verdict: the verdict, its reason and the metrics that failed."""
     return Brief.of(verdict)

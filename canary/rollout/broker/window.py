@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from canary.analysis.inline import aggregate, calibration
-from canary.judge import brief, judge
+from canary.judge import brief, e_values, judge
 from canary.probe.load import Load, LoadConfig
 from canary.rollout.broker.metrics import broker_metrics_source
 from canary.rollout.broker.probes import before_observations, observations_path, probe_config, window_leaders
@@ -21,7 +21,7 @@ def interim_look(observations: Path, config, before: Path | None) -> Look:
     canary.judge.calibration)."""
     agg, usable = aggregate(observations, config)
     verdict = judge(agg, config, final=False, before=calibration(before))
-    return Look(**brief(verdict).model_dump(), observations=usable)
+    return Look(**brief(verdict).model_dump(), observations=usable, evidence=e_values(verdict))
 
 
 def disturbances(run: Rollout, full: bool) -> list[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from canary.analysis import inline
-from canary.judge import ROLLBACK, Brief, brief, judge
+from canary.judge import ROLLBACK, Brief, brief, e_values, judge
 from canary.rollout import judging
 from canary.rollout.client.observations import fetch_observations
 from canary.rollout.client.rollout import ClientRollout, fleet
@@ -23,7 +23,7 @@ def look(run: ClientRollout, start_ms: int, end_ms: int, name: str, final: bool)
                                end_ms, path)
     agg, usable = inline.aggregate(path, config)
     verdict = judge(agg, config, final=final)
-    return Look(**brief(verdict).model_dump(), observations=count, usable=usable)
+    return Look(**brief(verdict).model_dump(), observations=count, usable=usable, evidence=e_values(verdict))
 
 
 def window(run: ClientRollout) -> dict:

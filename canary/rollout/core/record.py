@@ -127,14 +127,16 @@ class StepRecord(_Record):
 
 class Look(Brief, _Record):
     """An interim look at the window (or what else stopped it: a canary instance that exited). observations: those
-    judged (broker) or read (client); usable: of those read, the ones judged (client); at_s: seconds into the window."""
+    judged (broker) or read (client); usable: of those read, the ones judged (client); at_s: seconds into the window;
+    evidence: each tested metric's [e-value, boundary] at the look (canary.judge.e_values), for the report's path."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    DETAILS: ClassVar[frozenset[str]] = frozenset({"observations", "usable", "at_s"})
+    DETAILS: ClassVar[frozenset[str]] = frozenset({"observations", "usable", "at_s", "evidence"})
 
     observations: int | None = None
     usable: int | None = None
     at_s: float | None = None
+    evidence: dict[str, list[float]] | None = None
 
 
 class Window(_Record):

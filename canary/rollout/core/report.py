@@ -1,10 +1,10 @@
 """The run report: one self-contained HTML page in the run directory that an on-call engineer reads in thirty
 seconds. From the top: the verdict with its one-sentence reason, the traffic it judged and the metrics it could not;
-the steps drawn to scale on a timeline (retries, interim looks, the verdict); what changed on each broker and
-controller, before → after, and after a rollback whether the snapshot was restored; the evidence per metric; the
-probe's accounting per step; the steps with their Airflow task logs; the audit log as a readable list. The spec and
-the snapshot follow, folded. It needs no
-script and no network (plots are the analysis report's files beside it)."""
+who started the run; the steps drawn to scale on a timeline (retries, interim looks, the verdict) and the probe over
+the whole rollout with each step shaded; what changed on each broker and controller, before → after, and after a
+rollback whether the snapshot was restored; the evidence per metric and its path over the looks against the decision
+boundary; the probe's accounting per step; the steps with their Airflow task logs; the audit log as a readable list.
+The spec and the snapshot follow, folded. It needs no script and no network (plots are files beside it)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 from canary.fields import format_utc
 from canary.rollout.core.audit import AuditLog
+from canary.rollout.core.evidence_path import evidence_svg
 from canary.rollout.core.record import Origin, RunRecord, StepStatus
 from canary.rollout.core.rollout_plot import PLOT, draw
 from canary.rollout.core.run import RunState
@@ -300,6 +301,11 @@ def _probe_accounting(entries: Iterable[dict]) -> str:
             + "".join(f"<th>{k.replace('_', ' ')}</th>" for k in _COUNTS) + "</tr>" + "".join(rows) + "</table>")
 
 
+def _evidence_over_time(record: RunRecord, analysed: dict) -> str:
+    svg = evidence_svg(record, analysed)
+    return f"<h3>The evidence over time</h3>{svg}" if svg else ""
+
+
 def _whole_rollout(state: RunState) -> str:
     """The probe over the whole rollout, each step shaded (rollout_plot), when there is a picture to show."""
     try:
@@ -332,7 +338,7 @@ def write_report(state: RunState, audit: AuditLog) -> Path:
 {_banner(record, metrics)}{_started(record)}{link}
 <h2>Timeline</h2>{_timeline(record, entries)}{_whole_rollout(state)}
 {_changes(record, entries)}
-{_evidence(metrics, state.run_dir, analysis)}
+{_evidence(metrics, state.run_dir, analysis)}{_evidence_over_time(record, analysed)}
 {_probe_accounting(entries)}
 <h2>Steps</h2>{_step_rows(record)}
 <h2>Audit log</h2><p>Times in UTC, with the time since the run began.</p><ol class="audit">{audit_list}</ol>
