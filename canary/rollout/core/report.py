@@ -315,7 +315,7 @@ def _whole_rollout(state: RunState) -> str:
     if picture is None:
         return ""
     said = ("The probe over the whole rollout: end-to-end latency p99 and the share of failed messages per lane, "
-            "10 s buckets, each step shaded")
+            "and the brokers' produce request time where it was read; 10 s buckets, each step shaded")
     return f'<figure><img src="{PLOT}" alt="{_e(said)}"><figcaption>{_e(said)}.</figcaption></figure>'
 
 

@@ -1,6 +1,7 @@
 """The whole rollout on one picture for the report: the probe's end-to-end latency (p99 per 10 s) in each lane and the
-share of its messages that failed, from every probe the run started (preflight to verify), each step shaded — what
-the window's analysis plots cannot show: the deploy's restarts, the promotion's and the rollback's.
+share of its messages that failed, from every probe the run started (preflight to verify), and where the brokers'
+metrics were read, their produce request time (mean over each lane's brokers), each step shaded — what the window's
+analysis plots cannot show: the deploy's restarts, the promotion's and the rollback's.
 
 Drawn when the run is at rest (verified, waiting for a person, or stopped by a failed step), and again only when a
 probe wrote since: a report is rewritten after every step, a picture costs a second or two."""
@@ -13,12 +14,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from canary.judge.report import COLOURS, png_bytes
-from canary.observations import LANES, Observation, read_file_counted
+from canary.observations import LANES, BrokerReading, Observation, read_file_counted
 from canary.rollout.core.record import RunRecord, RunStatus, StepStatus
 
 PLOT = "rollout.png"
 BUCKET_S = 10
 FAILED = ("produce_error", "lost", "consume_error", "processing_error")
+BROKER_METRIC = "produce_total_time_mean_ms"  # the brokers' own view of the produce path (canary.broker_metrics)
 
 
 def at_rest(record: RunRecord) -> bool:
@@ -51,6 +53,21 @@ def series(observations: Iterable[Observation], start_ms: float) -> dict[str, di
     return out
 
 
+def broker_series(readings: Iterable[BrokerReading], start_ms: float) -> dict[str, dict[str, list[float]]]:
+    """Per lane: bucket starts (s since `start_ms`) and the mean of BROKER_METRIC over the lane's readings."""
+    values: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for r in readings:
+        if r.metric == BROKER_METRIC:
+            values[(r.lane, int((r.ts - start_ms) // (BUCKET_S * 1000)))].append(r.value)
+    out: dict[str, dict[str, list[float]]] = {}
+    for lane in LANES:
+        buckets = sorted(b for (ln, b) in values if ln == lane)
+        if buckets:
+            out[lane] = {"t": [b * BUCKET_S for b in buckets],
+                         "mean": [sum(values[(lane, b)]) / len(values[(lane, b)]) for b in buckets]}
+    return out
+
+
 def draw(record: RunRecord, run_dir: Path) -> Path | None:
     """`rollout.png` in `run_dir` when the run is at rest and its probes wrote since it was last drawn; the picture's
     path when there is one, None when no probe observed anything."""
@@ -62,25 +79,35 @@ def draw(record: RunRecord, run_dir: Path) -> Path | None:
         return out
     if not at_rest(record):
         return None
-    observations = [o for f in files for o in read_file_counted(f)[0] if isinstance(o, Observation)]
+    records = [r for f in files for r in read_file_counted(f)[0]]
+    observations = [o for o in records if isinstance(o, Observation)]
     if not observations:
         return None
     lanes = series(observations, record.created_ms)
+    brokers = broker_series((r for r in records if isinstance(r, BrokerReading)), record.created_ms)
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (latency, failed) = plt.subplots(2, 1, sharex=True, figsize=(10, 4.6), height_ratios=(2, 1))
+    ratios = (2, 1, 1) if brokers else (2, 1)
+    fig, axes = plt.subplots(len(ratios), 1, sharex=True, figsize=(10, 1.6 * sum(ratios) + 0.6),
+                             height_ratios=ratios)
+    latency, failed = axes[0], axes[1]
     for lane, s in lanes.items():
         latency.plot(s["t"], s["p99"], marker=".", color=COLOURS[lane], label=f"{lane} lane")
         failed.plot(s["t"], s["failed"], marker=".", color=COLOURS[lane], label=f"{lane} lane")
+    if brokers:
+        for lane, s in brokers.items():
+            axes[2].plot(s["t"], s["mean"], marker=".", color=COLOURS[lane], label=f"{lane} brokers")
+        axes[2].set_ylabel("broker produce\ntime, mean (ms)")
+        axes[2].set_ylim(bottom=0)
     shade = ("#e8e8e8", "#f6f6f6")
     spans = [(name, s.started_ms, s.finished_ms) for name, s in record.steps.items()
              if s.started_ms is not None and s.finished_ms is not None]
     for n, (name, started, finished) in enumerate(spans):
         left, right = (started - record.created_ms) / 1000, (finished - record.created_ms) / 1000
-        for ax in (latency, failed):
+        for ax in axes:
             ax.axvspan(left, right, color=shade[n % 2], zorder=0)
         latency.annotate(name, xy=((left + right) / 2, 1.0), xycoords=("data", "axes fraction"), ha="center",
                          va="bottom", fontsize=7, rotation=30)
@@ -89,7 +116,7 @@ def draw(record: RunRecord, run_dir: Path) -> Path | None:
     latency.legend(loc="upper left", fontsize=8)
     failed.set_ylabel("failed (%)")
     failed.set_ylim(bottom=0, top=max(5.0, *[v for s in lanes.values() for v in s["failed"]]) * 1.1)
-    failed.set_xlabel(f"seconds since the run began (probe messages by send time, {BUCKET_S} s buckets)")
+    axes[-1].set_xlabel(f"seconds since the run began (probe messages by send time, {BUCKET_S} s buckets)")
     out.write_bytes(png_bytes(fig))
     plt.close(fig)
     return out

@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 import os
 
-from canary.observations import Observation
+from canary.observations import BrokerReading, Observation
 from canary.rollout.core.audit import AuditLog
 from canary.rollout.core.report import write_report
-from canary.rollout.core.rollout_plot import PLOT, draw, series
+from canary.rollout.core.rollout_plot import BROKER_METRIC, PLOT, broker_series, draw, series
 from canary.rollout.core.run import RunState
 
 
@@ -28,6 +28,9 @@ def test_series_per_lane_and_bucket():
     assert lanes["canary"]["t"] == [0, 10] and lanes["canary"]["p99"][0] == 99.0
     assert math.isnan(lanes["canary"]["p99"][1]) and lanes["canary"]["failed"] == [0.0, 100.0]
     assert lanes["baseline"] == {"t": [0], "p99": [5.0], "failed": [0.0]}
+    readings = [BrokerReading(run_id="p", source="s", broker=b, lane="baseline", metric=BROKER_METRIC,
+                              value=float(b), ts=start + 11_000) for b in (1, 3)]
+    assert broker_series(readings, start) == {"baseline": {"t": [10], "mean": [2.0]}}
 
 
 def test_drawn_at_rest_again_only_after_new_observations_and_shown_in_the_report(tmp_path):
@@ -36,8 +39,11 @@ def test_drawn_at_rest_again_only_after_new_observations_and_shown_in_the_report
     state.step_started("preflight")
     state.step_finished("preflight", {})
     probe = tmp_path / "run" / "observations-preflight-1.jsonl"
-    probe.write_bytes(b"\n".join(_obs(lane, start + 500 * i, 3.0, n=i).to_json()
-                                 for i in range(40) for lane in ("canary", "baseline")) + b"\n")
+    readings = [BrokerReading(run_id="p", source="s", broker=b, lane="canary" if b == 1 else "baseline",
+                              metric=BROKER_METRIC, value=2.0 + b, ts=start + 1_000 * i) for i in range(20) for b in (1, 2)]
+    probe.write_bytes(b"\n".join([_obs(lane, start + 500 * i, 3.0 + (lane == "canary") * i, n=i).to_json()
+                                  for i in range(40) for lane in ("canary", "baseline")]
+                                 + [r.to_json() for r in readings]) + b"\n")
     assert draw(state.record, state.run_dir) is None  # still under way: not drawn yet
     state.update(status="verified rolled_back")
     picture = draw(state.record, state.run_dir)
