@@ -44,6 +44,11 @@ def page_key(run_id: str, page: str) -> str:
     return key
 
 
+_INDEX_STYLE = ("body{font:14px system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
+                "td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}"
+                "td{max-width:16em;overflow-wrap:anywhere}th{background:#f3f3f3}caption{text-align:left}")
+
+
 def _index(store: Store, filters: dict[str, str], page: int) -> str:
     """The runs index page: every run under the run storage, newest first, 50 a page, filtered by cluster, kind,
     verdict and status (a plain GET form: no script needed)."""
@@ -70,11 +75,11 @@ def _index(store: Store, filters: dict[str, str], page: int) -> str:
                      if 1 <= n <= found.pages)
     headers = "".join(f'<th scope="col">{h}</th>' for h in ("run", "kind", "cluster", "change", "verdict", "outcome",
                                                              "status", "started (UTC)", "duration", "started by"))
-    return ("<!doctype html><html lang='en'><head><meta charset='utf-8'><title>Canary rollouts</title></head>"
-            "<body style='font:14px system-ui,sans-serif;margin:2em'><h1>Canary rollouts</h1>"
+    return ("<!doctype html><html lang='en'><head><meta charset='utf-8'><title>Canary rollouts</title>"
+            f"<style>{_INDEX_STYLE}</style></head><body><h1>Canary rollouts</h1>"
             f"<form method='get'>{''.join(selects)}<button type='submit'>Filter</button></form>"
             f"<p>{found.total} run(s), page {found.page} of {found.pages} {links}</p>"
-            "<table border=1 cellpadding=4 style='border-collapse:collapse'><caption>Newest first</caption>"
+            "<table><caption>Newest first</caption>"
             f"<tr>{headers}</tr>{''.join(rows)}</table></body></html>")
 
 

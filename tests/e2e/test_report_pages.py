@@ -48,10 +48,11 @@ def _cli(*args: str, env: dict[str, str], timeout: float = 900) -> subprocess.Co
 
 
 def _screenshot(browser, name: str, out: Path) -> None:
-    """The whole page (the window as tall as the document), as PNG."""
+    """What a person sees first (`<name>.png`, 1280×900) and the whole page (`<name>-full.png`), as PNG."""
+    browser.save_screenshot(str(out / f"{name}.png"))
     height = browser.execute_script("return document.documentElement.scrollHeight")
     browser.set_window_size(1280, min(max(height, 600), 6000))
-    browser.save_screenshot(str(out / f"{name}.png"))
+    browser.save_screenshot(str(out / f"{name}-full.png"))
     browser.set_window_size(1280, 900)
 
 

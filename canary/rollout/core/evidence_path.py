@@ -43,19 +43,23 @@ def evidence_svg(record: RunRecord, final: Mapping[str, Any]) -> str:
         return ""
     closest = sorted(points, key=lambda n: -max(e for _, e in points[n]) / bounds[n])[:SHOWN]
     t_max = max(t for n in closest for t, _ in points[n]) or 1.0
-    logs = [math.log10(max(e, 1e-3)) for n in closest for _, e in points[n]]
+    top = math.log10(max(bounds[n] for n in closest)) + 3  # far past the boundary is drawn at the top
+    logs = [min(math.log10(max(e, 1e-3)), top) for n in closest for _, e in points[n]]
     lo, hi = min(-1.0, min(logs)), max(math.log10(max(bounds[n] for n in closest)) + 0.5, max(logs))
+    step = max(1, math.ceil((hi - lo) / 6))
 
     def x(t: float) -> float:
         return _LEFT + (_W - _LEFT - 150) * t / t_max
 
     def y(e: float) -> float:
-        return _TOP + (_H - _TOP - _BOTTOM) * (hi - math.log10(max(e, 1e-3))) / (hi - lo)
+        return _TOP + (_H - _TOP - _BOTTOM) * (hi - min(math.log10(max(e, 1e-3)), top)) / (hi - lo)
 
     parts = []
-    for k in range(math.ceil(lo), math.floor(hi) + 1):
+    for k in range(math.ceil(lo), math.floor(hi) + 1, step):
         parts.append(f'<line x1="{_LEFT}" x2="{_W - 150}" y1="{y(10**k):.1f}" y2="{y(10**k):.1f}" stroke="#eee"/>'
                      f'<text x="{_LEFT - 6}" y="{y(10**k) + 4:.1f}" text-anchor="end">{10**k:g}</text>')
+    for t in (0.0, t_max / 2, t_max):
+        parts.append(f'<text x="{x(t):.1f}" y="{_H - _BOTTOM + 14}" text-anchor="middle">{t:.0f} s</text>')
     bound = max(bounds[n] for n in closest)
     parts.append(f'<line x1="{_LEFT}" x2="{_W - 150}" y1="{y(bound):.1f}" y2="{y(bound):.1f}" stroke="#cf222e" '
                  f'stroke-dasharray="5 3"/><text x="{_W - 148}" y="{y(bound) + 4:.1f}" fill="#cf222e">'
@@ -67,7 +71,7 @@ def evidence_svg(record: RunRecord, final: Mapping[str, Any]) -> str:
                      + "".join(f'<circle cx="{x(t):.1f}" cy="{y(e):.1f}" r="3" fill="{colour}"/>'
                                for t, e in points[name])
                      + f'<text x="{_W - 140}" y="{_TOP + 14 * (n + 2)}" fill="{colour}">{html.escape(name)}</text>')
-    parts.append(f'<text x="{(_LEFT + _W - 150) / 2:.0f}" y="{_H - 8}" text-anchor="middle">seconds into the window '
+    parts.append(f'<text x="{(_LEFT + _W - 150) / 2:.0f}" y="{_H - 6}" text-anchor="middle">seconds into the window '
                  f"(interim looks, then the final analysis)</text>"
                  f'<text x="14" y="{_H / 2:.0f}" transform="rotate(-90 14 {_H / 2:.0f})" text-anchor="middle">'
                  f"e-value (log)</text>")

@@ -80,8 +80,9 @@ class HealthSweepOperator(BaseOperator):
                       config.duration, config.rate)
         # Listed in the runs index when its history is the one the report pages read (no `history` of its own).
         index = RunsIndex(runs_store()) if self.history is None else None
-        result = run_sweep(config, config.history_store(run_storage_options()), index,
-                           airflow_origin(context.get("dag_run"))).model_copy(update={"conn_id": self.kafka_canary_conn_id})
+        origin = airflow_origin(context.get("dag_run"))
+        result = run_sweep(config, config.history_store(run_storage_options()), index, origin).model_copy(
+            update={"conn_id": self.kafka_canary_conn_id})
         self.log.info("cluster %s: %s, %s; report %s", self.kafka_canary_conn_id, result.verdict, result.reason,
                       result.report)
         asset = health_asset(self.kafka_canary_conn_id)

@@ -40,7 +40,8 @@ def test_drawn_at_rest_again_only_after_new_observations_and_shown_in_the_report
     state.step_finished("preflight", {})
     probe = tmp_path / "run" / "observations-preflight-1.jsonl"
     readings = [BrokerReading(run_id="p", source="s", broker=b, lane="canary" if b == 1 else "baseline",
-                              metric=BROKER_METRIC, value=2.0 + b, ts=start + 1_000 * i) for i in range(20) for b in (1, 2)]
+                              metric=BROKER_METRIC, value=2.0 + b, ts=start + 1_000 * i)
+                for i in range(20) for b in (1, 2)]
     probe.write_bytes(b"\n".join([_obs(lane, start + 500 * i, 3.0 + (lane == "canary") * i, n=i).to_json()
                                   for i in range(40) for lane in ("canary", "baseline")]
                                  + [r.to_json() for r in readings]) + b"\n")
