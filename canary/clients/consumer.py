@@ -3,7 +3,7 @@
     consumer = LaneConsumer({"bootstrap.servers": servers, "group.id": "billing",
                              "client.id": "billing-canary-0", "auto.offset.reset": "earliest"}, ["orders"])
     for msg in consumer.messages(stop):
-        with consumer.processing(msg):      # times it, counts a raised exception as a processing error
+        with consumer.processing(msg):  # timed; a raised exception is a processing error, the record not stored
             handle(msg)
     consumer.close()
 
@@ -21,8 +21,11 @@ Consequences the caller must know:
   broker refuse the plain commits, and would read every lane).
 - Several instances in one lane split its partitions by `instance`/`instances` (round robin over the lane's sorted
   partitions), a static split like a StatefulSet's ordinals; default one instance per lane.
-- Offsets are stored when processing ends (`processing()`) or when `messages()` moves on to the next record, and
-  committed by librdkafka's auto-commit (`enable.auto.commit`, default on), on losing a partition and on close.
+- Offsets are stored when processing ends without an error (`processing()`) or when `messages()` moves on to the
+  next record, and committed by librdkafka's auto-commit (`enable.auto.commit`, default on), on losing a partition
+  and on close. A record whose processing raised is not stored: a service that dies of it (or stops) leaves it to
+  the partition's next owner, which processes it again. A service that catches the error and goes on stores the
+  records after it, and so skips it; `process()` does that (each failure counted and observed).
 - A new partition without a committed offset starts where `auto.offset.reset` says; use `earliest` so records sent
   to a partition before its lane's consumer arrived are not skipped.
 """
@@ -127,6 +130,7 @@ class LaneConsumer:
         self._seen_version: int | None = None
         self._stored: dict[Partition, int] = {}
         self._last: tuple[Message | None, float] = (None, 0.0)
+        self._failed: Message | None = None  # the last record whose processing raised: never stored
         self._writes = False  # its processing has written a record (canary.clients.outputs)
         self._lock = threading.Lock()
         self._reassign()
@@ -233,13 +237,14 @@ class LaneConsumer:
         previous: Message | None = None
         while not self.closed and not (stop is not None and stop.is_set()):
             if previous is not None:
-                self.store(previous)
+                if previous is not self._failed:
+                    self.store(previous)
                 previous = None
             msg = self.poll(poll_timeout)
             if msg is not None:
                 previous = msg
                 yield msg
-        if previous is not None and not self.closed:
+        if previous is not None and previous is not self._failed and not self.closed:
             self.store(previous)
 
     def store(self, msg: Message) -> None:
@@ -257,7 +262,7 @@ class LaneConsumer:
         """Wraps the processing of one record: records its processing time, lag, outcome (an exception raised
         inside is a processing error, recorded and raised again) and how many records a LaneProducer of this thread
         wrote meanwhile (canary.clients.outputs; once this consumer's processing has written anything: a service
-        that never writes has no outputs to count), then stores its offset either way."""
+        that never writes has no outputs to count); stores its offset only when it did not raise."""
         last, polled_ms = self._last
         receive_ts = polled_ms if last is msg else round(time.time() * 1000, 3)
         started = time.perf_counter()
@@ -267,7 +272,7 @@ class LaneConsumer:
             except Exception as exc:
                 self._processed(msg, receive_ts, (time.perf_counter() - started) * 1000,
                                 f"{type(exc).__name__}: {exc}"[:500], self._outputs(written[0]))
-                self.store(msg)
+                self._failed = msg
                 raise
         self._processed(msg, receive_ts, (time.perf_counter() - started) * 1000, None, self._outputs(written[0]))
         self.store(msg)
@@ -280,8 +285,8 @@ class LaneConsumer:
     def process(self, handler: Callable[[Message], object], stop: threading.Event | None = None,
                 max_messages: int | None = None, duration: float | None = None, poll_timeout: float = 1.0) -> int:
         """Runs `handler` on every record until `stop`, `max_messages` or `duration` seconds; an exception from the
-        handler is a processing error (logged once per type, counted, observed) and the loop goes on. Returns how
-        many records were handled."""
+        handler is a processing error (logged once per type, counted, observed) and the loop goes on past the
+        record (it is stored: skipped). Returns how many records were handled."""
         handled = 0
         logged: set[str] = set()
         deadline = None if duration is None else time.monotonic() + duration
@@ -299,6 +304,7 @@ class LaneConsumer:
                 with self.processing(msg):
                     handler(msg)
             except Exception as exc:
+                self.store(msg)  # the loop goes on: this record is skipped, as its observation says
                 if type(exc).__name__ not in logged:
                     logged.add(type(exc).__name__)
                     log.warning("lane consumer %s: processing failed: %r", self.client_id, exc)

@@ -48,12 +48,17 @@ def _cli(*args: str, env: dict[str, str], timeout: float = 900) -> subprocess.Co
 
 
 def _screenshot(browser, name: str, out: Path) -> None:
-    """What a person sees first (`<name>.png`, 1280×900) and the whole page (`<name>-full.png`), as PNG."""
+    """What a person sees first (`<name>.png`, 1280×900) and the whole page (`<name>-full.png`), as PNG with a
+    palette (about a third of the bytes: they are kept in docs/img)."""
+    from PIL import Image
+
     browser.save_screenshot(str(out / f"{name}.png"))
     height = browser.execute_script("return document.documentElement.scrollHeight")
     browser.set_window_size(1280, min(max(height, 600), 6000))
     browser.save_screenshot(str(out / f"{name}-full.png"))
     browser.set_window_size(1280, 900)
+    for shot in (out / f"{name}.png", out / f"{name}-full.png"):
+        Image.open(shot).convert("RGB").quantize(colors=128).save(shot, optimize=True)
 
 
 def test_report_pages_in_a_browser(cluster_factory, tmp_path, monkeypatch):

@@ -217,6 +217,55 @@ def test_canary_records_reach_only_canary_consumers_while_canary_partitions_exis
             assert sum(sum(agg.hist(lane, metric, b).values()) for b in agg.buckets()) > 0, (lane, metric)
 
 
+def test_a_record_whose_processing_raised_is_not_committed_and_the_next_owner_processes_it(lane_cluster):
+    """A canary instance that dies of one record (its exception out of `processing()`): what it processed before is
+    committed, the record it died of is not, and the partition's next owner (here another canary instance; after a
+    rollback the baseline) starts at that record: the crash skipped nothing."""
+    from confluent_kafka import Producer
+
+    _canary_broker(lane_cluster, on=True)
+    bootstrap, topic = lane_cluster.bootstrap_servers, "clients-poison"
+    create_topic(bootstrap, topic)
+    wait_for_lanes(bootstrap, topic, canary=CANARY_PARTITIONS)
+    held = CANARY_PARTITIONS[0]
+    writer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "logger": QUIET_LOGGER})
+    for i in range(50):
+        writer.produce(topic, value=f"{held}-{i}".encode(), partition=held)
+    assert writer.flush(60) == 0
+    poison = f"{held}-20".encode()
+    metrics, group = ClientMetrics(CollectorRegistry()), f"poison-{uuid.uuid4().hex[:6]}"
+    handled: list[bytes] = []
+    canary = _consumer(bootstrap, group, {"group.instance.id": "billing-canary-0"}, metrics, topic=topic)
+    try:
+        with pytest.raises(ValueError, match="cannot bill"):
+            for msg in canary.messages():
+                with canary.processing(msg):
+                    if msg.value() == poison:
+                        raise ValueError("cannot bill this order")
+                    handled.append(msg.value())
+    finally:
+        canary.close()  # the service's last act: it exits on the error
+    assert handled == [f"{held}-{i}".encode() for i in range(20)]
+    assert _value(metrics, "kafka_canary_client_processing_error_total", client="billing-canary-0", topic=topic,
+                  lane="canary") == 1
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "logger": QUIET_LOGGER})
+    try:
+        (committed,) = reader.committed([TopicPartition(topic, held)], timeout=30)
+    finally:
+        reader.close()
+    assert committed.offset == 20
+
+    taken: list[bytes] = []
+    next_owner = _consumer(bootstrap, group, {"group.instance.id": "billing-canary-1"}, metrics, topic=topic)
+    try:
+        wait_until(lambda: next_owner.process(lambda msg: taken.append(msg.value()), duration=1,
+                                              poll_timeout=0.2) >= 0 and len(taken) >= 30,
+                   what="the next owner reading the partition from the record the first one died of")
+    finally:
+        next_owner.close()
+    assert taken == [f"{held}-{i}".encode() for i in range(20, 50)]
+
+
 @pytest.fixture(scope="module")
 def java_classpath(tmp_path_factory) -> str:
     """kafka-canary-lanes (jvm/) and the Java test clients (services/java), compiled."""

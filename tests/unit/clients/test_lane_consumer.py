@@ -55,7 +55,8 @@ def test_a_partition_leaving_the_lane_is_committed_then_released_and_its_stale_r
     assert fake.calls[-1] == ("assign", [("orders", 5, 8)])
 
 
-def test_processing_records_latency_errors_lag_and_stores_offsets_either_way(six_partitions, metrics, tmp_path):
+def test_processing_records_latency_errors_lag_and_stores_only_what_did_not_raise(six_partitions, metrics,
+                                                                                  tmp_path):
     sink = ObservationSink(None, None, path=tmp_path / "obs.jsonl")
     fake = FakeConsumer(high=10)
     consumer = LaneConsumer(CONFIG, "orders", view=FakeView(six_partitions), metrics=metrics, consumer=fake,
@@ -67,8 +68,8 @@ def test_processing_records_latency_errors_lag_and_stores_offsets_either_way(six
         raise ValueError("malformed record")
     consumer.close()
     sink.close()
-    assert fake.stored == {("orders", 2): 4, ("orders", 5): 5}
-    assert fake.calls[-1] == ("commit", [("orders", 2, 4), ("orders", 5, 5)]) and fake.closed
+    assert fake.stored == {("orders", 2): 4}  # the record that raised is left to the partition's next owner
+    assert fake.calls[-1] == ("commit", [("orders", 2, 4)]) and fake.closed
     good, bad = [Observation.from_json(line) for line in (tmp_path / "obs.jsonl").read_text().splitlines()]
     assert (good.outcome, good.lane, good.kind, good.source, good.partition, good.leader, good.seq, good.lag) == (
         "delivered", "canary", "client", "billing-canary-0", 2, 3, 3, 6)
@@ -97,9 +98,22 @@ def test_messages_marks_the_previous_record_processed_and_process_goes_on_after_
         if msg.offset() % 2:
             raise RuntimeError("boom")
     assert consumer.process(handler, max_messages=4, poll_timeout=0) == 4
-    assert fake.stored[("orders", 5)] == 4
+    assert fake.stored[("orders", 5)] == 4  # process() goes on: the records that raised are skipped
     assert metrics.registry.get_sample_value("kafka_canary_client_processing_error_total", {
         "client": "billing-canary-0", "topic": "orders", "lane": "canary"}) == 2
+
+
+def test_messages_never_stores_a_record_whose_processing_raised(six_partitions, metrics):
+    fake = FakeConsumer()
+    consumer = LaneConsumer(CONFIG, "orders", view=FakeView(six_partitions), metrics=metrics, consumer=fake)
+    fake.queue = [FakeRecord("orders", 2, i, b"x") for i in range(3)]
+    with pytest.raises(ValueError):  # the service dies of record 1
+        for msg in consumer.messages(poll_timeout=0):
+            with consumer.processing(msg):
+                if msg.offset() == 1:
+                    raise ValueError("cannot bill")
+    consumer.close()
+    assert fake.committed_offsets == {("orders", 2): 1}  # its next owner starts at record 1
 
 
 def test_bad_arguments_are_refused(six_partitions, metrics):
