@@ -236,6 +236,9 @@ ConnectionId = Annotated[str, Field(min_length=1, json_schema_extra={"pattern": 
 class RolloutOptions(SpecModel):
     cluster_conn_id: ConnectionId = "kafka_canary_default"
     on_inconclusive: Literal["ask", "rollback"] = "ask"
+    # what the run's report and the runs index say started it; Airflow tells a manual run from the UI and one from
+    # the REST API apart to no task, so the release pipeline says so itself
+    started_by: Literal["", "release"] = ""
 
 
 def _each_once(values: list[str]) -> list[str]:
@@ -254,6 +257,8 @@ _CONNECTION = FormField("cluster_conn_id", (), "Cluster connection",
                         "Airflow connection (type kafka_canary) of the cluster to roll")
 _ON_INCONCLUSIVE = FormField("on_inconclusive", (), "On INCONCLUSIVE", "ask: a person approves or rejects (rollback "
                              "after 4 h); rollback: roll back without asking")
+_STARTED_BY = FormField("started_by", (), "Started by", "Leave empty; the release pipeline (kafka-canary release) "
+                         "sets release, which the report and the runs index show")
 _INTERIM = "Time between interim looks that can stop the window early"
 _ENGINE = "spark: the Spark analysis task decides; inline: the judge in-process"
 _IN_SPEC = {"cluster": {"deployer": "local", "dir": "(the connection's)"}, "run_id": "form-check"}
@@ -292,6 +297,7 @@ BROKER_FORM = Form(BrokerRolloutSpec, RolloutOptions, (
               "How long the promoted fleet runs before the finalize task may raise the feature levels, e.g. 10m; "
               "the task is skipped until then (clear it after the bake)"),
     _ON_INCONCLUSIVE,
+    _STARTED_BY,
     FormField("lead_topics", ("lead_topics",), "Lead topics",
               'Whose partitions the canary brokers lead (their preferred ones), so the canary carries its share of '
               'real traffic: "all" (every topic, as a finished roll would), a list such as ["orders"], or "none" '
@@ -364,6 +370,7 @@ CLIENT_FORM = Form(ClientRolloutSpec, RolloutOptions, (
               "Judge thresholds; empty uses the client rollout's defaults", {}, schema={"type": "object"}),
     FormField("engine", ("judge", "engine"), "Analysis engine", _ENGINE),
     _ON_INCONCLUSIVE,
+    _STARTED_BY,
     FormField("stop_timeout", ("timeouts", "stop"), "Stop timeout",
               "How long an instance may take to stop before it is killed"),
     FormField("drain_timeout", ("timeouts", "drain"), "Drain timeout",

@@ -267,6 +267,7 @@ def _conf(args: argparse.Namespace) -> dict:
         # JSON where it parses ({"warmup_s": 5}, 20, true), else the plain string; a text param stays text
         conf[key] = BROKER_FORM.parse(key, value) if key in BROKER_FORM.names else value
     conf["cluster_conn_id"] = args.cluster
+    conf["started_by"] = "release"  # what the run's report and the runs index say started it
     if args.version is not None or "target_version" not in conf:
         conf["target_version"] = args.version  # none: a config-only change
     for flag, key in (("canary_count", "canary_count"), ("window", "window"), ("engine", "engine")):

@@ -9,6 +9,7 @@ earlier try left.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from canary.forms import BROKER_FORM, CLIENT_FORM
@@ -34,13 +35,15 @@ _TRIGGERS: dict[str, Trigger] = {"scheduled": "schedule", "asset_triggered": "as
                                  "backfill": "backfill"}
 
 
-def airflow_origin(dag_run: Any) -> Origin | None:
-    """What started the DAG run `dag_run` (the task context's): its run type, the release pipeline's note, the
-    user Airflow names; None without a DAG run (a task run on its own)."""
+def airflow_origin(dag_run: Any, params: Mapping[str, Any] | None = None) -> Origin | None:
+    """What started the DAG run `dag_run` (the task context's): its run type, the release pipeline's word (its
+    `started_by` param; the run's note says so too where Airflow hands it to the task), the user Airflow names;
+    None without a DAG run (a task run on its own)."""
     if dag_run is None:
         return None
     run_type = str(getattr(dag_run, "run_type", "") or "")
-    released = str(getattr(dag_run, "note", "") or "").startswith(RELEASE_NOTE)
+    released = (params or {}).get("started_by") == "release" or str(
+        getattr(dag_run, "note", "") or "").startswith(RELEASE_NOTE)
     trigger = _TRIGGERS.get(run_type, "release" if released else "airflow")
     return Origin(trigger=trigger, by=getattr(dag_run, "triggering_user_name", None) or None,
                   dag_id=dag_run.dag_id, airflow_run_id=dag_run.run_id)

@@ -215,7 +215,7 @@ def test_params_pass_through_as_json_where_they_parse():
                               config=["num.io.threads=6"],
                               param=['judge_config={"warmup_s": 5}', "probe_rate=50", "on_inconclusive=ask"])
     assert _conf(args) == {"judge_config": {"warmup_s": 5}, "probe_rate": 50, "on_inconclusive": "ask",
-                           "cluster_conn_id": "prod", "target_version": None, "window": "40s",
+                           "cluster_conn_id": "prod", "started_by": "release", "target_version": None, "window": "40s",
                            "config_overrides": {"num.io.threads": "6"}}
     with pytest.raises(ReleaseError, match="--param 'oops' is not KEY=VALUE"):
         _conf(argparse.Namespace(**{**vars(args), "param": ["oops"]}))

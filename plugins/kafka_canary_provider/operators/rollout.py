@@ -62,7 +62,7 @@ class RolloutStepOperator(BaseOperator):
         cluster = KafkaCanaryHook(self.kafka_canary_conn_id).cluster_section()
         params = dict(self.rollout_params or context["params"])
         rollout = self.kind().open(self.spec_source(params, cluster, run_id), run_dir(run_id))
-        origin = airflow_origin(context.get("dag_run"))
+        origin = airflow_origin(context.get("dag_run"), params)
         if origin is not None:
             rollout.state.started_by(origin)
         return rollout

@@ -125,12 +125,14 @@ class _DagRun:
         self.run_type, self.note = run_type, note
 
 
-@pytest.mark.parametrize(("run_type", "note", "trigger"), [
-    ("manual", None, "airflow"), ("manual", RELEASE_NOTE, "release"), ("scheduled", None, "schedule"),
-    ("asset_triggered", None, "asset"), ("backfill", None, "backfill"), ("manual", "a person's note", "airflow"),
+@pytest.mark.parametrize(("run_type", "note", "params", "trigger"), [
+    ("manual", None, {}, "airflow"), ("manual", None, {"started_by": "release"}, "release"),
+    ("manual", RELEASE_NOTE, {}, "release"), ("scheduled", None, {}, "schedule"),
+    ("asset_triggered", None, {}, "asset"), ("backfill", None, {}, "backfill"),
+    ("manual", "a person's note", {"started_by": ""}, "airflow"),
 ])
-def test_what_started_a_dag_run(run_type, note, trigger):
-    origin = airflow_origin(_DagRun(run_type, note))
+def test_what_started_a_dag_run(run_type, note, params, trigger):
+    origin = airflow_origin(_DagRun(run_type, note), params)
     assert (origin.trigger, origin.by, origin.dag_id, origin.airflow_run_id) == (
         trigger, "admin", "kafka_broker_canary", "manual__1")
     assert airflow_origin(None) is None
