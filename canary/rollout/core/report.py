@@ -115,6 +115,10 @@ def _reversible(record: RunRecord) -> str:
             f"{_e(pending)}.</p>")
 
 
+def _fault_text(faults: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(faults.items()))
+
+
 def _timeline(record: RunRecord, entries: list[dict]) -> str:
     """The steps to scale, one row each (a retried step says how many tries), the interim looks as ticks and the
     verdict as a mark; an inline SVG with a text alternative."""
@@ -152,8 +156,10 @@ def _timeline(record: RunRecord, entries: list[dict]) -> str:
                      f'stroke="#000" stroke-width="2"><title>verdict {_e(e.get("verdict", ""))}</title></line>')
     axis = f'<text x="{label}" y="{bottom + 14}">0 s</text><text x="{width - 60}" y="{bottom + 14}">' \
            f'{(end - start) / 1000:.0f} s</text>'
+    faults = {k: v for k, v in (record.spec.get("fault") or {}).items() if v}  # a test's injected fault
     summary = (f"{len(steps)} steps over {(end - start) / 1000:.0f} s, {len(looks)} interim look(s)"
-               + (f", the verdict at +{(verdicts[-1]['ts_ms'] - start) / 1000:.0f} s" if verdicts else ""))
+               + (f", the verdict at +{(verdicts[-1]['ts_ms'] - start) / 1000:.0f} s" if verdicts else "")
+               + (f", a fault injected into the canary lane throughout ({_fault_text(faults)})" if faults else ""))
     return (f'<svg role="img" aria-label="{_e(summary)}" width="{width}" height="{bottom + 22}">'
             f'<title>{_e(summary)}</title>{"".join(parts)}{axis}</svg><p>{_e(summary)}; dashed: interim looks, '
             f"solid: the verdict.</p>")

@@ -124,3 +124,11 @@ def test_every_table_has_headers_and_the_page_names_its_language(tmp_path):
     assert page.startswith('<!doctype html><html lang="en">') and "<h1>" in page
     tables = page.split("<table")[1:]
     assert tables and all("<th" in table.split("</table>")[0] for table in tables)
+
+
+def test_the_timeline_names_a_fault_injected_into_the_canary_lane(tmp_path):
+    state = RunState.open(tmp_path / "run", "r9", {"change": {"config": {"a.b": "1"}},
+                                                   "fault": {"client_delay_ms": 250.0, "drop": 0}})
+    state.step_started("preflight")
+    page = write_report(state, AuditLog(tmp_path / "run", "r9")).read_text()
+    assert "a fault injected into the canary lane throughout (client_delay_ms 250.0)" in page
