@@ -76,7 +76,10 @@ def test_airflow_loads_the_plugin_and_its_report_pages_from_the_entry_point(airf
     plugin = plugins["kafka_canary"]
     assert f"kafka-canary=={VERSION}" in plugin["source"] and "airflow.plugins" in plugin["source"]
     assert [app["url_prefix"] for app in plugin["fastapi_apps"]] == ["/kafka-canary"]
-    assert [(v["name"], v["href"]) for v in plugin["external_views"]] == [("Canary rollouts", "/kafka-canary/")]
+    assert [(v["name"], v["href"], v["destination"]) for v in plugin["external_views"]] == [
+        ("Canary rollouts", "/kafka-canary/", "nav"),
+        ("Canary report", "/kafka-canary/dag-runs/{DAG_ID}/{RUN_ID}", "dag_run"),
+        ("Canary report", "/kafka-canary/dag-runs/{DAG_ID}/{RUN_ID}", "task_instance")]
     assert plugin["operator_extra_links"] == ["<kafka_canary_provider.links.RolloutReportLink object>"]
 
 
