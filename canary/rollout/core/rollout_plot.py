@@ -34,19 +34,27 @@ def _p99(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
 
 
+def _bucket(ts_ms: float, start_ms: float) -> int:
+    return int((ts_ms - start_ms) // (BUCKET_S * 1000))
+
+
+def _lane_buckets(keys: Iterable[tuple[str, int]], lane: str) -> list[int]:
+    return sorted(b for (ln, b) in keys if ln == lane)
+
+
 def series(observations: Iterable[Observation], start_ms: float) -> dict[str, dict[str, list[float]]]:
     """Per lane: bucket starts (s since `start_ms`), e2e p99 (ms, NaN when nothing arrived), failed share (%)."""
     latencies: dict[tuple[str, int], list[float]] = defaultdict(list)
     counts: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0])
     for o in observations:
-        key = (o.lane, int((o.send_ts - start_ms) // (BUCKET_S * 1000)))
+        key = (o.lane, _bucket(o.send_ts, start_ms))
         counts[key][0] += 1
         counts[key][1] += o.outcome in FAILED
         if o.e2e_latency_ms is not None:
             latencies[key].append(o.e2e_latency_ms)
     out: dict[str, dict[str, list[float]]] = {}
     for lane in LANES:
-        buckets = sorted(b for (ln, b) in counts if ln == lane)
+        buckets = _lane_buckets(counts, lane)
         out[lane] = {"t": [b * BUCKET_S for b in buckets],
                      "p99": [_p99(latencies[(lane, b)]) if latencies[(lane, b)] else math.nan for b in buckets],
                      "failed": [100 * counts[(lane, b)][1] / counts[(lane, b)][0] for b in buckets]}
@@ -58,10 +66,10 @@ def broker_series(readings: Iterable[BrokerReading], start_ms: float) -> dict[st
     values: dict[tuple[str, int], list[float]] = defaultdict(list)
     for r in readings:
         if r.metric == BROKER_METRIC:
-            values[(r.lane, int((r.ts - start_ms) // (BUCKET_S * 1000)))].append(r.value)
+            values[(r.lane, _bucket(r.ts, start_ms))].append(r.value)
     out: dict[str, dict[str, list[float]]] = {}
     for lane in LANES:
-        buckets = sorted(b for (ln, b) in values if ln == lane)
+        buckets = _lane_buckets(values, lane)
         if buckets:
             out[lane] = {"t": [b * BUCKET_S for b in buckets],
                          "mean": [sum(values[(lane, b)]) / len(values[(lane, b)]) for b in buckets]}
