@@ -2,7 +2,7 @@
 that cut capacity (which the light probe cannot see) and harmless ones, with the default judge.
 
     .venv/bin/python bench/capacity_eval.py [--runs 2] [--window 90s] [--rate 3000] [--cases NAME,...]
-    .venv/bin/python bench/capacity_eval.py --traffic 2000 [--runs 3] [--window 2m] [--cases NAME,...]
+    .venv/bin/python bench/capacity_eval.py --traffic 2000 [--runs 3] [--first 0] [--window 2m] [--cases NAME,...]
 
 Each run: one canary broker (broker 2, then 3, ...), the change, the window with the load (`--rate` records/s of
 1 kB into each broker's partition) and the brokers' metrics read every 2 s, the default judge (engine inline).
@@ -134,13 +134,15 @@ def main() -> None:
     p.add_argument("--traffic", type=int, help="the default spec on a cluster carrying this many records/s of real "
                                                "client traffic (0: an idle cluster) instead of --rate's load")
     p.add_argument("--cases", default=",".join(CASES))
+    p.add_argument("--first", type=int, default=0, help="the first attempt's number (it picks the canary broker: "
+                                                         "2 for even attempts, 3 for odd), to continue a series")
     p.add_argument("--keep", type=Path, help="keep the runs' directories (observations, verdicts) here")
     args = p.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="capacity-eval-") as tmp:
         root = args.keep or Path(tmp)
         for name in args.cases.split(","):
-            for attempt in range(args.runs):
+            for attempt in range(args.first, args.first + args.runs):
                 started = time.monotonic()
                 row = run_case(root, name, attempt, args.window, args.rate, args.traffic)
                 row["total_s"] = round(time.monotonic() - started)
