@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,9 +53,12 @@ class LocalCluster:
     def up(cls, directory: Path, brokers: int = 3, controllers: int = 1, version: str = BASELINE_VERSION,
            broker_versions: dict[int, str] | None = None, racks: list[str] | None = None,
            config: dict[str, str] | None = None, base_port: int | None = None, wait: bool = True,
-           timeout: float = 120.0, tie_to_parent: bool = False, security: str = cluster_security.PLAINTEXT
-           ) -> LocalCluster:
+           timeout: float = 120.0, tie_to_parent: bool = False, security: str = cluster_security.PLAINTEXT,
+           start_delay: float = 0.0) -> LocalCluster:
         """Formats and starts a new cluster in `directory`, then (by default) waits until it is healthy.
+
+        `start_delay`: seconds a restarted node stays down before it starts again (a rehearsal of a production
+        broker's log recovery; the cluster's first start is not delayed).
 
         `security` "sasl_ssl" secures the brokers' client listener (SASL_SSL, SCRAM-SHA-512 user `admin`,
         certificates made here; canary.cluster.security); `client_config()` gives the settings a client needs.
@@ -65,12 +69,15 @@ class LocalCluster:
         directory = Path(directory).resolve()
         broker_versions = broker_versions or {}
         layout.check_request(brokers, controllers, broker_versions, racks, config or {}, security)
+        if not 0 <= start_delay <= 3600:
+            raise ClusterError(f"start_delay must be 0 to 3600 seconds, not {start_delay}")
         if ClusterState.exists(directory):
             cls.open(directory)._refuse_new()
         versions = {version, *broker_versions.values()}
         dists = {v: distribution.ensure(v) for v in sorted(versions)}  # fetch first: fail before any change
         state = layout.new_state(directory, brokers, controllers, version, broker_versions, racks, config or {},
                                  base_port, security)
+        state.start_delay_s = float(start_delay)
         shutil.rmtree(directory / "nodes", ignore_errors=True)  # logs a previous `down` left behind
         shutil.rmtree(cluster_security.security_dir(directory), ignore_errors=True)
         directory.mkdir(parents=True, exist_ok=True)
@@ -202,8 +209,15 @@ class LocalCluster:
         changes = config or {}
         delay = check_restart(node, changes, rack, client_delay_ms)
         with self._locked():
+            stopping = self.state.node(node_id, role)
+            start_delay = self.state.start_delay_s
+        # Stopped outside the lock, so other nodes restart meanwhile (a batch of a promotion restarts together);
+        # then, under the lock, the state re-read and the node started as changed.
+        self.processes.stop(stopping, kill)
+        time.sleep(start_delay)
+        with self._locked():
             node = self.state.node(node_id, role)
-            self.processes.stop(node, kill)
+            self.processes.stop(node, kill)  # nothing left to stop: clears the pids the state file still holds
             apply_restart(node, dist.version, changes, rack, delay)
             self.state.save()
             self._start(node)

@@ -71,6 +71,9 @@ class ClusterState:
     security: str = "plaintext"
     client_config: str | None = None
     secrets_file: str | None = None
+    # Seconds a restarted node stays down before it starts: a rehearsal of a production broker's restart, whose log
+    # recovery takes minutes (bench/promote_batches.py); 0 on a cluster started normally.
+    start_delay_s: float = 0.0
 
     def node(self, node_id: int, role: Role | None = None) -> NodeState:
         for node in self.nodes:

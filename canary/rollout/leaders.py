@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 
 from canary.kafka.admin import ROLLOUT_LOCK_TOPIC
-from canary.kafka.wait import POLL
+from canary.kafka.wait import POLL, wait_until
 from canary.rollout import guard
 from canary.rollout.core import ClusterRun
 
@@ -44,6 +44,36 @@ def elect_until_led(run: ClusterRun, select: Callable[[list[guard.PartitionView]
         run.audit.record(run.step, "preferred leader election", partitions=off, failures=failures)
         elected += [n for n in off if n not in elected]
         time.sleep(2 * POLL)
+
+
+def reorder(run: ClusterRun, targets: dict[str, list[int]], action: str, timeout: float) -> list[str]:
+    """Reorders the replica lists of `targets` (partition name -> replicas, the same sets: no data moves), waits
+    until the metadata shows them, then elects preferred leaders until the first replica leads each. Returns the
+    partitions still not led by their first replica (empty when done)."""
+    now = {p.name: p for p in run.partitions()}
+    todo = {name: reps for name, reps in targets.items() if list(now[name].replicas) != reps}
+    if todo:
+        run.audit.record(run.step, action, reassign=todo, was={name: list(now[name].replicas) for name in todo})
+        for topic, parts in _by_topic(todo).items():
+            run.admin.reassign(topic, parts)
+
+    def shown() -> str | None:
+        seen = {p.name: p for p in run.partitions()}
+        moving = {f"{t}-{n}" for t, n in run.admin.reassignments()}
+        off = sorted(n for n, reps in targets.items() if list(seen[n].replicas) != reps or n in moving)
+        return f"replica order of {len(off)} partition(s) not updated yet ({', '.join(off[:5])})" if off else None
+    wait_until(action, timeout, shown, run.progress)
+    _, off = elect_until_led(run, lambda parts: [p.name for p in parts if p.name in targets and p.replicas
+                                                 and p.leader != p.replicas[0]], timeout=timeout)
+    return off
+
+
+def _by_topic(targets: dict[str, list[int]]) -> dict[str, dict[int, list[int]]]:
+    by_topic: dict[str, dict[int, list[int]]] = {}
+    for name, reps in targets.items():
+        topic, _, part = name.rpartition("-")
+        by_topic.setdefault(topic, {})[int(part)] = reps
+    return by_topic
 
 
 def restore_preferred(run: ClusterRun) -> list[str]:

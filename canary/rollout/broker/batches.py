@@ -82,8 +82,10 @@ def plan_batches(order: list[int], racks: Mapping[int, str | None], partitions: 
 
 def serial_plan(order: list[int], racks: Mapping[int, str | None], partitions: list[PartitionView],
                 headroom: int = 0, down: Collection[int] = (), registered: Collection[int] | None = None) -> BatchPlan:
-    """One broker at a time, in `order` (promote's serial roll), with the same notes as plan_batches'."""
-    return BatchPlan([Batch((b,), _rack(racks, b)) for b in order], 1, headroom,
+    """One broker at a time, in `order` (promote's serial roll) but a broker that is down first, with the same notes
+    as plan_batches'."""
+    first = [b for b in order if b in down] + [b for b in order if b not in down]
+    return BatchPlan([Batch((b,), _rack(racks, b)) for b in first], 1, headroom,
                      _notes(order, partitions, down, registered))
 
 

@@ -10,6 +10,7 @@ from canary.cluster import distribution
 from canary.fields import format_duration, format_utc
 from canary.kafka import features
 from canary.rollout.broker.batches import BatchPlan, plan_batches, serial_plan
+from canary.rollout.broker.drain import undrain
 from canary.rollout.broker.preflight import choose_canaries
 from canary.rollout.broker.probes import green_probe, watched
 from canary.rollout.broker.rolling import cluster_health, roll_batches, roll_controllers, roll_fleet
@@ -22,8 +23,8 @@ from canary.rollout.leaders import restore_preferred
 
 def promote(run: Rollout, approve: bool = False) -> dict:
     """Rolls the baseline brokers, then the canary brokers (dropping the marker), then the controllers to the
-    target, under the guards, each back in the ISR before the next; probes. Never finalizes: that is the finalize
-    step's, after `promote.bake` (finalize_fleet)."""
+    target, in the plan's batches under the guards (each drained first, back in every ISR before the next); probes.
+    Never finalizes: that is the finalize step's, after `promote.bake` (finalize_fleet)."""
     require_promotable(run, approve)
     canaries = run.canary_ids()
     target = run.spec.change.version
@@ -34,11 +35,8 @@ def promote(run: Rollout, approve: bool = False) -> dict:
         run.audit.record(run.step, "promotion plan", **plan.to_dict())
         for line in plan.lines():
             run.say("%s", line)
-        if run.spec.promote.max_batch > 1:
-            result["rolled"] = roll_batches(run, plan, "promoted")
-        else:
-            result["rolled"] = roll_fleet(run, [b for batch in plan.batches for b in batch.brokers], "promoted",
-                                          warm=True)
+        undrain(run)  # what an attempt cut off midway drained comes back first
+        result["rolled"] = roll_batches(run, plan, "promoted")
         result["controllers"] = roll_controllers(run, lambda c: target or c.version)
     restore_preferred(run)
     run.state.update(status=RunStatus.PROMOTED)
@@ -161,6 +159,7 @@ def rollback(run: Rollout) -> dict:
     before = run.state.snapshot["controllers"]
     result: dict = {}
     with watched(run, "rollback", result):
+        result["undrained"] = undrain(run)  # a promotion cut off midway may have left partitions drained
         result["rolled"] = roll_fleet(run, order, "baseline", warm=True)
         result["controllers"] = roll_controllers(run, lambda c: before[str(c.node_id)]["version"])
     result["elected"] = restore_preferred(run)

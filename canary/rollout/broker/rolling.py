@@ -1,16 +1,19 @@
-"""Rolling brokers and controllers one at a time: each restart allowed by the safe-roll guard, each broker back
-in the ISR of its partitions (learner warm-up) before the next, a broker that is down first."""
+"""Rolling brokers and controllers: one at a time (each restart allowed by the safe-roll guard, each broker back in
+the ISR of its partitions, learner warm-up, before the next, a broker that is down first), or a promotion's batches
+(the guard on the set, the batch drained, restarted together, back in every ISR before the next)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from canary.kafka import health
 from canary.kafka.wait import POLL, WaitTimeout, wait_until
 from canary.rollout import guard
 from canary.rollout.broker.batches import BatchPlan
 from canary.rollout.broker.desired import desired_state, is_as_desired
+from canary.rollout.broker.drain import drain, undrain
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.core import RolloutError
 from canary.rollout.deployers.base import BrokerInfo
@@ -171,26 +174,46 @@ def wait_batch_in_isr(run: Rollout, brokers: list[int]) -> int | None:
 
 def roll_batches(run: Rollout, plan: BatchPlan, phase: str) -> list[dict]:
     """Converges the brokers of `plan` to `phase` batch by batch: the guard asked once for the brokers of a batch
-    that need a restart, together; each restarted in turn without waiting for the one before to rejoin its ISRs;
-    then all of them back in every ISR (learner warm-up) before the next batch."""
+    that need a restart, together; with `promote.drain` the batch's leadership moved to brokers that stay up first;
+    its brokers restarted at once (one after the other when the deployer cannot take concurrent rolls); all of them
+    back in every ISR (learner warm-up), the drained partitions' preferred leaders back, and only then the next
+    batch."""
     rolled: list[dict] = []
     for batch in plan.batches:
         now = {b.broker_id: b for b in run.deployer.brokers()}
         todo = [b for b in batch.brokers if needs_roll(run, now[b], phase)]
-        running = [b for b in todo if now[b].running]
-        if len(todo) < 2:
-            rolled += [r for b in batch.brokers if (r := roll_broker(run, b, phase, warm=True)) is not None]
+        if not todo:
+            run.say("brokers %s already %s, no restart", list(batch.brokers), phase)
             continue
+        running = [b for b in todo if now[b].running]
         if running:
             wait_for_guard(run, running)
+        drained = drain(run, running) if running and run.spec.promote.drain else None
         started = time.monotonic()
-        done = [r for b in todo if (r := roll_broker(run, b, phase, warm=False, guarded=True)) is not None]
+        done = _restart_together(run, todo, phase)
         headroom = wait_batch_in_isr(run, todo)
         away = {"batch": list(batch.brokers), "batch_in_isr_s": round(time.monotonic() - started, 1),
                 "isr_headroom_min": headroom}
+        if drained is not None:
+            away |= {"drained": drained["drained"], "restored": len(undrain(run))}
         run.audit.record(run.step, "batch back in every ISR", **away)
         rolled += [r | away for r in done]
     return rolled
+
+
+def _restart_together(run: Rollout, brokers: list[int], phase: str) -> list[dict]:
+    """Restarts `brokers` (the guard allowed them together) at once, each waited for until registered; one after
+    the other when the deployer cannot take concurrent rolls. Every roll finishes before an error is raised."""
+    def one(broker_id: int) -> dict | None:
+        return roll_broker(run, broker_id, phase, warm=False, guarded=True)
+    if len(brokers) < 2 or "concurrent_rolls" not in run.deployer.capabilities:
+        return [r for b in brokers if (r := one(b)) is not None]
+    with ThreadPoolExecutor(max_workers=len(brokers), thread_name_prefix="roll") as pool:
+        futures = [pool.submit(one, b) for b in brokers]
+    errors = [e for f in futures if (e := f.exception()) is not None]
+    if errors:
+        raise errors[0]
+    return [r for f in futures if (r := f.result()) is not None]
 
 
 def roll_controllers(run: Rollout, version_of: Callable) -> list[int]:

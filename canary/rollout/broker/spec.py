@@ -7,7 +7,8 @@
     judge:    {config: judge.yaml, engine: spark}       # engine: spark (the Spark job) or inline
     finalize: true                                      # raise the feature levels in the finalize step, after
                                                         # promote.bake (the previous release can still join until then)
-    promote:  {max_batch: 1, headroom: 0, bake: 10m}    # batches the guard proves safe; the bake before finalize
+    promote:  {max_batch: 1, headroom: 0, drain: true, bake: 10m}  # batches the guard proves safe, drained first;
+                                                        # the bake before finalize
     lead_topics: all                                    # the canary leads its preferred partitions of every topic
                                                         # (as a finished roll would); [orders]: these; none: the probe's
     capacity: required                                  # a PROMOTE needs representative traffic judged (not_required)
@@ -229,11 +230,14 @@ class TrafficSection(SpecSection):
 class PromoteSection(SpecSection):
     """How the rest of the fleet is rolled after a PROMOTE verdict (canary.rollout.broker.batches): up to
     `max_batch` brokers of one rack restart together when the safe-roll guard on the set proves every partition keeps
-    min.insync.replicas plus `headroom` while they are all away; 1, the default, rolls one broker at a time. `bake`:
-    how long the promoted fleet runs before the finalize step may raise the feature levels (irreversible)."""
+    min.insync.replicas plus `headroom` while they are all away; 1, the default, rolls one broker at a time.
+    `drain`: before a batch stops, the leadership of its partitions moves to brokers that stay up (no data moves),
+    and comes back once it is in every ISR again. `bake`: how long the promoted fleet runs before the finalize step
+    may raise the feature levels (irreversible)."""
 
     max_batch: int = Field(1, strict=True, ge=1, le=1000)
     headroom: int = Field(0, strict=True, ge=0, le=10)
+    drain: bool = Field(True, strict=True)
     bake: Annotated[float, Duration(0, 7 * DAY)] = 600.0
 
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from canary import lanes
 from canary.kafka.admin import TopicState
-from canary.kafka.wait import wait_until
 from canary.rollout.client import lane_plan
 from canary.rollout.client.rollout import ClientRollout
 from canary.rollout.core import RolloutError, RunStatus
-from canary.rollout.leaders import elect_until_led
+from canary.rollout.leaders import reorder
 
 
 def canary_brokers(state: TopicState) -> list[int]:
@@ -21,25 +20,11 @@ def replicas(state: TopicState) -> dict[int, list[int]]:
 
 
 def move_leadership(run: ClientRollout, targets: dict[int, list[int]], action: str) -> list[str]:
-    """Reorders replica lists to `targets` (same replica sets: no data moves), waits until the metadata shows
-    them, then elects preferred leaders until the first replica leads every partition of `targets`. Returns the
-    partitions still not led by their first replica (empty when done)."""
-    state = run.observe()
-    todo = {p: reps for p, reps in targets.items() if list(state.partitions[p].replicas) != reps}
-    if todo:
-        run.audit.record(run.step, action, topic=run.topic, reassign={str(p): v for p, v in todo.items()},
-                       was={str(p): list(state.partitions[p].replicas) for p in todo})
-        run.admin.reassign(run.topic, todo)
-
-    def shown() -> str | None:
-        now = run.observe()
-        off = [p for p, reps in targets.items() if list(now.partitions[p].replicas) != reps or p in now.reassigning]
-        return f"replica order of partitions {off} not updated yet" if off else None
-    wait_until(f"{action} on {run.topic}", run.spec.timeouts.lane, shown, run.progress)
-    names = {f"{run.topic}-{p}" for p in targets}
-    _, off = elect_until_led(run, lambda parts: [p.name for p in parts if p.name in names and p.replicas
-                                                 and p.leader != p.replicas[0]], timeout=run.spec.timeouts.lane)
-    return off
+    """Reorders the service topic's replica lists to `targets` (same replica sets: no data moves) and elects the
+    first replica of each (canary.rollout.leaders.reorder). Returns the partitions still not led by their first
+    replica (empty when done)."""
+    return reorder(run, {f"{run.topic}-{p}": reps for p, reps in targets.items()}, action,
+                   run.spec.timeouts.lane)
 
 
 def canary_partitions_now(run: ClientRollout) -> list[int]:

@@ -274,6 +274,7 @@ class RunRecord(_Record):
     canary_brokers: list[int] | None = None
     control_brokers: list[int] | None = None   # a broker rollout's control brokers (canary.rollout.broker.control)
     control_restarted: list[int] = []          # those of them the deploy step restarted already
+    drained: dict[str, list[int]] | None = None  # partitions a promotion drained: their replica order before it
     steps: dict[str, StepRecord] = {}
     verdict: Verdict | None = None
     window: Window | None = None

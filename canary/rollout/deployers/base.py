@@ -57,8 +57,10 @@ class ControllerInfo:
 # What a deployer can do beyond rolling brokers to a version, config and rack (which every deployer does):
 # controllers: roll the KRaft controllers (an upgrade moves them too); client_delay: inject a delay in front of a
 # broker's client listener (fault.client_delay_ms, the embedded cluster's test scenarios); stop_start: stop a broker
-# gracefully and start it again as it was (`kafka-canary rollout stop-broker/start-broker`; a rollout never needs it).
-Capability = Literal["controllers", "client_delay", "stop_start"]
+# gracefully and start it again as it was (`kafka-canary rollout stop-broker/start-broker`; a rollout never needs it);
+# concurrent_rolls: roll_broker may be called for several brokers at once, from threads (a promotion's batch restarts
+# together; without it the brokers of a batch are restarted one after the other).
+Capability = Literal["controllers", "client_delay", "stop_start", "concurrent_rolls"]
 
 
 class Deployer(Protocol):

@@ -54,7 +54,9 @@ class CommandDeployer:
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        can: set[Capability] = {"controllers"} if self.settings.roll_controller else set()
+        can: set[Capability] = {"concurrent_rolls"}  # each roll its own command, on its own host
+        if self.settings.roll_controller:
+            can.add("controllers")
         if self.settings.stop and self.settings.start:
             can.add("stop_start")
         return frozenset(can)

@@ -59,7 +59,7 @@ class DockerDeployer:
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        return frozenset({"controllers", "stop_start"})
+        return frozenset({"controllers", "stop_start", "concurrent_rolls"})  # each roll its own container
 
     @property
     @engine.answering

@@ -19,7 +19,7 @@ class LocalDeployer:
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        return frozenset({"controllers", "client_delay", "stop_start"})
+        return frozenset({"controllers", "client_delay", "stop_start", "concurrent_rolls"})
 
     @property
     def bootstrap_servers(self) -> str:
@@ -47,10 +47,13 @@ class LocalDeployer:
 
     def roll_broker(self, broker_id: int, *, version: str, config: dict[str, str], rack: str | None,
                     client_delay_ms: float) -> None:
-        current = self.cluster.state.node(broker_id, "broker")
+        # A cluster object of its own per roll: rolls of a batch run at once, each reading and saving the state file
+        # under the cluster's lock, none saving a state another thread re-read meanwhile.
+        cluster = LocalCluster.open(self.cluster.directory)
+        current = cluster.state.node(broker_id, "broker")
         changes: dict[str, str | None] = {k: None for k in current.config if k not in config} | dict(config)
         delay_changed = float(getattr(current, "client_delay_ms", 0.0) or 0.0) != float(client_delay_ms)
-        self.cluster.restart_node(broker_id, version=version, config=changes, rack=rack, wait=False, role="broker",
+        cluster.restart_node(broker_id, version=version, config=changes, rack=rack, wait=False, role="broker",
                                   client_delay_ms=client_delay_ms if delay_changed else UNCHANGED)
 
     def roll_controller(self, node_id: int, *, version: str) -> None:

@@ -2,10 +2,12 @@
 brokers and controllers) and the admin (metadata, elections, features). It behaves as the steps rely on: a broker
 restarted gives up the leadership of its partitions to the next replica in the ISR and, after `catch_up` looks at
 the partitions, is back in every ISR; a preferred leader election succeeds when the preferred replica is in the ISR;
-a reordered replica list shows at once. Every change is logged in `changes`."""
+a reordered replica list shows at once. The rolls of the brokers in `together` wait for each other (a batch must
+restart at once). Every change is logged in `changes`."""
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field, replace
 
@@ -41,6 +43,9 @@ class FakeCluster:
     shortest_isr: int = 1_000                                # the smallest ISR right after any restart
     controller_ids: tuple[int, ...] = (3000,)
     lagging: set[int] = field(default_factory=set)           # controllers not caught up with the quorum
+    led_at_roll: list[tuple[int, int]] = field(default_factory=list)  # (broker, partitions it led) at each roll
+    failing: set[int] = field(default_factory=set)           # brokers whose roll fails (a deployer error)
+    together: dict[int, threading.Barrier] = field(default_factory=dict)  # broker -> a barrier its roll waits at
 
     bootstrap_servers = "fake:9092"
     capabilities = frozenset({"controllers", "stop_start"})
@@ -71,6 +76,11 @@ class FakeCluster:
 
     def roll_broker(self, broker_id: int, *, version: str, config: dict[str, str], rack: str | None,
                     client_delay_ms: float = 0.0) -> None:
+        if broker_id in self.together:
+            self.together[broker_id].wait()  # BrokenBarrierError unless the barrier's other rolls run at once
+        if broker_id in self.failing:
+            raise RuntimeError(f"broker {broker_id}: the deployer's roll failed")
+        self.led_at_roll.append((broker_id, len(self.led_by(broker_id))))
         self.changes.append(("roll", broker_id, version, dict(config), rack))
         self.brokers_[broker_id] = BrokerInfo(broker_id, version, dict(config), rack, True, client_delay_ms)
         for p in self.parts.values():

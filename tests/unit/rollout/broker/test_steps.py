@@ -4,6 +4,7 @@ run on real brokers in tests/integration/test_rollout.py and the fault suite."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -278,10 +279,80 @@ def test_promote_in_batches_restarts_brokers_that_share_no_partition_together(tm
     assert [b["brokers"] for b in result["plan"]["batches"]] == [[1, 4], [2, 5], [3], [6]]
     assert cluster.rolls() == [1, 4, 2, 5, 3, 6]
     assert cluster.shortest_isr >= 2  # min.insync.replicas held while every batch was away
-    assert [r["batch"] for r in result["rolled"] if "batch" in r] == [[1, 4], [1, 4], [2, 5], [2, 5]]
+    assert [r["batch"] for r in result["rolled"]] == [[1, 4], [1, 4], [2, 5], [2, 5], [3], [6]]
     # what the batch's own ISR looks saw while it was away: one replica of three out, min ISR 2 kept
     assert {r["isr_headroom_min"] for r in result["rolled"] if "batch" in r} == {0}
     assert "promotion plan" in [e["action"] for e in run.audit.entries()]
+
+
+def six_in_batches(tmp_path: Path, **spec) -> tuple[FakeCluster, Rollout, dict[str, tuple[int, ...]]]:
+    """Six brokers (each partition on p+1, p+2, p+3), broker 6 the canary, deployed and judged PROMOTE; with the
+    replica orders before the promotion."""
+    cluster = FakeCluster.of(brokers=6, topics={PROBE_TOPIC: 6, "orders": 6}, config=BASE, catch_up=2)
+    run = run_on(cluster, tmp_path, canary={"brokers": [6], "control": "none"},
+                 timeouts={"guard": "60s", "warm_up": "30s"}, **spec)
+    run.state.update(canary_brokers=[6], control_brokers=[], before=snapshot(run), status=RunStatus.PREFLIGHT)
+    run.step = "deploy-canary"
+    deploy.deploy_canary(run)
+    judged(run)
+    cluster.led_at_roll.clear()
+    cluster.changes.clear()
+    run.step = "promote"
+    return cluster, run, {p.name: p.replicas for p in cluster.partitions()}
+
+
+def test_promote_drains_each_batch_first_and_gives_the_leadership_back(tmp_path):
+    cluster, run, orders = six_in_batches(tmp_path, promote={"max_batch": 2})
+    promote.promote(run)
+    assert cluster.led_at_roll == [(b, 0) for b in (1, 4, 2, 5, 3, 6)]  # each led nothing when it stopped
+    assert {p.name: p.replicas for p in cluster.partitions()} == orders  # the original orders back
+    assert all(p.leader == p.replicas[0] for p in cluster.partitions())
+    assert run.state.record.drained is None
+    drained = [e for e in run.audit.entries() if e["action"] == "drained"]
+    assert [e["brokers"] for e in drained] == [[1, 4], [2, 5], [3], [6]] and all(e["drained"] for e in drained)
+
+
+def test_without_drain_a_broker_stops_while_it_leads(tmp_path):
+    cluster, run, _ = six_in_batches(tmp_path, promote={"max_batch": 2, "drain": False})
+    promote.promote(run)
+    assert any(led for _, led in cluster.led_at_roll)
+    assert "drained" not in [e["action"] for e in run.audit.entries()]
+
+
+def test_a_batch_restarts_at_once_when_the_deployer_takes_concurrent_rolls(tmp_path):
+    cluster, run, _ = six_in_batches(tmp_path, promote={"max_batch": 2})
+    cluster.capabilities = frozenset({"controllers", "stop_start", "concurrent_rolls"})  # type: ignore[misc]
+    first, second = threading.Barrier(2, timeout=10), threading.Barrier(2, timeout=10)
+    cluster.together = {1: first, 4: first, 2: second, 5: second}  # one roll waits for its batch mate's
+    result = promote.promote(run)
+    assert sorted(cluster.rolls()[:2]) == [1, 4] and sorted(cluster.rolls()[2:4]) == [2, 5]
+    assert [r["batch"] for r in result["rolled"]] == [[1, 4], [1, 4], [2, 5], [2, 5], [3], [6]]
+
+
+def test_a_promotion_cut_off_mid_batch_leaves_the_drain_recorded_and_rollback_gives_it_back(tmp_path):
+    cluster, run, orders = six_in_batches(tmp_path, promote={"max_batch": 2})
+    led = sorted(p.name for p in cluster.partitions() if p.leader in (1, 4))  # the first batch's
+    cluster.failing = {4}
+    with pytest.raises(RuntimeError, match="broker 4"):
+        promote.promote(run)
+    assert run.state.record.drained  # the orders before the drain, in run.json
+    assert {p.name: p.replicas for p in cluster.partitions()} != orders
+    run.step = "rollback"
+    cluster.failing.clear()
+    result = promote.rollback(run)
+    assert result["undrained"] == led
+    assert {p.name: p.replicas for p in cluster.partitions()} == orders and run.state.record.drained is None
+
+
+def test_a_promotion_cut_off_mid_batch_resumes_with_the_original_orders(tmp_path):
+    cluster, run, orders = six_in_batches(tmp_path, promote={"max_batch": 2})
+    cluster.failing = {4}
+    with pytest.raises(RuntimeError):
+        promote.promote(run)
+    cluster.failing.clear()
+    promote.promote(run)
+    assert {p.name: p.replicas for p in cluster.partitions()} == orders and run.state.record.drained is None
+    assert all(p.leader == p.replicas[0] for p in cluster.partitions())
 
 
 def test_on_three_brokers_with_rf_3_no_two_may_go_together(cluster, tmp_path):

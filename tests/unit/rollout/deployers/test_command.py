@@ -185,7 +185,7 @@ def test_stop_and_start_come_together_and_make_a_capability(tmp_path: Path) -> N
     settings = CommandSettings({1: "h1"}, "roll {version} {config_file}", "echo 3.9.2",
                                stop=f"echo stop {{host}} >> {seen}", start=f"echo start {{host}} >> {seen}")
     deployer = CommandDeployer(settings, "127.0.0.1:1")
-    assert deployer.capabilities == {"stop_start"}
+    assert deployer.capabilities == {"stop_start", "concurrent_rolls"}
     deployer.stop_broker(1)
     deployer.start_broker(1)
     assert seen.read_text().split("\n")[:2] == ["stop h1", "start h1"]
