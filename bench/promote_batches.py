@@ -1,16 +1,21 @@
-"""How long promotion takes one broker at a time and in batches, on the same fleet. The first figures of issue 37.
+"""How long promotion takes one broker at a time and in batches, drained or not, on the same fleet (issue 37).
 
-    .venv/bin/python bench/promote_batches.py [--batches 1,2] [--keep DIR]
+    .venv/bin/python bench/promote_batches.py [--cases 1:drain,2:drain,2:nodrain] [--start-delay 20] [--traffic 1000]
+                                              [--keep DIR]
 
 The fleet: six embedded brokers of Kafka 3.9.2 over three racks (a, a, b, b, c, c), so every topic of replication 3
 has one replica in each rack and the two brokers of a rack may be away together. For each `--batches` value, one
 rollout of a harmless change (`num.io.threads`: 8, Kafka's default, for the first, 9 for the next, …: the restarts are
-the whole change) on that fleet:
+the whole change) on that fleet, whose restarted brokers stay down `--start-delay` seconds before they start (a
+production broker's log recovery, rehearsed), while Kafka's ProducerPerformance (acks=all, 1 kB records) writes
+`--traffic` records/s into an 8-partition topic and ConsumerPerformance reads it:
 preflight, deploy-canary (broker 2) and warm-up run as steps; the verdict is then recorded as PROMOTE by the bench
-(the gate is not what is measured here), and promote and verify run as steps with `promote.max_batch` set. The probe
-runs through every roll, as in a real rollout. Printed per run: the plan's batches, the promote step's seconds (its
-brokers' rolls and the post-promotion probe), the acknowledged messages the probe lost during the rolls, and the
-fewest in-sync replicas above min.insync.replicas the roll's own ISR looks saw while a batch was away.
+(the gate is not what is measured here), and promote and verify run as steps with `promote.max_batch` and
+`promote.drain` as the case says. The probe runs through every roll, as in a real rollout. Printed per run: the
+plan's batches, the promote step's seconds (its brokers' rolls and the post-promotion probe), the acknowledged
+messages the probe lost during the rolls, the probe's produce and e2e p99 during the rolls against the same before
+the change (the preflight probe: the quiet fleet), the fewest in-sync replicas above min.insync.replicas the roll's
+own ISR looks saw while a batch was away, and the guard's refusals and waits.
 """
 
 from __future__ import annotations
@@ -21,60 +26,94 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from canary.cluster import distribution  # noqa: E402
 from canary.cluster.local import LocalCluster  # noqa: E402
+from canary.cluster.traffic import TrafficSpec, UserTraffic  # noqa: E402
 from canary.judge import PROMOTE  # noqa: E402
 from canary.judge.brief import Brief  # noqa: E402
+from canary.observations import Observation, read_file_counted  # noqa: E402
 from canary.rollout.broker import BROKER, Rollout  # noqa: E402
+from canary.rollout.broker.probes import before_observations, observations_path  # noqa: E402
 from canary.rollout.broker.spec import load_spec  # noqa: E402
 from canary.rollout.core.verdict import record_verdict  # noqa: E402
 
 RACKS = ["a", "a", "b", "b", "c", "c"]
 
 
-def promote_once(cluster: LocalCluster, root: Path, max_batch: int) -> dict:
+def p99s(path: Path | None) -> dict[str, float | None]:
+    """The probe's produce (send to ack) and e2e (send to receive) p99 in ms over an observations file."""
+    records = [r for r in read_file_counted(path)[0] if isinstance(r, Observation)] if path else []
+    produce = [r.ack_ts - r.send_ts for r in records if r.ack_ts is not None]
+    e2e = [r.receive_ts - r.send_ts for r in records if r.receive_ts is not None]
+    return {"produce": round(float(np.percentile(produce, 99)), 1) if produce else None,
+            "e2e": round(float(np.percentile(e2e, 99)), 1) if e2e else None}
+
+
+def promote_once(cluster: LocalCluster, root: Path, n: int, max_batch: int, drain: bool) -> dict:
     # a change each run (8 I/O threads, Kafka's default, then 9, ...): a broker already as desired is not restarted
-    change = {"num.io.threads": str(7 + max_batch)}
+    change = {"num.io.threads": str(8 + n)}
+    name = f"{n}-batch-{max_batch}-{'drain' if drain else 'nodrain'}"
     spec = load_spec({"cluster": {"dir": str(cluster.directory)}, "change": {"config": change},
                       "canary": {"brokers": [2], "control": "none"}, "judge": {"engine": "inline"},
-                      "probe": {"preflight": "3s", "calibration": "3s"}, "capacity": "not_required",
-                      "promote": {"max_batch": max_batch}, "run_id": f"batches-{max_batch}"})
-    rollout = Rollout(spec, root / f"run-{max_batch}")
-    for name in ("preflight", "deploy-canary", "warm-up"):
-        BROKER.step(name)(rollout)
+                      "probe": {"preflight": "10s", "calibration": "10s"}, "capacity": "not_required",
+                      "timeouts": {"warm_up": "10m", "guard": "10m"},
+                      "promote": {"max_batch": max_batch, "drain": drain}, "run_id": name})
+    rollout = Rollout(spec, root / f"run-{name}")
+    for step in ("preflight", "deploy-canary", "warm-up"):
+        BROKER.step(step)(rollout)
     rollout.step = "judge"
     record_verdict(rollout, Brief(verdict=PROMOTE, reason="recorded by bench/promote_batches.py"))
     BROKER.step("promote")(rollout)
     BROKER.step("verify")(rollout)
     step = rollout.state.record.step("promote")
     result = (step.result if step else None) or {}
-    plan = result.get("plan") or {"batches": [{"brokers": [r["broker"]]} for r in result.get("rolled", [])]}
     headroom = [r["isr_headroom_min"] for r in result.get("rolled", []) if "isr_headroom_min" in r]
-    return {"max_batch": max_batch, "batches": [b["brokers"] for b in plan["batches"]],
+    guard = [f"{e['action']}: {e.get('brokers') or e.get('broker')} {e.get('waited_s', '')}".strip()
+             for e in rollout.audit.entries() if e["step"] == "promote" and e["action"].startswith("guard")]
+    return {"max_batch": max_batch, "drain": drain, "batches": [b["brokers"] for b in result["plan"]["batches"]],
             "promote_s": step.took_s if step else None, "lost": (result.get("probe") or {}).get("lost"),
-            "isr_headroom_min": min(headroom, default=None), "status": str(rollout.state.status)}
+            "quiet_p99_ms": p99s(before_observations(rollout)),
+            "rolls_p99_ms": p99s(observations_path(rollout, "promote")),
+            "isr_headroom_min": min(headroom, default=None), "guard": guard, "status": str(rollout.state.status)}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--batches", default="1,2", help="promote.max_batch values, one rollout each")
+    p.add_argument("--cases", default="1:drain,2:drain,2:nodrain",
+                   help="promote.max_batch:drain|nodrain, one rollout each")
+    p.add_argument("--start-delay", type=float, default=20.0, help="seconds a restarted broker stays down")
+    p.add_argument("--traffic", type=int, default=1000, help="records/s of user traffic (0: none)")
     p.add_argument("--keep", type=Path, help="keep the cluster's and the runs' directories here")
     args = p.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="promote-batches-"))
-    cluster = LocalCluster.up(root / "cluster", brokers=6, racks=RACKS)
+    cluster = LocalCluster.up(root / "cluster", brokers=6, racks=RACKS, start_delay=args.start_delay)
+    traffic = None
     rows = []
     try:
-        for max_batch in (int(v) for v in args.batches.split(",")):
-            rows.append(promote_once(cluster, root, max_batch))
+        if args.traffic:
+            traffic = UserTraffic(distribution.ensure(cluster.state.brokers[0].version), cluster.bootstrap_servers,
+                                  TrafficSpec("orders", args.traffic, 1000, 8, 3), root / "traffic").start()
+        for n, case in enumerate(args.cases.split(",")):
+            max_batch, _, drain = case.partition(":")
+            rows.append(promote_once(cluster, root, n, int(max_batch), drain != "nodrain"))
             print(json.dumps(rows[-1]), flush=True)
     finally:
+        if traffic:
+            print(traffic.stop().line())
         cluster.down()
-    print("\n| promote.max_batch | batches | promote step (s) | lost during the rolls | fewest in-sync replicas above "
-          "min ISR while a batch was away | status |\n|---|---|---|---|---|---|")
+    print(f"\n{args.start_delay:g} s start delay, {args.traffic} records/s of user traffic\n"
+          "| promote.max_batch | drain | batches | promote step (s) | lost during the rolls | probe produce p99 quiet "
+          "→ during the rolls (ms) | e2e p99 quiet → during (ms) | fewest in-sync replicas above min ISR while a "
+          "batch was away | guard waits |\n|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['max_batch']} | {r['batches']} | {r['promote_s']:.0f} | {r['lost']} | "
-              f"{'-' if r['isr_headroom_min'] is None else r['isr_headroom_min']} | {r['status']} |")
+        q, d = r["quiet_p99_ms"], r["rolls_p99_ms"]
+        print(f"| {r['max_batch']} | {'yes' if r['drain'] else 'no'} | {r['batches']} | {r['promote_s']:.0f} | "
+              f"{r['lost']} | {q['produce']} → {d['produce']} | {q['e2e']} → {d['e2e']} | "
+              f"{'-' if r['isr_headroom_min'] is None else r['isr_headroom_min']} | {len(r['guard'])} |")
 
 
 if __name__ == "__main__":

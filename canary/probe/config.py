@@ -56,6 +56,9 @@ class ProbeConfig:
     # Only the partitions these brokers lead are probed (empty: all). A broker rollout's window probes its canary and
     # control brokers alone when it has a control: fresh judged against fresh (canary.rollout.broker.control).
     leaders: tuple[int, ...] = ()
+    # The brokers of the canary lane, in place of the canary marker (None: the marker decides). A promotion's look
+    # between waves puts the promoted brokers, which no longer carry the marker, against those not promoted yet.
+    canary_brokers: tuple[int, ...] | None = None
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     producer_id: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     client: dict[str, str] = field(default_factory=dict)  # librdkafka passthrough
@@ -71,8 +74,9 @@ class ProbeConfig:
             raise ConfigError(f"message size must be 0..900000 bytes, got {self.message_size}")
         if self.rtt_sla <= 0 or self.message_timeout <= 0 or self.broker_metrics_interval <= 0:
             raise ConfigError("rtt SLA, message timeout and broker metrics interval must be positive seconds")
-        if any(not isinstance(b, int) or isinstance(b, bool) or b < 0 for b in self.leaders):
-            raise ConfigError(f"leaders must be broker ids (integers >= 0), got {list(self.leaders)}")
+        for name, ids in (("leaders", self.leaders), ("canary brokers", self.canary_brokers or ())):
+            if any(not isinstance(b, int) or isinstance(b, bool) or b < 0 for b in ids):
+                raise ConfigError(f"{name} must be broker ids (integers >= 0), got {list(ids)}")
         managed = sorted(set(self.client) & _MANAGED)
         if managed:
             raise ConfigError(f"client settings {managed} are managed by the probe; remove them from the config")

@@ -65,7 +65,7 @@ class Probe:
                                config.rtt_sla * 1000, self.sink.emit, self.metrics, self.ledger)
         self.admin = TopicAdmin(config.bootstrap_servers, config.client, away_grace=config.away_grace)
         self.spec = TopicSpec(config.topic)
-        self.view = ClusterView()
+        self.view = ClusterView(config.canary_brokers)
         self.readings = None if broker_metrics is None else BrokerReadings(
             broker_metrics, config.broker_metrics_interval, config.run_id, f"probe-{config.producer_id}",
             self.view.lane_of, self.sink.emit)

@@ -39,19 +39,22 @@ class ProbeSummary:
 
 
 class ClusterView:
-    """Leaders and broker lanes as last seen in the metadata; read on every send."""
+    """Leaders and broker lanes as last seen in the metadata (or, with `canary_brokers`, those brokers the canary
+    lane whatever their marker); read on every send."""
 
-    def __init__(self) -> None:
+    def __init__(self, canary_brokers: tuple[int, ...] | None = None) -> None:
         self.leaders: dict[int, int] = {}
         self.lanes: dict[int, str] = {}
         self.addresses: dict[int, str] = {}
+        self.canary_brokers = None if canary_brokers is None else frozenset(canary_brokers)
 
     def lane_of(self, broker: int | None) -> str:
         return self.lanes.get(broker, "baseline") if broker is not None else "baseline"
 
     def refresh(self, admin: TopicAdmin, topic_name: str) -> None:
         metadata, nodes = metadata_and_brokers(admin.admin, 10)
-        lanes = {n.id: broker_lane(n.rack) for n in nodes}
+        lanes = {n.id: broker_lane(n.rack) if self.canary_brokers is None else
+                 "canary" if n.id in self.canary_brokers else "baseline" for n in nodes}
         addresses = {n.id: f"{n.host}:{n.port}" for n in nodes}
         topic = metadata.topics.get(topic_name)
         # Per partition even when the topic reports an error (e.g. one partition without a leader).

@@ -8,6 +8,7 @@ import time
 
 from canary.cluster import distribution
 from canary.fields import format_duration, format_utc
+from canary.judge import ROLLBACK
 from canary.kafka import features
 from canary.rollout.broker.batches import BatchPlan, plan_batches, serial_plan
 from canary.rollout.broker.drain import undrain
@@ -16,28 +17,56 @@ from canary.rollout.broker.probes import green_probe, watched
 from canary.rollout.broker.rolling import cluster_health, roll_batches, roll_controllers, roll_fleet
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.broker.verify import fleet_differences
-from canary.rollout.core import RolloutError, RunStatus
-from canary.rollout.core.verdict import require_promotable
+from canary.rollout.broker.wave_look import wave_look
+from canary.rollout.broker.waves import plan_waves, wave_lines, wave_sizes
+from canary.rollout.core import Look, RolloutError, RunStatus, Verdict
+from canary.rollout.core.pause import wait_while_paused
+from canary.rollout.core.verdict import record_verdict, require_promotable
 from canary.rollout.leaders import restore_preferred
 
 
 def promote(run: Rollout, approve: bool = False) -> dict:
     """Rolls the baseline brokers, then the canary brokers (dropping the marker), then the controllers to the
-    target, in the plan's batches under the guards (each drained first, back in every ISR before the next); probes.
-    Never finalizes: that is the finalize step's, after `promote.bake` (finalize_fleet)."""
+    target, in the plan's batches under the guards (each drained first, back in every ISR before the next), in gated
+    waves: before each wave a person's pause is honoured, after each but the last a look puts the promoted brokers
+    against the rest, and a regression there rolls the promoted waves back (the verdict becomes ROLLBACK). Probes
+    throughout. Resumable: brokers already promoted are not restarted, a wave whose look passed is not looked at
+    again. Never finalizes: that is the finalize step's, after `promote.bake` (finalize_fleet)."""
     require_promotable(run, approve)
     canaries = run.canary_ids()
     target = run.spec.change.version
     result: dict = {}
+    regressed: tuple[int, Look] | None = None
     with watched(run, "promote", result):
         plan = promotion_plan(run, canaries)  # shown and recorded before anything restarts
-        result["plan"] = plan.to_dict()
-        run.audit.record(run.step, "promotion plan", **plan.to_dict())
-        for line in plan.lines():
+        waves = plan_waves(plan, wave_sizes(run.spec.promote.waves, len(run.deployer.brokers())))
+        result["plan"] = plan.to_dict() | {"waves": [w.to_dict() for w in waves]}
+        run.audit.record(run.step, "promotion plan", **result["plan"])
+        for line in plan.lines() + wave_lines(waves, run.spec.promote.look):
             run.say("%s", line)
         undrain(run)  # what an attempt cut off midway drained comes back first
-        result["rolled"] = roll_batches(run, plan, "promoted")
-        result["controllers"] = roll_controllers(run, lambda c: target or c.version)
+        result["rolled"], result["looks"] = [], []
+        looked = _looked(run)
+        for wave in waves:
+            wait_while_paused(run.store, f"wave {wave.number} of {len(waves)}", run.spec.timeouts.pause,
+                              "`kafka-canary rollout resume` (or the run's page in Airflow) lets it go on",
+                              run.progress)
+            rolled = roll_batches(run, BatchPlan(list(wave.batches), plan.max_batch, plan.headroom), "promoted")
+            result["rolled"] += rolled
+            if wave.number == len(waves) or not run.spec.promote.look or (wave.number in looked and not rolled):
+                continue
+            restore_preferred(run)  # the promoted brokers lead their partitions in the look
+            promoted = [b for w in waves[:wave.number] for b in w.brokers]
+            look = wave_look(run, wave.number, promoted)
+            result["looks"].append({"wave": wave.number, **look.model_dump(
+                mode="json", include={"verdict", "reason", "failed", "at_s"})})
+            if look.verdict == ROLLBACK:
+                regressed = (wave.number, look)
+                break
+        if regressed is None:
+            result["controllers"] = roll_controllers(run, lambda c: target or c.version)
+    if regressed is not None:
+        return result | {"regressed": _regressed(run, *regressed), "rollback": rollback(run)}
     restore_preferred(run)
     run.state.update(status=RunStatus.PROMOTED)
     result["post_promotion_probe"] = green_probe(run, "post-promotion")
@@ -48,6 +77,19 @@ def promote(run: Rollout, approve: bool = False) -> dict:
         run.say("feature levels not finalized: the promoted fleet bakes until %s, then the finalize step raises "
                 "them; until then brokers of the previous release can still join the cluster", format_utc(due))
     return result
+
+
+def _looked(run: Rollout) -> set[int]:
+    """The waves whose look passed in an earlier attempt of the step (the audit log keeps them)."""
+    return {e["wave"] for e in run.audit.entries() if e["action"] == "wave look" and e.get("verdict") != ROLLBACK}
+
+
+def _regressed(run: Rollout, wave: int, look: Look) -> str:
+    """Records the promotion's ROLLBACK: the look after `wave` saw a regression. Returns the reason."""
+    reason = f"the look after promotion wave {wave} saw a regression: {look.reason}"
+    run.say("%s; the promoted waves roll back", reason)
+    record_verdict(run, Verdict(verdict=ROLLBACK, engine="interim", failed=look.failed, reason=reason))
+    return reason
 
 
 def finalize_fleet(run: Rollout) -> dict:

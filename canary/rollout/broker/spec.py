@@ -7,8 +7,8 @@
     judge:    {config: judge.yaml, engine: spark}       # engine: spark (the Spark job) or inline
     finalize: true                                      # raise the feature levels in the finalize step, after
                                                         # promote.bake (the previous release can still join until then)
-    promote:  {max_batch: 1, headroom: 0, drain: true, bake: 10m}  # batches the guard proves safe, drained first;
-                                                        # the bake before finalize
+    promote:  {max_batch: 1, headroom: 0, drain: true,  # batches the guard proves safe, drained first; gated waves
+               waves: auto, look: 1m, bake: 10m}        # (25%, 50%, all) with a look between; bake before finalize
     lead_topics: all                                    # the canary leads its preferred partitions of every topic
                                                         # (as a finished roll would); [orders]: these; none: the probe's
     capacity: required                                  # a PROMOTE needs representative traffic judged (not_required)
@@ -29,6 +29,7 @@ The cluster's client settings are `cluster.client`, with the KAFKA_CANARY_CLIENT
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -135,6 +136,7 @@ class FaultSection(SpecSection):
 class TimeoutsSection(SpecSection):
     warm_up: Annotated[float, Duration(10, DAY)] = 300.0   # a canary broker rejoining every ISR
     guard: Annotated[float, Duration(0, DAY)] = 300.0      # the safe-roll guard allowing a restart
+    pause: Annotated[float, Duration(0, 7 * DAY)] = DAY    # a promotion paused between waves, until it gives up
 
 
 def _no_credentials(url: str) -> str:
@@ -227,17 +229,47 @@ class TrafficSection(SpecSection):
     wait: Annotated[float, Duration(0, 3600)] = 60.0
 
 
+_WAVE = re.compile(r"^(all|([1-9][0-9]?|100)%)$")
+
+
+def _waves(value: object) -> str | list[str]:
+    """`auto`, or growing cumulative shares of the brokers ("25%", …), "all" only last."""
+    if value == "auto":
+        return "auto"
+    shown = ' such as ["25%", "50%", "all"]'
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and _WAVE.match(v) for v in value):
+        raise ValueError(f"must be auto, or a list of growing shares of the brokers (1% to 100%) or all,{shown}; "
+                         f"got {value!r}")
+    if "all" in value[:-1]:
+        raise ValueError(f'"all" can only be the last wave,{shown}')
+    shares = [float(v.rstrip("%")) for v in value if v != "all"]
+    if shares != sorted(set(shares)):
+        raise ValueError(f"each wave must be a larger share of the brokers than the one before,{shown}; got {value}")
+    return list(value)
+
+
+# `auto`, or the waves' cumulative shares (canary.rollout.broker.waves).
+Waves = Annotated[str | list[str], PlainValidator(_waves),
+                  WithJsonSchema({"anyOf": [{"const": "auto"}, {"type": "array", "minItems": 1, "items": {
+                      "type": "string", "pattern": _WAVE.pattern}}]})]
+
+
 class PromoteSection(SpecSection):
     """How the rest of the fleet is rolled after a PROMOTE verdict (canary.rollout.broker.batches): up to
     `max_batch` brokers of one rack restart together when the safe-roll guard on the set proves every partition keeps
     min.insync.replicas plus `headroom` while they are all away; 1, the default, rolls one broker at a time.
     `drain`: before a batch stops, the leadership of its partitions moves to brokers that stay up (no data moves),
-    and comes back once it is in every ISR again. `bake`: how long the promoted fleet runs before the finalize step
-    may raise the feature levels (irreversible)."""
+    and comes back once it is in every ISR again. `waves`: the batches in gated waves, each a cumulative share of
+    the brokers ("25%", …, "all"), with a `look` after each wave but the last that puts the promoted brokers against
+    those not yet promoted on the run's judge (a regression rolls the promoted waves back); `auto`: 25 %, 50 %, all
+    from six brokers on, one wave below (canary.rollout.broker.waves). `bake`: how long the promoted fleet runs
+    before the finalize step may raise the feature levels (irreversible)."""
 
     max_batch: int = Field(1, strict=True, ge=1, le=1000)
     headroom: int = Field(0, strict=True, ge=0, le=10)
     drain: bool = Field(True, strict=True)
+    waves: Waves = "auto"
+    look: Annotated[float, Duration(0, 3600)] = 60.0
     bake: Annotated[float, Duration(0, 7 * DAY)] = 600.0
 
 

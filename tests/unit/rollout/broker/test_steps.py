@@ -18,7 +18,7 @@ from canary.rollout.broker.probes import probe_config, window_leaders
 from canary.rollout.broker.rolling import GuardRefused, roll_controllers
 from canary.rollout.broker.rollout import PROBE_TOPIC, Rollout
 from canary.rollout.broker.spec import load_spec
-from canary.rollout.core import RolloutError, RunStatus, Verdict
+from canary.rollout.core import Look, RolloutError, RunStatus, Verdict, pause
 
 from ..fake_cluster import FakeCluster, FakeProbes, VirtualClock
 
@@ -289,8 +289,8 @@ def six_in_batches(tmp_path: Path, **spec) -> tuple[FakeCluster, Rollout, dict[s
     """Six brokers (each partition on p+1, p+2, p+3), broker 6 the canary, deployed and judged PROMOTE; with the
     replica orders before the promotion."""
     cluster = FakeCluster.of(brokers=6, topics={PROBE_TOPIC: 6, "orders": 6}, config=BASE, catch_up=2)
-    run = run_on(cluster, tmp_path, canary={"brokers": [6], "control": "none"},
-                 timeouts={"guard": "60s", "warm_up": "30s"}, **spec)
+    run = run_on(cluster, tmp_path, **{"canary": {"brokers": [6], "control": "none"},
+                                       "timeouts": {"guard": "60s", "warm_up": "30s"}} | spec)
     run.state.update(canary_brokers=[6], control_brokers=[], before=snapshot(run), status=RunStatus.PREFLIGHT)
     run.step = "deploy-canary"
     deploy.deploy_canary(run)
@@ -353,6 +353,69 @@ def test_a_promotion_cut_off_mid_batch_resumes_with_the_original_orders(tmp_path
     promote.promote(run)
     assert {p.name: p.replicas for p in cluster.partitions()} == orders and run.state.record.drained is None
     assert all(p.leader == p.replicas[0] for p in cluster.partitions())
+
+
+# ----- gated waves: a look between waves, a person's pause, a regression rolls the promoted waves back -----
+
+class Looks:
+    """wave_look's stand-in: records each look (wave, promoted brokers) and answers PROMOTE, or ROLLBACK at the
+    wave `regress_at`; `then` runs during a look (a person pausing the run meanwhile)."""
+
+    def __init__(self, regress_at: int | None = None, then=None):
+        self.seen: list[tuple[int, list[int]]] = []
+        self.regress_at, self.then = regress_at, then
+
+    def __call__(self, run: Rollout, wave: int, promoted: list[int]) -> Look:
+        self.seen.append((wave, promoted))
+        run.audit.record(run.step, "wave look", wave=wave, verdict="ROLLBACK" if wave == self.regress_at else PROMOTE)
+        if self.then:
+            self.then(run)
+        if wave == self.regress_at:
+            return Look(verdict="ROLLBACK", reason="e2e_latency_p99: promoted 480 vs 12 ms", failed=["e2e_latency_p99"])
+        return Look(verdict=PROMOTE, reason="no regression")
+
+
+WAVES = {"waves": ["25%", "50%", "all"], "look": "30s"}
+
+
+def test_promote_in_waves_looks_after_each_wave_but_the_last(tmp_path, monkeypatch):
+    cluster, run, _ = six_in_batches(tmp_path, promote=WAVES)
+    looks = Looks()
+    monkeypatch.setattr(promote, "wave_look", looks)
+    result = promote.promote(run)
+    assert [w["batches"] for w in result["plan"]["waves"]] == [[[1], [2]], [[3]], [[4], [5], [6]]]
+    assert looks.seen == [(1, [1, 2]), (2, [1, 2, 3])]
+    assert cluster.rolls() == [1, 2, 3, 4, 5, 6] and run.state.status == RunStatus.PROMOTED
+    assert [lk["wave"] for lk in result["looks"]] == [1, 2]
+
+
+def test_a_regression_at_a_look_rolls_the_promoted_waves_back_and_promotes_no_further(tmp_path, monkeypatch):
+    cluster, run, _ = six_in_batches(tmp_path, promote=WAVES)
+    monkeypatch.setattr(promote, "wave_look", Looks(regress_at=1))
+    result = promote.promote(run)
+    assert "wave 1" in result["regressed"] and "e2e_latency_p99" in result["regressed"]
+    assert run.state.verdict.verdict == "ROLLBACK" and run.state.verdict.failed == ["e2e_latency_p99"]
+    assert run.state.status == RunStatus.ROLLED_BACK
+    assert cluster.rolls()[:2] == [1, 2] and sorted(cluster.rolls()[2:]) == [1, 2, 6]  # back: wave 1, the canary
+    assert all(b.config == BASE for b in cluster.brokers())
+    with pytest.raises(RolloutError, match="ROLLBACK"):
+        promote.promote(run)  # decided: it only goes back
+
+
+def test_a_pause_during_a_look_stops_before_the_next_wave_and_resume_goes_on_where_it_stopped(tmp_path, monkeypatch):
+    cluster, run, _ = six_in_batches(tmp_path, promote=WAVES, timeouts={"guard": "60s", "warm_up": "30s",
+                                                                         "pause": "10m"})
+    looks = Looks(then=lambda r: pause.pause(r.store, "alice", "the fleet's SLO page is red"))
+    monkeypatch.setattr(promote, "wave_look", looks)
+    with pytest.raises(WaitTimeout, match=r"paused by alice .*SLO page is red.*before wave 2 of 3.*resume"):
+        promote.promote(run)
+    assert cluster.rolls() == [1, 2] and looks.seen == [(1, [1, 2])]
+    assert pause.resume(run.store)["by"] == "alice" and pause.paused(run.store) is None
+    looks.then = None
+    promote.promote(run)
+    assert cluster.rolls() == [1, 2, 3, 4, 5, 6]  # wave 1 not restarted again
+    assert looks.seen == [(1, [1, 2]), (2, [1, 2, 3])]  # nor looked at again
+    assert run.state.status == RunStatus.PROMOTED
 
 
 def test_on_three_brokers_with_rf_3_no_two_may_go_together(cluster, tmp_path):
