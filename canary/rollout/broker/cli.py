@@ -20,6 +20,7 @@ from canary.kafka.wait import wait_until
 from canary.outcome import Outcome
 from canary.rollout import guard
 from canary.rollout.broker import BROKER, Rollout, promote
+from canary.rollout.core import pause
 from canary.rollout.core.cli import add_commands, open_run, print_result, run_status
 from canary.rollout.core.lock import ClusterLock
 
@@ -36,6 +37,14 @@ def register(sub) -> None:
                                        "placement and racks, their notes, the controllers (changes nothing)")
     common(plan)
     plan.set_defaults(func=cmd_plan, kind=BROKER)
+    for word, text in (("pause", "stop the run's promotion before its next wave: it waits, saying so, until resume "
+                                 "(the wave under way finishes, and its look)"),
+                       ("resume", "let a paused promotion go on with its next wave")):
+        q = rsub.add_parser(word, help=text)
+        common(q)
+        if word == "pause":
+            q.add_argument("--reason", default="", help="why, shown to whoever looks at the run")
+        q.set_defaults(func=cmd_pause, kind=BROKER)
     describe = rsub.add_parser("describe", help="the brokers and controllers as the spec's deployer sees them "
                                                 "(changes nothing: try a cluster section before a rollout)")
     describe.add_argument("--spec", required=True)
@@ -72,6 +81,28 @@ def cmd_plan(args) -> int:
         print_result(args, result)
     else:
         print("\n".join(result["lines"]))
+    return 0
+
+
+def cmd_pause(args) -> int:
+    """Pauses or resumes the run's promotion (its pause is a key of the run's storage: canary.rollout.core.pause)."""
+    rollout = open_run(args)
+    result: dict[str, object]
+    if args.rollout_command == "pause":
+        entry = pause.pause(rollout.store, os.environ.get("USER") or "the command line", args.reason)
+        rollout.audit.record("pause", "paused", **entry)
+        result = {"paused": entry, "line": f"{pause.describe(entry)}: the promotion stops before its next wave; "
+                                           f"`kafka-canary rollout resume` lets it go on"}
+    else:
+        ended = pause.resume(rollout.store)
+        if ended is not None:
+            rollout.audit.record("pause", "resumed", by=os.environ.get("USER") or "the command line")
+        result = {"resumed": ended, "line": "the promotion goes on with its next wave" if ended else
+                  "the run was not paused"}
+    if args.json:
+        print_result(args, result)
+    else:
+        print(result["line"])
     return 0
 
 

@@ -18,36 +18,39 @@ from canary.rollout.broker.rolling import cluster_health, roll_batches, roll_con
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.broker.verify import fleet_differences
 from canary.rollout.broker.wave_look import wave_look
-from canary.rollout.broker.waves import plan_waves, wave_lines, wave_sizes
+from canary.rollout.broker.waves import Wave, plan_waves, wave_lines, wave_sizes
 from canary.rollout.core import Look, RolloutError, RunStatus, Verdict
 from canary.rollout.core.pause import wait_while_paused
 from canary.rollout.core.verdict import record_verdict, require_promotable
 from canary.rollout.leaders import restore_preferred
 
 
-def promote(run: Rollout, approve: bool = False) -> dict:
+def promote(run: Rollout, approve: bool = False, through_wave: int | None = None) -> dict:
     """Rolls the baseline brokers, then the canary brokers (dropping the marker), then the controllers to the
     target, in the plan's batches under the guards (each drained first, back in every ISR before the next), in gated
     waves: before each wave a person's pause is honoured, after each but the last a look puts the promoted brokers
     against the rest, and a regression there rolls the promoted waves back (the verdict becomes ROLLBACK). Probes
     throughout. Resumable: brokers already promoted are not restarted, a wave whose look passed is not looked at
-    again. Never finalizes: that is the finalize step's, after `promote.bake` (finalize_fleet)."""
-    require_promotable(run, approve)
+    again. `through_wave`: stop after that wave and its look (the Airflow DAG's task per wave); the controllers, the
+    preferred leaders and the post-promotion probe come with the last wave. Never finalizes: that is the finalize
+    step's, after `promote.bake` (finalize_fleet)."""
+    approved = _approved(run)
+    require_promotable(run, approve or approved)
     canaries = run.canary_ids()
     target = run.spec.change.version
     result: dict = {}
     regressed: tuple[int, Look] | None = None
     with watched(run, "promote", result):
         plan = promotion_plan(run, canaries)  # shown and recorded before anything restarts
-        waves = plan_waves(plan, wave_sizes(run.spec.promote.waves, len(run.deployer.brokers())))
+        waves = promotion_waves(run, plan)
         result["plan"] = plan.to_dict() | {"waves": [w.to_dict() for w in waves]}
-        run.audit.record(run.step, "promotion plan", **result["plan"])
+        run.audit.record(run.step, "promotion plan", approved=approve or approved, **result["plan"])
         for line in plan.lines() + wave_lines(waves, run.spec.promote.look):
             run.say("%s", line)
         undrain(run)  # what an attempt cut off midway drained comes back first
         result["rolled"], result["looks"] = [], []
         looked = _looked(run)
-        for wave in waves:
+        for wave in waves[:through_wave]:
             wait_while_paused(run.store, f"wave {wave.number} of {len(waves)}", run.spec.timeouts.pause,
                               "`kafka-canary rollout resume` (or the run's page in Airflow) lets it go on",
                               run.progress)
@@ -63,10 +66,13 @@ def promote(run: Rollout, approve: bool = False) -> dict:
             if look.verdict == ROLLBACK:
                 regressed = (wave.number, look)
                 break
-        if regressed is None:
+        last = through_wave is None or through_wave >= len(waves)
+        if regressed is None and last:
             result["controllers"] = roll_controllers(run, lambda c: target or c.version)
     if regressed is not None:
         return result | {"regressed": _regressed(run, *regressed), "rollback": rollback(run)}
+    if not last:
+        return result | {"waves_done": through_wave, "waves": len(waves)}
     restore_preferred(run)
     run.state.update(status=RunStatus.PROMOTED)
     result["post_promotion_probe"] = green_probe(run, "post-promotion")
@@ -77,6 +83,12 @@ def promote(run: Rollout, approve: bool = False) -> dict:
         run.say("feature levels not finalized: the promoted fleet bakes until %s, then the finalize step raises "
                 "them; until then brokers of the previous release can still join the cluster", format_utc(due))
     return result
+
+
+def _approved(run: Rollout) -> bool:
+    """Whether a person approved this run's promotion in an earlier attempt or wave (an INCONCLUSIVE verdict is
+    approved once, not before every wave)."""
+    return any(e["action"] == "promotion plan" and e.get("approved") for e in run.audit.entries())
 
 
 def _looked(run: Rollout) -> set[int]:
@@ -159,15 +171,24 @@ def promotion_plan(run: Rollout, canaries: list[int]) -> BatchPlan:
     return plan([b.broker_id for b in brokers if b.broker_id not in canaries]).then(plan(canaries))
 
 
+def promotion_waves(run: Rollout, plan: BatchPlan | None = None) -> list[Wave]:
+    """The promotion's waves (`plan`: promotion_plan's, read from the cluster when not given)."""
+    plan = plan or promotion_plan(run, run.canary_ids())
+    return plan_waves(plan, wave_sizes(run.spec.promote.waves, len(run.deployer.brokers())))
+
+
 def plan_now(run: Rollout) -> dict:
     """The promotion as it would go now, changing nothing: the run's canaries (or those preflight would choose),
     the batches and their notes, then the controllers one at a time."""
     canaries = run.state.record.canary_brokers or choose_canaries(run, run.deployer.brokers())
     plan = promotion_plan(run, canaries)
+    waves = promotion_waves(run, plan)
     controllers = [c.node_id for c in run.deployer.controllers()]
-    return {"canary_brokers": canaries, **plan.to_dict(), "controllers": controllers,
-            "lines": plan.lines() + [f"then controllers {controllers}, one at a time, each only while a caught-up "
-                                     f"majority of the quorum remains"]}
+    return {"canary_brokers": canaries, **plan.to_dict(), "waves": [w.to_dict() for w in waves],
+            "controllers": controllers,
+            "lines": plan.lines() + wave_lines(waves, run.spec.promote.look) + [
+                f"then controllers {controllers}, one at a time, each only while a caught-up majority of the quorum "
+                f"remains"]}
 
 
 def finalize(run: Rollout, version: str) -> dict:

@@ -230,6 +230,7 @@ class TrafficSection(SpecSection):
 
 
 _WAVE = re.compile(r"^(all|([1-9][0-9]?|100)%)$")
+MAX_WAVES = 6
 
 
 def _waves(value: object) -> str | list[str]:
@@ -240,6 +241,8 @@ def _waves(value: object) -> str | list[str]:
     if not isinstance(value, list) or not value or not all(isinstance(v, str) and _WAVE.match(v) for v in value):
         raise ValueError(f"must be auto, or a list of growing shares of the brokers (1% to 100%) or all,{shown}; "
                          f"got {value!r}")
+    if len(value) > MAX_WAVES:
+        raise ValueError(f"at most {MAX_WAVES} waves (the Airflow DAG has a task for each), got {len(value)}")
     if "all" in value[:-1]:
         raise ValueError(f'"all" can only be the last wave,{shown}')
     shares = [float(v.rstrip("%")) for v in value if v != "all"]

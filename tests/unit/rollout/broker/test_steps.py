@@ -418,6 +418,24 @@ def test_a_pause_during_a_look_stops_before_the_next_wave_and_resume_goes_on_whe
     assert run.state.status == RunStatus.PROMOTED
 
 
+def test_wave_by_wave_as_the_dag_runs_it_an_approval_given_once(tmp_path, monkeypatch):
+    cluster, run, _ = six_in_batches(tmp_path, promote=WAVES)
+    judged(run, "INCONCLUSIVE")
+    looks = Looks()
+    monkeypatch.setattr(promote, "wave_look", looks)
+    with pytest.raises(RolloutError, match="approval"):
+        promote.promote(run, through_wave=1)
+    first = promote.promote(run, approve=True, through_wave=1)
+    assert (first["waves_done"], first["waves"]) == (1, 3) and cluster.rolls() == [1, 2]
+    assert run.state.status != RunStatus.PROMOTED and "controllers" not in first
+    promote.promote(run, through_wave=2)  # approved once: the later waves need no second approval
+    assert cluster.rolls() == [1, 2, 3] and looks.seen == [(1, [1, 2]), (2, [1, 2, 3])]
+    last = promote.promote(run, through_wave=3)
+    assert cluster.rolls() == [1, 2, 3, 4, 5, 6] and run.state.status == RunStatus.PROMOTED
+    assert "controllers" in last and len(looks.seen) == 2
+    assert len(promote.promotion_waves(run)) == 3
+
+
 def test_on_three_brokers_with_rf_3_no_two_may_go_together(cluster, tmp_path):
     run = judged(deployed(cluster, tmp_path, promote={"max_batch": 3}))
     cluster.changes.clear()
