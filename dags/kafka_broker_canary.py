@@ -30,6 +30,7 @@ from kafka_canary_provider.operators.warm_up import LearnerWarmUpOperator
 from kafka_canary_provider.runs import rollout_run_id, run_file
 
 from canary.forms import BROKER_FORM
+from canary.rollout.broker.spec import MAX_WAVES
 
 REPO = Path(__file__).resolve().parents[1]
 ANALYSIS_JOB = str(REPO / "spark_jobs" / "canary_analysis.py")
@@ -60,7 +61,9 @@ DOC = """
 ### Gated Kafka broker rollout
 
 preflight → deploy canary → learner warm-up → lead → probe window (interim gates) → Spark analysis → judge →
-**PROMOTE**: promote the fleet (controllers last) · **ROLLBACK**: canary brokers back to baseline ·
+**PROMOTE**: promote the fleet in gated waves (`promote.waves`: a look after each but the last; a regression rolls
+the promoted waves back; `kafka-canary rollout pause` holds it before the next wave; controllers last) ·
+**ROLLBACK**: canary brokers back to baseline ·
 **INCONCLUSIVE**: a person decides in *Required actions* (no answer within 4 h → rollback; or
 `on_inconclusive = rollback` to never ask) → verify → finalize → report. *finalize* raises the feature levels (the
 one step no rollback undoes) only once the promoted fleet has baked (`promote.bake`, 10 min by default): until then
@@ -126,8 +129,11 @@ def kafka_broker_canary():
              "Report: /kafka-canary/runs/{{ rollout_run_id(run_id) }}/report.html",
     )
     # Either way in: the verdict's own branch, or the person's choice.
-    promote = PromoteOperator(task_id="promote", approved_by="ask_a_person",
+    # One task per wave of the promotion (promote.waves): the first takes the person's approval; a wave the plan
+    # does not have is skipped, and so is each one after a look that rolled the promotion back.
+    promote = PromoteOperator(task_id="promote", approved_by="ask_a_person", wave=1,
                               trigger_rule="none_failed_min_one_success", **steps)
+    waves = [PromoteOperator(task_id=f"promote_wave_{n}", wave=n, **steps) for n in range(2, MAX_WAVES + 1)]
     rollback = RollbackOperator(task_id="rollback", trigger_rule="none_failed_min_one_success", **steps)
     verify = VerifyOperator(task_id="verify", trigger_rule="none_failed_min_one_success", **steps)
     finalize = FinalizeOperator(task_id="finalize", **steps)
@@ -136,8 +142,9 @@ def kafka_broker_canary():
 
     chain(preflight, deploy, warm_up, lead, probe, request, analysis, judge)
     to_promote >> promote
+    chain(promote, *waves)
     to_rollback >> rollback
-    [promote, rollback] >> verify >> finalize >> report
+    [promote, *waves, rollback] >> verify >> finalize >> report
 
 
 broker_canary_dag = kafka_broker_canary()

@@ -176,25 +176,43 @@ def followed_branches(ti, task_id: str) -> list[str]:
 
 
 class PromoteOperator(RolloutStepOperator):
-    """Rolls the rest of the fleet, the controllers last, probes (finalize is its own task, after the bake).
+    """Rolls the rest of the fleet, the controllers last, probes (finalize is its own task, after the bake): every
+    wave, or with `wave` the waves up to that one and the look after it (the DAG's task per wave; the last wave
+    brings the controllers). A task whose wave the plan does not have is skipped, as is every wave after a look
+    that rolled the promotion back.
 
     :param approved_by: task id of the person's decision (a HITL branch); an INCONCLUSIVE verdict is promoted
-        only when that task chose this task.
+        only when that task chose this task (the first wave's); the later waves follow that approval.
+    :param wave: this task's wave (1 …); None: every wave.
     """
 
     template_fields: Sequence[str] = (*RolloutStepOperator.template_fields, "approved_by")
 
-    def __init__(self, *, approved_by: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, approved_by: str | None = None, wave: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.approved_by = approved_by
+        self.wave = wave
 
     def run_step(self, rollout: RolloutRun, context: Context) -> dict:
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from canary.rollout.broker.promote import promotion_waves
+        from canary.rollout.core.step import rollback_decided
+
         approve = False
         if self.approved_by:
             approve = self.task_id in followed_branches(context["ti"], self.approved_by)
             if approve:
                 self.log.info("a person approved promoting through %s", self.approved_by)
-        return self.kind().promote(rollout, approve=approve)
+        if self.wave is None:
+            return self.kind().promote(rollout, approve=approve)
+        decided = rollback_decided(rollout)
+        if decided is not None:
+            raise AirflowSkipException(f"the promotion rolled back: {decided.reason}")
+        waves = len(promotion_waves(broker_run(rollout)))
+        if self.wave > waves:
+            raise AirflowSkipException(f"the promotion has {waves} wave(s): nothing for wave {self.wave}")
+        return self.kind().promote(rollout, approve=approve, through_wave=self.wave)
 
 
 class RollbackOperator(RolloutStepOperator):

@@ -11,7 +11,7 @@ from airflow.dag_processing.dagbag import DagBag
 REPO = Path(__file__).resolve().parents[3]
 BROKER_TASKS = {"preflight", "deploy_canary", "warm_up", "lead", "probe_window", "analysis_request",
                 "spark_analysis", "judge", "route_verdict", "verdict_promote", "verdict_rollback", "ask_a_person",
-                "promote", "rollback", "verify", "finalize", "report"}
+                "promote", "rollback", "verify", "finalize", "report"} | {f"promote_wave_{n}" for n in range(2, 7)}
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,14 @@ def test_broker_dag_graph(dagbag):
     assert down["route_verdict"] == {"verdict_promote", "verdict_rollback", "ask_a_person"}
     assert down["ask_a_person"] == {"promote", "rollback"}
     assert down["verdict_promote"] == {"promote"} and down["verdict_rollback"] == {"rollback"}
-    assert down["promote"] == down["rollback"] == {"verify"} and down["verify"] == {"finalize"}
+    # one task per wave, each ready for verify: a wave the plan lacks is skipped, and verify still runs
+    waves = ["promote"] + [f"promote_wave_{n}" for n in range(2, 7)]
+    for a, b in zip(waves, waves[1:], strict=False):
+        assert down[a] == {b, "verify"}, a
+    assert down["promote_wave_6"] == down["rollback"] == {"verify"} and down["verify"] == {"finalize"}
+    assert [dag.task_dict[w].wave for w in waves] == [1, 2, 3, 4, 5, 6]
+    assert dag.task_dict["promote"].approved_by == "ask_a_person"
+    assert dag.task_dict["promote_wave_2"].approved_by is None
     assert down["finalize"] == {"report"}
     rules = {t: dag.task_dict[t].trigger_rule.value for t in ("judge", "promote", "rollback", "verify", "report")}
     assert rules == {"judge": "all_done", "promote": "none_failed_min_one_success",
