@@ -1,18 +1,21 @@
 """The kafka-canary Airflow plugin: the run reports (report.html in the run storage and the Spark analysis report
 with its plots) and the health sweeps' reports (in the sweep history) served by a FastAPI app under /kafka-canary,
 behind Airflow's own authentication; a "Canary rollouts" entry in the UI's navigation (the runs index), a "Canary
-report" tab on every DAG run's and task instance's page, and the report link of every rollout task."""
+report" tab on every DAG run's and task instance's page, a "Canary promotion" tab on every DAG run's page (pause
+the promotion before its next wave, resume it), and the report link of every rollout task."""
 
 from __future__ import annotations
 
 import html
 from pathlib import Path
-from urllib.parse import urlencode
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
 
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import Depends, FastAPI, HTTPException
+from fastapi import Depends, FastAPI, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from canary.rollout.core import pause
 from canary.storage import Store, StoreError, open_store
 from canary.storage.store import valid_key
 from kafka_canary_provider.hooks.run_storage import run_storage_options
@@ -86,7 +89,11 @@ def _index(store: Store, filters: dict[str, str], page: int) -> str:
 def create_app() -> FastAPI:
     """The report pages, read from the run storage (a directory, or the object store every worker writes to: the
     API server needs no disk shared with the workers)."""
+    from airflow.api_fastapi.core_api.security import get_user
+
     app = FastAPI(title="kafka-canary rollout reports", dependencies=[Depends(_authenticated())])
+    app.state.may_change_runs = _may_change_runs()  # one dependency object (a test overrides it by this key)
+    person = Depends(get_user)
 
     @app.get("/", response_class=HTMLResponse)
     def index(cluster: str = "", kind: str = "", verdict: str = "", status: str = "", page: int = 1) -> str:
@@ -107,7 +114,64 @@ def create_app() -> FastAPI:
     def dag_run_report(dag_id: str, run_id: str) -> Response:
         return _dag_run_page(runs_store(), dag_id, run_id)
 
+    @app.get("/dag-runs/{dag_id}/{run_id}/promotion", response_class=HTMLResponse)
+    def promotion(dag_id: str, run_id: str) -> str:
+        return _promotion_page(runs_store(), dag_id, run_id)
+
+    # Pausing a promotion changes a run: Airflow's permission to change this DAG's runs, and a form of this site.
+    @app.post("/dag-runs/{dag_id}/{run_id}/promotion", dependencies=[Depends(app.state.may_change_runs)])
+    def promotion_action(dag_id: str, run_id: str, request: Request, action: str = Form(...),
+                         reason: str = Form(""), user: Any = person) -> Response:
+        _same_site(request)
+        store = runs_store().child(rollout_run_id(run_id))
+        if store.read("run.json") is None:
+            raise HTTPException(status_code=404, detail="no rollout for this DAG run")
+        by = getattr(user, "get_name", lambda: None)() or "a person"
+        if action == "pause":
+            pause.pause(store, f"{by} (Airflow)", reason)
+        elif action == "resume":
+            pause.resume(store)
+        else:
+            raise HTTPException(status_code=400, detail="action must be pause or resume")
+        return RedirectResponse(f"{URL_PREFIX}/dag-runs/{quote(dag_id)}/{quote(run_id)}/promotion", status_code=303)
+
     return app
+
+
+def _may_change_runs():
+    """Airflow's dependency that refuses a user who may not change the runs of the path's DAG."""
+    from airflow.api_fastapi.core_api.security import DagAccessEntity, requires_access_dag
+
+    return requires_access_dag("PUT", DagAccessEntity.RUN)
+
+
+def _same_site(request: Request) -> None:
+    """Refuses a form posted from another site (its Origin or Referer names another host)."""
+    sent = request.headers.get("origin") or request.headers.get("referer")
+    if sent and urlsplit(sent).netloc != request.url.netloc:
+        raise HTTPException(status_code=403, detail="a form of another site")
+
+
+def _promotion_page(store: Store, dag_id: str, run_id: str) -> str:
+    """The promotion of the DAG run's rollout: paused or not, and a button to pause it before its next wave or to
+    let it go on (a plain form: no script needed)."""
+    run = store.child(rollout_run_id(run_id))
+    if run.read("run.json") is None:
+        raise HTTPException(status_code=404, detail="no rollout for this DAG run")
+    held = pause.paused(run)
+    state = (f"<p><strong>{html.escape(pause.describe(held))}</strong>: the promotion stops before its next wave "
+             f"(the wave under way finishes, and its look).</p>" if held is not None else
+             "<p>Not paused: the promotion goes on wave after wave.</p>")
+    form = ('<form method="post"><input type="hidden" name="action" value="resume">'
+            '<button type="submit">Resume the promotion</button></form>' if held is not None else
+            '<form method="post"><input type="hidden" name="action" value="pause">'
+            '<label>Why <input name="reason" maxlength="500" size="50"></label> '
+            '<button type="submit">Pause before the next wave</button></form>')
+    report = f"{URL_PREFIX}/runs/{quote(rollout_run_id(run_id))}/report.html"
+    return ("<!doctype html><html lang='en'><head><meta charset='utf-8'><title>Canary promotion</title></head>"
+            "<body style='font:14px system-ui,sans-serif;margin:2em'><h1>Promotion of "
+            f"{html.escape(dag_id)} / {html.escape(run_id)}</h1>{state}{form}"
+            f"<p><a href='{html.escape(report)}'>The run's report</a></p></body></html>")
 
 
 def _served(store: Store, key: str) -> Response:
@@ -143,5 +207,7 @@ class KafkaCanaryPlugin(AirflowPlugin):
     external_views = [{"name": "Canary rollouts", "href": f"{URL_PREFIX}/", "destination": "nav",
                        "category": "browse", "url_route": "kafka-canary"}] + [
         {"name": "Canary report", "href": f"{URL_PREFIX}/dag-runs/{{DAG_ID}}/{{RUN_ID}}", "destination": where,
-         "url_route": f"kafka-canary-{where.replace('_', '-')}"} for where in ("dag_run", "task_instance")]
+         "url_route": f"kafka-canary-{where.replace('_', '-')}"} for where in ("dag_run", "task_instance")] + [
+        {"name": "Canary promotion", "href": f"{URL_PREFIX}/dag-runs/{{DAG_ID}}/{{RUN_ID}}/promotion",
+         "destination": "dag_run", "url_route": "kafka-canary-promotion"}]
     operator_extra_links = [RolloutReportLink()]

@@ -79,7 +79,8 @@ def test_airflow_loads_the_plugin_and_its_report_pages_from_the_entry_point(airf
     assert [(v["name"], v["href"], v["destination"]) for v in plugin["external_views"]] == [
         ("Canary rollouts", "/kafka-canary/", "nav"),
         ("Canary report", "/kafka-canary/dag-runs/{DAG_ID}/{RUN_ID}", "dag_run"),
-        ("Canary report", "/kafka-canary/dag-runs/{DAG_ID}/{RUN_ID}", "task_instance")]
+        ("Canary report", "/kafka-canary/dag-runs/{DAG_ID}/{RUN_ID}", "task_instance"),
+        ("Canary promotion", "/kafka-canary/dag-runs/{DAG_ID}/{RUN_ID}/promotion", "dag_run")]
     assert plugin["operator_extra_links"] == ["<kafka_canary_provider.links.RolloutReportLink object>"]
 
 

@@ -16,6 +16,7 @@ from kafka_canary_provider.triggers.warm_up import LearnerWarmUpTrigger
 
 from canary.release import RELEASE_NOTE
 from canary.rollout.broker.spec import load_spec
+from canary.rollout.core import pause
 from canary.rollout.core.index import IndexEntry, RunsIndex
 from canary.rollout.core.record import Origin
 from canary.rollout.core.run import RunState
@@ -118,6 +119,55 @@ def test_a_dag_run_s_tab_opens_its_report(runs):
     assert none.status_code == 200 and "No kafka-canary report for this DAG run" in none.text
 
 
+class _User:
+    def get_name(self) -> str:
+        return "alice"
+
+
+def test_a_person_pauses_and_resumes_a_promotion_from_the_dag_run_s_tab(runs):
+    from airflow.api_fastapi.core_api.security import get_user
+
+    app = plugin.create_app()
+    app.dependency_overrides[get_user] = _User
+    app.dependency_overrides[app.state.may_change_runs] = lambda: None  # Airflow's "may change this DAG's runs"
+    client = TestClient(app, follow_redirects=False)
+    store = open_store(runs).child("r1")
+    page = client.get("/dag-runs/kafka_broker_canary/r1/promotion").text
+    assert "Not paused" in page and 'value="pause"' in page
+    done = client.post("/dag-runs/kafka_broker_canary/r1/promotion", data={"action": "pause", "reason": "SLO red"})
+    assert done.status_code == 303
+    assert done.headers["location"] == "/kafka-canary/dag-runs/kafka_broker_canary/r1/promotion"
+    held = pause.paused(store)
+    assert held["by"] == "alice (Airflow)" and held["reason"] == "SLO red"
+    page = client.get("/dag-runs/kafka_broker_canary/r1/promotion").text
+    assert "paused by alice (Airflow)" in page and "SLO red" in page and 'value="resume"' in page
+    foreign = client.post("/dag-runs/kafka_broker_canary/r1/promotion", data={"action": "resume"},
+                          headers={"origin": "https://elsewhere.example"})
+    assert foreign.status_code == 403 and pause.paused(store) is not None  # a form of another site changes nothing
+    assert client.post("/dag-runs/kafka_broker_canary/r1/promotion", data={"action": "resume"}).status_code == 303
+    assert pause.paused(store) is None
+    assert client.post("/dag-runs/kafka_broker_canary/r1/promotion", data={"action": "stop"}).status_code == 400
+    assert client.get("/dag-runs/kafka_broker_canary/none/promotion").status_code == 404
+
+
+def test_pausing_asks_airflow_whether_the_person_may_change_the_dag_s_runs(runs):
+    from airflow.api_fastapi.core_api.security import get_user
+
+    asked = []
+
+    def refuse(dag_id: str):
+        asked.append(dag_id)
+        raise HTTPException(status_code=403, detail="Forbidden")
+
+    app = plugin.create_app()
+    app.dependency_overrides[get_user] = _User
+    app.dependency_overrides[app.state.may_change_runs] = refuse
+    client = TestClient(app, follow_redirects=False)
+    refused = client.post("/dag-runs/kafka_broker_canary/r1/promotion", data={"action": "pause"})
+    assert refused.status_code == 403 and asked == ["kafka_broker_canary"]
+    assert pause.paused(open_store(runs).child("r1")) is None
+
+
 class _DagRun:
     dag_id, run_id, triggering_user_name = "kafka_broker_canary", "manual__1", "admin"
 
@@ -142,9 +192,10 @@ def test_plugin_registers_app_view_and_link():
     p = plugin.KafkaCanaryPlugin
     assert p.fastapi_apps[0]["url_prefix"] == "/kafka-canary"
     assert p.external_views[0]["href"] == "/kafka-canary/"
-    tabs = {v["destination"]: v["href"] for v in p.external_views[1:]}
-    assert tabs == {"dag_run": "/kafka-canary/dag-runs/{DAG_ID}/{RUN_ID}",
-                    "task_instance": "/kafka-canary/dag-runs/{DAG_ID}/{RUN_ID}"}
+    tabs = {(v["name"], v["destination"]): v["href"] for v in p.external_views[1:]}
+    assert tabs == {("Canary report", "dag_run"): "/kafka-canary/dag-runs/{DAG_ID}/{RUN_ID}",
+                    ("Canary report", "task_instance"): "/kafka-canary/dag-runs/{DAG_ID}/{RUN_ID}",
+                    ("Canary promotion", "dag_run"): "/kafka-canary/dag-runs/{DAG_ID}/{RUN_ID}/promotion"}
     assert isinstance(p.operator_extra_links[0], RolloutReportLink)
 
 
