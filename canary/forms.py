@@ -296,6 +296,15 @@ BROKER_FORM = Form(BrokerRolloutSpec, RolloutOptions, (
     FormField("bake", ("promote", "bake"), "Bake before finalize",
               "How long the promoted fleet runs before the finalize task may raise the feature levels, e.g. 10m; "
               "the task is skipped until then (clear it after the bake)"),
+    FormField("promote_max_batch", ("promote", "max_batch"), "Promotion batch size",
+              "Up to this many brokers of one rack restart together when the safe-roll guard proves every partition "
+              "keeps min.insync.replicas; 1: one at a time"),
+    FormField("promote_waves", ("promote", "waves"), "Promotion waves",
+              'Gated waves, each a cumulative share of the brokers with a look between, e.g. ["25%", "50%", "all"]; '
+              '["all"]: one wave; auto: 25 %, 50 %, all from six brokers on, one wave below',
+              schema={"type": ["string", "array"], "items": {"type": "string"}}),
+    FormField("promote_look", ("promote", "look"), "Look between waves",
+              "How long the promoted brokers are compared with the rest after each wave but the last, e.g. 1m"),
     _ON_INCONCLUSIVE,
     _STARTED_BY,
     FormField("lead_topics", ("lead_topics",), "Lead topics",

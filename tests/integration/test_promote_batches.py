@@ -1,6 +1,8 @@
-"""Promotion in batches on real brokers: six brokers over three racks, every partition with one replica per rack, so
-the two brokers of a rack may be away together; the plan is the cluster's own, the rolls follow it, and an outside
-watch on the partitions sees no partition below min.insync.replicas while the batches restart."""
+"""Promotion in batches and gated waves on real brokers: six brokers over three racks, every partition with one
+replica per rack, so the two brokers of a rack may be away together; the plan is the cluster's own, each batch is
+drained and restarted at once, an outside watch on the partitions sees no partition below min.insync.replicas while
+the batches restart, and the look between two waves passes. Then a change whose harm shows only on the promoted
+brokers: the look after the first wave rolls the promotion back."""
 
 from __future__ import annotations
 
@@ -58,8 +60,8 @@ def test_a_rack_aware_fleet_is_promoted_rack_by_rack_and_min_isr_holds(cluster_f
                       "probe": {"window": "45s", "interim_interval": "10s", "rate": 50, "preflight": "3s",
                                 "calibration": "12s"},
                       "judge": {"engine": "inline", "config": FAST_JUDGE}, "capacity": "not_required",
-                      "timeouts": {"guard": "120s", "warm_up": "180s"}, "promote": {"max_batch": 2},
-                      "run_id": "batches"})
+                      "timeouts": {"guard": "120s", "warm_up": "180s"},
+                      "promote": {"max_batch": 2, "waves": ["50%", "all"], "look": "20s"}, "run_id": "batches"})
     rollout = Rollout(spec, tmp_path / "run")
     with IsrWatch(cluster.bootstrap_servers) as watch:
         result = run_all(BROKER, rollout)
@@ -69,12 +71,50 @@ def test_a_rack_aware_fleet_is_promoted_rack_by_rack_and_min_isr_holds(cluster_f
     print(f"\nplan: {batches}; notes: {promoted['plan']['notes']}; {watch.samples} ISR samples; "
           f"fewest in-sync replicas above min ISR: {min(watch.lowest.values())}")
     assert batches == [[1], [3, 4], [5, 6], [2]]  # broker 1's rack mate is the canary, promoted last
-    restarted = [e["broker"] for e in rollout.audit.entries()
-                 if e["step"] == "promote" and e["action"] == "restart broker"]
-    assert restarted == [1, 3, 4, 5, 6, 2]
+    promoting = [e for e in rollout.audit.entries() if e["step"] == "promote"]
+    assert sorted(e["broker"] for e in promoting if e["action"] == "restart broker") == [1, 2, 3, 4, 5, 6]
+    # a batch restarts at once: both its brokers are restarting before either is back
+    for batch in ([3, 4], [5, 6]):
+        events = [e["action"] for e in promoting if e.get("broker") in batch
+                  and e["action"] in ("restart broker", "broker restarted")]
+        assert events == ["restart broker", "restart broker", "broker restarted", "broker restarted"], (batch, events)
+    drained = [e for e in promoting if e["action"] == "drained"]
+    assert [sorted(e["brokers"]) for e in drained] == [[1], [3, 4], [5, 6], [2]]
+    assert all(e["drained"] > 0 and e["still_leading"] == [] for e in drained), drained
+    assert [w["batches"] for w in promoted["plan"]["waves"]] == [[[1], [3, 4]], [[5, 6], [2]]]
+    assert [(lk["wave"], lk["verdict"]) for lk in promoted["looks"]] == [(1, "PROMOTE")]
+    assert rollout.state.record.drained is None
     assert watch.samples > 20 and min(watch.lowest.values()) >= 0, watch.lowest
     seen_by_the_roll = {tuple(r["batch"]): r["isr_headroom_min"] for r in promoted["rolled"] if "batch" in r}
     assert set(seen_by_the_roll) == {(3, 4), (5, 6)} and min(seen_by_the_roll.values()) >= 0, seen_by_the_roll
     assert promoted["probe"]["lost"] == 0
     cluster.reload()
     assert {(n.version, n.config.get("num.io.threads")) for n in cluster.state.brokers} == {(BASELINE_VERSION, "6")}
+
+
+def test_a_wave_whose_look_sees_a_regression_rolls_the_promotion_back(cluster_factory, tmp_path):
+    """The change hurts only on the promoted brokers (a 400 ms delay before their client listener): the canary
+    window promotes, the look after the first wave puts broker 1 against the rest and rolls everything back."""
+    cluster = cluster_factory(brokers=4)
+    spec = load_spec({"cluster": {"dir": str(cluster.directory)}, "change": {"config": {"num.io.threads": "6"}},
+                      "canary": {"brokers": [4], "control": "none"}, "fault": {"client_delay_ms": 400,
+                                                                                 "on": "promoted"},
+                      "probe": {"window": "30s", "interim_interval": "10s", "rate": 20, "preflight": "3s",
+                                "calibration": "10s"},
+                      "judge": {"engine": "inline", "config": FAST_JUDGE}, "capacity": "not_required",
+                      "timeouts": {"guard": "120s", "warm_up": "180s"},
+                      "promote": {"waves": ["25%", "all"], "look": "40s"}, "run_id": "waves"})
+    rollout = Rollout(spec, tmp_path / "run")
+    result = run_all(BROKER, rollout)
+    assert (result.outcome, result.status) == ("ROLLBACK", "verified rolled_back"), result
+    promoted = rollout.state.record.step("promote").result
+    assert [w["batches"] for w in promoted["plan"]["waves"]] == [[[1]], [[2], [3], [4]]]
+    assert "look after promotion wave 1" in promoted["regressed"], promoted["regressed"]
+    print(f"\n{promoted['regressed']}")
+    restarted = [e["broker"] for e in rollout.audit.entries()
+                 if e["step"] == "promote" and e["action"] == "restart broker"]
+    assert restarted[0] == 1 and 2 not in restarted and 3 not in restarted  # wave 2 never started
+    assert promoted["probe"]["lost"] == 0
+    cluster.reload()
+    assert {(n.node_id, n.config.get("num.io.threads"), n.client_delay_ms) for n in cluster.state.brokers} == {
+        (b, None, 0.0) for b in (1, 2, 3, 4)}

@@ -127,3 +127,13 @@ def test_the_load_param_takes_a_rate_or_auto_as_the_spec_does():
     BROKER_FORM.check({"load_rate": 2000})
     with pytest.raises(FormError, match="load_rate: 'fast' must be records/s per partition"):
         BROKER_FORM.check({"load_rate": "fast"})
+
+
+def test_the_promotion_params_take_waves_as_the_spec_does():
+    spec = BROKER_FORM.spec({"promote_waves": ["10%", "50%", "all"], "promote_max_batch": 2, "promote_look": "30s"},
+                            cluster=CLUSTER)
+    assert spec["promote"] == {"waves": ["10%", "50%", "all"], "max_batch": 2, "look": "30s", "bake": "10m"}
+    assert BROKER_FORM.spec({}, cluster=CLUSTER)["promote"]["waves"] == "auto"
+    assert BROKER_FORM.parse("promote_waves", '["50%", "all"]') == ["50%", "all"]
+    with pytest.raises(FormError, match="promote_waves: each wave must be a larger share"):
+        BROKER_FORM.check({"promote_waves": ["50%", "25%"]})

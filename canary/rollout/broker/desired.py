@@ -32,7 +32,7 @@ def desired_state(run: Rollout, broker_id: int, phase: str) -> dict:
     canary = phase == "canary"
     rack = lanes.canary_rack(before["rack"]) if canary else lanes.real_rack(before["rack"])
     return {"version": target_version(run, before), "config": target_config(run, before), "rack": rack,
-            "client_delay_ms": run.spec.fault.client_delay_ms if canary else 0.0}
+            "client_delay_ms": run.spec.fault.client_delay_ms if phase == run.spec.fault.on else 0.0}
 
 
 def is_as_desired(b: BrokerInfo, want: dict) -> bool:

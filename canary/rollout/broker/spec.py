@@ -129,8 +129,11 @@ class ProbeSection(SpecSection):
 
 
 class FaultSection(SpecSection):
-    """Deliberate faults the canary brokers get with the change (scenarios and tests)."""
-    client_delay_ms: float = Field(0.0, strict=True, ge=0, le=60_000)  # a delaying proxy before each canary broker
+    """Deliberate faults brokers get with the change (scenarios and tests). `on`: the canary brokers (the change hurts
+    wherever it runs), or the brokers promoted after the verdict (a change whose harm shows only beyond the canary:
+    what the looks between promotion waves are for)."""
+    client_delay_ms: float = Field(0.0, strict=True, ge=0, le=60_000)  # a delaying proxy before each such broker
+    on: Literal["canary", "promoted"] = "canary"
 
 
 class TimeoutsSection(SpecSection):
