@@ -307,6 +307,33 @@ def _probe_accounting(entries: Iterable[dict]) -> str:
             + "".join(f"<th>{k.replace('_', ' ')}</th>" for k in _COUNTS) + "</tr>" + "".join(rows) + "</table>")
 
 
+def _promotion(entries: list[dict]) -> str:
+    """The promotion as its audit lines tell it: each wave's brokers and the look after it, the partitions drained,
+    a person's pauses."""
+    plans = [e for e in entries if e["action"] == "promotion plan"]
+    if not plans or not plans[-1].get("waves"):
+        return ""
+    looks = {e.get("wave"): e for e in entries if e["action"] == "wave look"}
+    waves = plans[-1]["waves"]
+    rows = []
+    for w in waves:
+        look = looks.get(w["wave"])
+        seen = (f"{look.get('verdict')}: {look.get('reason', '')}" if look else
+                "none (the last wave)" if w["wave"] == len(waves) else "not yet")
+        brokers = ", ".join(str(b) for batch in w["batches"] for b in batch)
+        batches = " · ".join(str(list(b)) for b in w["batches"])
+        rows.append(f"<tr><th scope='row'>{w['wave']}</th><td>{_e(brokers)}</td><td>{_e(batches)}</td>"
+                    f"<td>{_e(seen)}</td></tr>")
+    drained = sum(int(e.get("drained") or 0) for e in entries if e["action"] == "drained")
+    pauses = [f"{e['action']} by {e.get('by') or 'someone'}" + (f" ({e['reason']})" if e.get("reason") else "")
+              for e in entries if e["step"] == "pause"]
+    notes = ([f"{drained} partition leadership(s) moved off batches before they stopped, and back after"]
+             if drained else []) + ([f"pauses: {'; '.join(pauses)}"] if pauses else [])
+    return ("<h2>Promotion</h2><table><tr><th scope='col'>wave</th><th scope='col'>brokers</th>"
+            "<th scope='col'>batches</th><th scope='col'>the look after it</th></tr>" + "".join(rows) + "</table>"
+            + "".join(f"<p>{_e(n)}.</p>" for n in notes))
+
+
 def _evidence_over_time(record: RunRecord, analysed: dict) -> str:
     svg = evidence_svg(record, analysed)
     return f"<h3>The evidence over time</h3>{svg}" if svg else ""
@@ -345,7 +372,7 @@ def write_report(state: RunState, audit: AuditLog) -> Path:
 <h2>Timeline</h2>{_timeline(record, entries)}{_whole_rollout(state)}
 {_changes(record, entries)}
 {_evidence(metrics, state.run_dir, analysis)}{_evidence_over_time(record, analysed)}
-{_probe_accounting(entries)}
+{_promotion(entries)}{_probe_accounting(entries)}
 <h2>Steps</h2>{_step_rows(record)}
 <h2>Audit log</h2><p>Times in UTC, with the time since the run began.</p><ol class="audit">{audit_list}</ol>
 <details><summary>Spec</summary><pre>{_e(json.dumps(record.spec, indent=2))}</pre></details>

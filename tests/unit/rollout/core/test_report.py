@@ -132,3 +132,19 @@ def test_the_timeline_names_a_fault_injected_into_the_canary_lane(tmp_path):
     state.step_started("preflight")
     page = write_report(state, AuditLog(tmp_path / "run", "r9")).read_text()
     assert "a fault injected into the canary lane throughout (client_delay_ms 250.0)" in page
+
+
+def test_a_promotion_in_waves_shows_each_wave_its_look_the_drain_and_the_pauses(tmp_path):
+    state = RunState.open(tmp_path / "run", "r9", {"change": {"config": {"num.io.threads": "6"}}})
+    audit = AuditLog(tmp_path / "run", "r9")
+    audit.record("promote", "promotion plan", batches=[], waves=[
+        {"wave": 1, "batches": [[1], [3, 4]]}, {"wave": 2, "batches": [[5, 6]]}, {"wave": 3, "batches": [[2]]}])
+    audit.record("promote", "drained", brokers=[3, 4], drained=7, still_leading=[])
+    audit.record("promote", "wave look", wave=1, verdict="PROMOTE", reason="no regression")
+    audit.record("pause", "paused", by="alice", reason="SLO <red>")
+    audit.record("promote", "wave look", wave=2, verdict="ROLLBACK", reason="e2e_latency_p99: 480 vs 12 ms")
+    page = write_report(state, audit).read_text()
+    assert "<h2>Promotion</h2>" in page
+    assert "<td>1, 3, 4</td><td>[1] · [3, 4]</td><td>PROMOTE: no regression</td>" in page
+    assert "<td>ROLLBACK: e2e_latency_p99: 480 vs 12 ms</td>" in page and "none (the last wave)" in page
+    assert "7 partition leadership(s) moved off batches" in page and "paused by alice (SLO &lt;red&gt;)" in page
