@@ -4,7 +4,10 @@ A restarted broker leads nothing until leadership moves back to it, and a broker
 healthier for doing less: its request times, idle shares and CPU cannot show a capacity cut. So the gate judges
 capacity only when the canary carried its share, measured the same way for real traffic, load and probe alike:
 client bytes in and out and produce requests per second (Kafka's BrokerTopicMetrics count client traffic only, not
-replication), each canary broker against the median baseline broker.
+replication), each canary broker against the median baseline broker. Bytes follow the partitions a broker leads
+(each record lands on its partition's leader), so when the brokers lead different numbers of the user topics'
+partitions (8 partitions over 3 brokers: 3, 3 and 2) a canary's bytes are compared per partition it leads; produce
+requests do not (a producer sends one request per broker for all the partitions it leads there), so they are not.
 
 - **fair**: every measure the baseline brokers serve is within `traffic.tolerance` of theirs;
 - **representative**: the baseline brokers take at least `traffic.min_bytes_per_s` of client bytes in each, so the
@@ -21,7 +24,10 @@ from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
+from confluent_kafka import KafkaException
+
 from canary.broker_metrics import BrokerMetricsError, BrokerMetricsSource
+from canary.errors import CanaryError
 from canary.judge import INCONCLUSIVE, PROMOTE, Brief
 from canary.observations import BrokerReading, read_file_counted
 from canary.rollout.broker.metrics import broker_metrics_source
@@ -51,14 +57,17 @@ def _rate(value: float, unit: str) -> str:
 
 
 def share(per_broker: PerBroker, canaries: Collection[int], settings: TrafficSection,
-          reference: Collection[int] = ()) -> dict:
+          reference: Collection[int] = (), led: Mapping[int, int] | None = None) -> dict:
     """The canary brokers' share of client traffic from each broker's mean of MEASURES, against the median of the
     `reference` brokers (the control brokers in the window: they take the same probe traffic), else of every
-    non-canary broker. Returns (JSON-able): the canary brokers' values, the median reference broker's, each canary
-    broker's share per measure served, whether the traffic is representative and the share fair, and a one-sentence
-    reason."""
+    non-canary broker; `led`: how many user-topic partitions each broker leads, which a canary broker's byte shares
+    are weighed by (its share for the partitions it leads). Returns (JSON-able): the canary brokers' values, the
+    median reference broker's, each canary broker's share per measure served, whether the traffic is representative
+    and the share fair, and a one-sentence reason."""
     canary = {b: v for b, v in per_broker.items() if b in canaries}
-    baseline = [v for b, v in per_broker.items() if b not in canaries and (not reference or b in reference)]
+    refs = [b for b in per_broker if b not in canaries and (not reference or b in reference)]
+    baseline = [per_broker[b] for b in refs]
+    weights = _leadership_weights(led or {}, canary, refs)
     result: dict = {"canary": {str(b): {m: round(v.get(m, 0.0), 1) for m in MEASURES}
                                for b, v in sorted(canary.items())},
                     "baseline": {}, "share": {}, "representative": False, "fair": False}
@@ -68,8 +77,10 @@ def share(per_broker: PerBroker, canaries: Collection[int], settings: TrafficSec
     base = {m: statistics.median(v.get(m, 0.0) for v in baseline) for m in MEASURES}
     result["baseline"] = {m: round(v, 1) for m, v in base.items()}
     served = [m for m in MEASURES if base[m] >= _floor(m, settings)]
-    result["share"] = {str(b): {m: round(v.get(m, 0.0) / base[m], 3) for m in served}
-                       for b, v in sorted(canary.items())}
+    result["share"] = {str(b): {m: round(v.get(m, 0.0) / base[m] / (weights.get(b, 1.0) if m in _BYTES else 1.0), 3)
+                                for m in served} for b, v in sorted(canary.items())}
+    if weights:
+        result["leads"] = {str(b): round(w, 3) for b, w in sorted(weights.items())}
     bytes_in = base["bytes_in_per_s"]
     if bytes_in < settings.min_bytes_per_s:
         return result | {"reason": f"the baseline brokers take {_rate(bytes_in, 'bytes')} of client bytes in each, "
@@ -89,6 +100,32 @@ def share(per_broker: PerBroker, canaries: Collection[int], settings: TrafficSec
                                f"traffic ({_rate(bytes_in, 'bytes')} in, "
                                f"{_rate(base['produce_requests_per_s'], 'requests')} produce requests per baseline "
                                f"broker)"}
+
+
+_BYTES = ("bytes_in_per_s", "bytes_out_per_s")
+
+
+def _leadership_weights(led: Mapping[int, int], canary: Collection[int], refs: Collection[int]) -> dict[int, float]:
+    """Each canary broker's count of led partitions against the median reference broker's (none when unknown)."""
+    counts = [led[b] for b in refs if led.get(b)]
+    if not counts:
+        return {}
+    median = statistics.median(counts)
+    return {b: led[b] / median for b in canary if led.get(b) and led[b] != median}
+
+
+def user_leaders(run: Rollout) -> dict[int, int]:
+    """How many partitions of the user topics (not the internal `__…` ones, nor the probe's) each broker leads now;
+    {} when the cluster does not answer (the shares are then not weighed)."""
+    counts: dict[int, int] = {}
+    try:
+        views = run.partitions()
+    except (KafkaException, CanaryError, TimeoutError):
+        return {}
+    for p in views:
+        if not p.topic.startswith("__") and p.leader >= 0:
+            counts[p.leader] = counts.get(p.leader, 0) + 1
+    return counts
 
 
 def means(readings: Iterable[BrokerReading], metrics: Collection[str] = MEASURES) -> dict[int, dict[str, float]]:
@@ -111,7 +148,8 @@ def window_traffic(run: Rollout, observations: Path, load_rate: float) -> dict:
     # With a control broker the window's probe sends only to the canary's and the control's partitions
     # (probes.window_leaders): judged against the untouched brokers, the canary would carry the probe's requests alone.
     controls = run.state.record.control_brokers or ()
-    return ran | share(file_means(observations), run.canary_ids(), run.spec.traffic, reference=controls)
+    return ran | share(file_means(observations), run.canary_ids(), run.spec.traffic, reference=controls,
+                       led=user_leaders(run))
 
 
 def file_means(observations: Path, metrics: Collection[str] = MEASURES) -> dict[int, dict[str, float]]:
@@ -154,11 +192,12 @@ def wait_for_fair_share(run: Rollout) -> dict:
     interval = run.spec.broker_metrics.interval
     deadline = time.monotonic() + run.spec.traffic.wait
     measured: dict = {"fair": False, "representative": False, "reason": "no reading yet"}
+    led = user_leaders(run)  # as the lead step's elections left them
     try:
         source.sample()  # an exporter's rates need a first reading
         while True:
             time.sleep(interval)
-            measured = share(rates(source, MEASURES), run.canary_ids(), run.spec.traffic)
+            measured = share(rates(source, MEASURES), run.canary_ids(), run.spec.traffic, led=led)
             run.say("traffic share: %s", measured["reason"])
             if measured["fair"] or not measured["representative"] or time.monotonic() + interval > deadline:
                 return measured

@@ -119,6 +119,9 @@ class FakeRun:
     def canary_ids(self):
         return [4]
 
+    def partitions(self):
+        return []
+
     def say(self, text, *args):
         self.said.append(text % args)
 
@@ -174,3 +177,18 @@ def test_the_window_judges_the_share_against_the_control_which_takes_the_same_pr
     against_control = share(per_broker, [4], settings, reference=[3])
     assert against_control["fair"] and against_control["share"]["4"]["produce_requests_per_s"] == 1.038
 
+
+
+def test_bytes_are_weighed_by_the_partitions_each_broker_leads_and_requests_are_not():
+    """8 partitions over 3 brokers: the canary leads 3, the control 2. Its bytes are 1.5x the control's for 1.5x the
+    partitions: fair; its produce requests, one per producer and broker whatever the partitions, are not weighed."""
+    per_broker = {1: dict(BUSY), 2: {k: v * 1.5 for k, v in BUSY.items() if k != "produce_requests_per_s"} | {
+        "produce_requests_per_s": 310.0}, 3: dict(BUSY)}
+    tight = TrafficSection(tolerance=0.2)
+    unweighed = share(per_broker, [2], tight, reference=[3])
+    assert not unweighed["fair"] and "bytes in 1.50×" in unweighed["reason"]
+    weighed = share(per_broker, [2], tight, reference=[3], led={1: 3, 2: 3, 3: 2})
+    assert weighed["fair"] and weighed["leads"] == {"2": 1.5}
+    assert weighed["share"]["2"] == {"bytes_in_per_s": 1.0, "bytes_out_per_s": 1.0, "produce_requests_per_s": 1.033}
+    same = share(per_broker, [2], SETTINGS, reference=[3], led={2: 2, 3: 2})
+    assert "leads" not in same and same["share"]["2"]["bytes_in_per_s"] == 1.5
