@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+from canary import lanes
 from canary.cluster import distribution
 from canary.fields import format_duration, format_utc
 from canary.judge import ROLLBACK
@@ -157,18 +158,22 @@ def _bake_ends_ms(run: Rollout, now_ms: float) -> float:
 
 def promotion_plan(run: Rollout, canaries: list[int]) -> BatchPlan:
     """The batches of the promotion, from the cluster as it is: the baseline brokers, then the canaries; one at a
-    time in the deployer's order with `promote.max_batch` 1."""
+    time in the deployer's order with `promote.max_batch` 1. In batches, the racks without a canary first, then the
+    canaries' racks with the canaries last in them, so a canary (on the change already: it drops its marker) may
+    restart with its rack mates rather than alone at the end."""
     brokers = run.deployer.brokers()
     racks = {b.broker_id: b.rack for b in brokers}
     down = {b.broker_id for b in brokers if not b.running}
     partitions, registered = run.partitions(), run.admin.registered()
     settings = run.spec.promote
-
-    def plan(order: list[int]) -> BatchPlan:
-        if settings.max_batch == 1:
-            return serial_plan(order, racks, partitions, settings.headroom, down, registered)
-        return plan_batches(order, racks, partitions, settings.max_batch, settings.headroom, down, registered)
-    return plan([b.broker_id for b in brokers if b.broker_id not in canaries]).then(plan(canaries))
+    baseline = [b.broker_id for b in brokers if b.broker_id not in canaries]
+    if settings.max_batch == 1:
+        return serial_plan(baseline, racks, partitions, settings.headroom, down, registered).then(
+            serial_plan(canaries, racks, partitions, settings.headroom, down, registered))
+    canary_racks = {lanes.real_rack(racks.get(c)) for c in canaries}
+    last = [b for b in baseline if lanes.real_rack(racks.get(b)) in canary_racks]
+    order = [b for b in baseline if b not in last] + last + list(canaries)
+    return plan_batches(order, racks, partitions, settings.max_batch, settings.headroom, down, registered)
 
 
 def promotion_waves(run: Rollout, plan: BatchPlan | None = None) -> list[Wave]:

@@ -332,12 +332,22 @@ class BrokerRolloutSpec(SpecSection, SpecIdentity):
             "preflight_probe": self.probe.preflight, "calibration_probe": self.probe.calibration,
             "judge_config": self.judge.config, "engine": self.judge.engine, "finalize": self.finalize,
             "lead_topics": self.lead_topics, "capacity": self.capacity, "traffic": self.traffic.model_dump(),
-            "fault": self.fault.model_dump(), "warm_up_timeout": self.timeouts.warm_up,
+            "fault": _stored(self.fault, since_schema_1=("client_delay_ms",)), "warm_up_timeout": self.timeouts.warm_up,
             "guard_timeout": self.timeouts.guard, "broker_metrics": self.broker_metrics.model_dump(),
             "load": self.load.model_dump(), "run_id": self.run_id,
             # Kept only when not the default, so a spec stored before the control existed hashes as it did.
             **({"canary_control": self.canary.control} if self.canary.control != "auto" else {}),
-            **({"promote": self.promote.model_dump()} if self.promote != PromoteSection.model_validate({}) else {})}
+            **({"promote": _stored(self.promote, since_schema_1=("max_batch", "headroom", "bake"))}
+               if self.promote != PromoteSection.model_validate({}) else {}),
+            **({"pause_timeout": self.timeouts.pause} if self.timeouts.pause != DAY else {})}
+
+
+def _stored(section: SpecSection, since_schema_1: tuple[str, ...]) -> dict[str, Any]:
+    """A section as run.json keeps it: the fields it has always had, and a field added since only when not at its
+    default, so a spec stored before that field existed compares and hashes as it did."""
+    defaults = type(section).model_validate({})
+    return {k: v for k, v in section.model_dump().items()
+            if k in since_schema_1 or getattr(section, k) != getattr(defaults, k)}
 
 
 def load_spec(source: str | Path | dict, environ: Mapping[str, str] | None = None) -> BrokerRolloutSpec:

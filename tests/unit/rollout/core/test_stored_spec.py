@@ -25,3 +25,16 @@ def test_the_stored_spec_and_the_derived_run_id_are_as_earlier_versions_wrote_th
     assert json.loads(json.dumps(spec.to_dict(), default=str)) == written["stored"]  # as RunState stores it
     assert spec.effective_run_id == written["run_id"]
     assert spec.secret_values == written["secrets"]
+
+
+def test_a_field_added_since_is_stored_only_when_set():
+    base = {"cluster": {"dir": "/c"}, "change": {"config": {"num.io.threads": "6"}}, "canary": {"count": 1}}
+    plain = load_spec(base)
+    assert "promote" not in plain.to_dict() and plain.to_dict()["fault"] == {"client_delay_ms": 0.0}
+    batched = load_spec(base | {"promote": {"max_batch": 2}}).to_dict()["promote"]
+    assert batched == {"max_batch": 2, "headroom": 0, "bake": 600.0}  # as before waves existed
+    waves = load_spec(base | {"promote": {"waves": ["50%", "all"]}, "fault": {"on": "promoted"},
+                              "timeouts": {"pause": "2h"}})
+    stored = waves.to_dict()
+    assert stored["promote"]["waves"] == ["50%", "all"] and stored["fault"]["on"] == "promoted"
+    assert stored["pause_timeout"] == 7200.0 and waves.effective_run_id != plain.effective_run_id
