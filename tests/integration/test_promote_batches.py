@@ -70,23 +70,23 @@ def test_a_rack_aware_fleet_is_promoted_rack_by_rack_and_min_isr_holds(cluster_f
     batches = [b["brokers"] for b in promoted["plan"]["batches"]]
     print(f"\nplan: {batches}; notes: {promoted['plan']['notes']}; {watch.samples} ISR samples; "
           f"fewest in-sync replicas above min ISR: {min(watch.lowest.values())}")
-    assert batches == [[1], [3, 4], [5, 6], [2]]  # broker 1's rack mate is the canary, promoted last
+    assert batches == [[3, 4], [5, 6], [1, 2]]  # the canary's rack last, the canary with its rack mate
     promoting = [e for e in rollout.audit.entries() if e["step"] == "promote"]
     assert sorted(e["broker"] for e in promoting if e["action"] == "restart broker") == [1, 2, 3, 4, 5, 6]
     # a batch restarts at once: both its brokers are restarting before either is back
-    for batch in ([3, 4], [5, 6]):
+    for batch in ([3, 4], [5, 6], [1, 2]):
         events = [e["action"] for e in promoting if e.get("broker") in batch
                   and e["action"] in ("restart broker", "broker restarted")]
         assert events == ["restart broker", "restart broker", "broker restarted", "broker restarted"], (batch, events)
     drained = [e for e in promoting if e["action"] == "drained"]
-    assert [sorted(e["brokers"]) for e in drained] == [[1], [3, 4], [5, 6], [2]]
+    assert [sorted(e["brokers"]) for e in drained] == [[3, 4], [5, 6], [1, 2]]
     assert all(e["drained"] > 0 and e["still_leading"] == [] for e in drained), drained
-    assert [w["batches"] for w in promoted["plan"]["waves"]] == [[[1], [3, 4]], [[5, 6], [2]]]
+    assert [w["batches"] for w in promoted["plan"]["waves"]] == [[[3, 4], [5, 6]], [[1, 2]]]
     assert [(lk["wave"], lk["verdict"]) for lk in promoted["looks"]] == [(1, "PROMOTE")]
     assert rollout.state.record.drained is None
     assert watch.samples > 20 and min(watch.lowest.values()) >= 0, watch.lowest
     seen_by_the_roll = {tuple(r["batch"]): r["isr_headroom_min"] for r in promoted["rolled"] if "batch" in r}
-    assert set(seen_by_the_roll) == {(3, 4), (5, 6)} and min(seen_by_the_roll.values()) >= 0, seen_by_the_roll
+    assert set(seen_by_the_roll) == {(3, 4), (5, 6), (1, 2)} and min(seen_by_the_roll.values()) >= 0, seen_by_the_roll
     assert promoted["probe"]["lost"] == 0
     cluster.reload()
     assert {(n.version, n.config.get("num.io.threads")) for n in cluster.state.brokers} == {(BASELINE_VERSION, "6")}
