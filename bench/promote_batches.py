@@ -13,9 +13,10 @@ preflight, deploy-canary (broker 2) and warm-up run as steps; the verdict is the
 (the gate is not what is measured here), and promote and verify run as steps with `promote.max_batch` and
 `promote.drain` as the case says. The probe runs through every roll, as in a real rollout. Printed per run: the
 plan's batches, the promote step's seconds (its brokers' rolls and the post-promotion probe), the acknowledged
-messages the probe lost during the rolls, the probe's produce and e2e p99 during the rolls against the same before
-the change (the preflight probe: the quiet fleet), the fewest in-sync replicas above min.insync.replicas the roll's
-own ISR looks saw while a batch was away, and the guard's refusals and waits.
+messages the probe lost during the rolls, the seconds spent rolling batches (from a batch's drain to its return to
+every ISR with its leadership back) and in the looks between waves, the probe's produce and e2e p99 during the
+rolls against the same probe's between them, and the fewest in-sync replicas above min.insync.replicas the roll's
+own ISR looks saw while a batch was away. `--analyse DIR` prints the same of the runs a `--keep DIR` kept.
 """
 
 from __future__ import annotations
@@ -37,20 +38,47 @@ from canary.judge import PROMOTE  # noqa: E402
 from canary.judge.brief import Brief  # noqa: E402
 from canary.observations import Observation, read_file_counted  # noqa: E402
 from canary.rollout.broker import BROKER, Rollout  # noqa: E402
-from canary.rollout.broker.probes import before_observations, observations_path  # noqa: E402
 from canary.rollout.broker.spec import load_spec  # noqa: E402
 from canary.rollout.core.verdict import record_verdict  # noqa: E402
 
 RACKS = ["a", "a", "b", "b", "c", "c"]
 
 
-def p99s(path: Path | None) -> dict[str, float | None]:
-    """The probe's produce (send to ack) and e2e (send to receive) p99 in ms over an observations file."""
-    records = [r for r in read_file_counted(path)[0] if isinstance(r, Observation)] if path else []
+def p99s(records: list[Observation]) -> dict[str, float | None]:
+    """The probe's produce (send to ack) and e2e (send to receive) p99 in ms over `records`."""
     produce = [r.ack_ts - r.send_ts for r in records if r.ack_ts is not None]
     e2e = [r.receive_ts - r.send_ts for r in records if r.receive_ts is not None]
     return {"produce": round(float(np.percentile(produce, 99)), 1) if produce else None,
-            "e2e": round(float(np.percentile(e2e, 99)), 1) if e2e else None}
+            "e2e": round(float(np.percentile(e2e, 99)), 1) if e2e else None, "messages": len(records)}
+
+
+def roll_periods(audit: list[dict]) -> list[tuple[int, int]]:
+    """When the promotion was rolling a batch: from its drain (or its first restart) until it was back in every ISR
+    with its leadership given back."""
+    periods, start = [], None
+    for e in audit:
+        if e["step"] != "promote":
+            continue
+        if e["action"] in ("drain", "restart broker") and start is None:
+            start = e["ts_ms"]
+        elif e["action"] == "batch back in every ISR" and start is not None:
+            periods.append((start, e["ts_ms"]))
+            start = None
+    return periods
+
+
+def figures(run_dir: Path) -> dict:
+    """From a promotion's own files: the seconds spent rolling batches and in looks, and the probe's p99 during the
+    rolls against the same probe's between them (looks and pauses between batches: the same fleet, quiet)."""
+    audit = [json.loads(line) for line in (run_dir / "audit.jsonl").read_text().splitlines()]
+    periods = roll_periods(audit)
+    looks = [e["ts_ms"] for e in audit if e["action"] in ("wave look started", "wave look")]
+    records = [r for r in read_file_counted(run_dir / "observations-promote.jsonl")[0] if isinstance(r, Observation)]
+    rolling = [r for r in records if any(a <= r.send_ts <= b for a, b in periods)]
+    quiet = [r for r in records if not any(a <= r.send_ts <= b for a, b in periods)]
+    return {"rolls_s": round(sum(b - a for a, b in periods) / 1000, 1),
+            "looks_s": round(sum(b - a for a, b in zip(looks[::2], looks[1::2], strict=False)) / 1000, 1),
+            "quiet_p99_ms": p99s(quiet), "rolls_p99_ms": p99s(rolling)}
 
 
 def promote_once(cluster: LocalCluster, root: Path, n: int, max_batch: int, drain: bool) -> dict:
@@ -76,9 +104,28 @@ def promote_once(cluster: LocalCluster, root: Path, n: int, max_batch: int, drai
              for e in rollout.audit.entries() if e["step"] == "promote" and e["action"].startswith("guard")]
     return {"max_batch": max_batch, "drain": drain, "batches": [b["brokers"] for b in result["plan"]["batches"]],
             "promote_s": step.took_s if step else None, "lost": (result.get("probe") or {}).get("lost"),
-            "quiet_p99_ms": p99s(before_observations(rollout)),
-            "rolls_p99_ms": p99s(observations_path(rollout, "promote")),
-            "isr_headroom_min": min(headroom, default=None), "guard": guard, "status": str(rollout.state.status)}
+            **figures(rollout.run_dir), "isr_headroom_min": min(headroom, default=None), "guard": guard,
+            "status": str(rollout.state.status)}
+
+
+def promoted(run_dir: Path) -> bool:
+    """Whether the kept run's promote step finished."""
+    steps = json.loads((run_dir / "run.json").read_text())["steps"] if (run_dir / "run.json").is_file() else {}
+    return (steps.get("promote") or {}).get("status") == "done"
+
+
+def analysed(run_dir: Path) -> dict:
+    """The row of a kept run (`--analyse`), from its run.json and files."""
+    record = json.loads((run_dir / "run.json").read_text())
+    result = record["steps"]["promote"]["result"]
+    promote = record["spec"].get("promote") or {}
+    step = record["steps"]["promote"]
+    headroom = [r["isr_headroom_min"] for r in result.get("rolled", []) if "isr_headroom_min" in r]
+    return {"max_batch": promote.get("max_batch", 1), "drain": promote.get("drain", True),
+            "batches": [b["brokers"] for b in result["plan"]["batches"]],
+            "promote_s": round((step["finished_ms"] - step["started_ms"]) / 1000, 1),
+            "lost": (result.get("probe") or {}).get("lost"), **figures(run_dir),
+            "isr_headroom_min": min(headroom, default=None), "guard": [], "status": record["status"]}
 
 
 def main() -> None:
@@ -88,7 +135,12 @@ def main() -> None:
     p.add_argument("--start-delay", type=float, default=20.0, help="seconds a restarted broker stays down")
     p.add_argument("--traffic", type=int, default=1000, help="records/s of user traffic (0: none)")
     p.add_argument("--keep", type=Path, help="keep the cluster's and the runs' directories here")
+    p.add_argument("--analyse", type=Path, help="print the figures of the runs kept in this directory (--keep)")
     args = p.parse_args()
+    if args.analyse:
+        done = [d for d in sorted(args.analyse.glob("run-*")) if promoted(d)]
+        print_table([analysed(d) for d in done], args.start_delay, args.traffic)
+        return
     root = args.keep or Path(tempfile.mkdtemp(prefix="promote-batches-"))
     cluster = LocalCluster.up(root / "cluster", brokers=6, racks=RACKS, start_delay=args.start_delay)
     traffic = None
@@ -105,15 +157,19 @@ def main() -> None:
         if traffic:
             print(traffic.stop().line())
         cluster.down()
-    print(f"\n{args.start_delay:g} s start delay, {args.traffic} records/s of user traffic\n"
-          "| promote.max_batch | drain | batches | promote step (s) | lost during the rolls | probe produce p99 quiet "
-          "→ during the rolls (ms) | e2e p99 quiet → during (ms) | fewest in-sync replicas above min ISR while a "
-          "batch was away | guard waits |\n|---|---|---|---|---|---|---|---|---|")
+    print_table(rows, args.start_delay, args.traffic)
+
+
+def print_table(rows: list[dict], start_delay: float, traffic: int) -> None:
+    print(f"\n{start_delay:g} s start delay, {traffic} records/s of user traffic\n"
+          "| promote.max_batch | drain | batches | promote step (s) | rolling (s) | looks (s) | lost | probe produce "
+          "p99 between → during the rolls (ms) | e2e p99 between → during (ms) | fewest in-sync replicas above min "
+          "ISR while a batch was away |\n|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         q, d = r["quiet_p99_ms"], r["rolls_p99_ms"]
         print(f"| {r['max_batch']} | {'yes' if r['drain'] else 'no'} | {r['batches']} | {r['promote_s']:.0f} | "
-              f"{r['lost']} | {q['produce']} → {d['produce']} | {q['e2e']} → {d['e2e']} | "
-              f"{'-' if r['isr_headroom_min'] is None else r['isr_headroom_min']} | {len(r['guard'])} |")
+              f"{r['rolls_s']:.0f} | {r['looks_s']:.0f} | {r['lost']} | {q['produce']} → {d['produce']} | "
+              f"{q['e2e']} → {d['e2e']} | {'-' if r['isr_headroom_min'] is None else r['isr_headroom_min']} |")
 
 
 if __name__ == "__main__":
