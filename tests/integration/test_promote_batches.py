@@ -99,7 +99,7 @@ def test_a_wave_whose_look_sees_a_regression_rolls_the_promotion_back(cluster_fa
     spec = load_spec({"cluster": {"dir": str(cluster.directory)}, "change": {"config": {"num.io.threads": "6"}},
                       "canary": {"brokers": [4], "control": "none"}, "fault": {"client_delay_ms": 400,
                                                                                  "on": "promoted"},
-                      "probe": {"window": "30s", "interim_interval": "10s", "rate": 20, "preflight": "3s",
+                      "probe": {"window": "40s", "interim_interval": "10s", "rate": 50, "preflight": "3s",
                                 "calibration": "10s"},
                       "judge": {"engine": "inline", "config": FAST_JUDGE}, "capacity": "not_required",
                       "timeouts": {"guard": "120s", "warm_up": "180s"},

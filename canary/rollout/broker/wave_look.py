@@ -1,8 +1,8 @@
 """The look between two waves of a promotion: the probe, its lanes the brokers promoted so far (canary) against those
-not promoted yet (baseline), for `promote.look`, judged as the window's interim looks are, on the run's judge without
-its control brokers (the promoted brokers are the ones compared now). Only a regression an interim look would stop
-the window for stops the promotion: the change was judged at rest in the window already; a look that sees too
-little to say more lets the promotion go on."""
+not promoted yet (baseline), for the judge's warm-up and then `promote.look`, judged as the window's interim looks
+are, on the run's judge without its control brokers (the promoted brokers are the ones compared now). Only a
+regression an interim look would stop the window for stops the promotion: the change was judged at rest in the
+window already; a look that sees too little to say more lets the promotion go on."""
 
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ def wave_look(run: Rollout, wave: int, promoted: list[int]) -> Look:
     config = run.spec.judge.settings()
     cfg = replace(probe_config(run, name), canary_brokers=tuple(promoted))
     observations, before = observations_path(run, name), before_observations(run)
-    seconds = run.spec.promote.look
+    # `promote.look` is the time judged: the judge leaves out the first warmup_s of a probe (its clients finding the
+    # leaders the elections just moved, the promoted brokers' first seconds), so the probe runs that much longer.
+    seconds = config.warmup_s + run.spec.promote.look
     probe = run.open_probe(cfg, broker_metrics_source(run))
     probe.start()
     run.audit.record(run.step, "wave look started", wave=wave, promoted=promoted, seconds=seconds)
