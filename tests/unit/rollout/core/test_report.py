@@ -145,6 +145,6 @@ def test_a_promotion_in_waves_shows_each_wave_its_look_the_drain_and_the_pauses(
     audit.record("promote", "wave look", wave=2, verdict="ROLLBACK", reason="e2e_latency_p99: 480 vs 12 ms")
     page = write_report(state, audit).read_text()
     assert "<h2>Promotion</h2>" in page
-    assert "<td>1, 3, 4</td><td>[1] · [3, 4]</td><td>PROMOTE: no regression</td>" in page
-    assert "<td>ROLLBACK: e2e_latency_p99: 480 vs 12 ms</td>" in page and "none (the last wave)" in page
+    assert "<td>1, 3, 4</td><td>[1] · [3, 4]</td><td>passed: no regression</td>" in page
+    assert "<td>regression: e2e_latency_p99: 480 vs 12 ms</td>" in page and "none (the last wave)" in page
     assert "7 partition leadership(s) moved off batches" in page and "paused by alice (SLO &lt;red&gt;)" in page
