@@ -16,6 +16,7 @@ from fastapi import Depends, FastAPI, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from canary.rollout.core import pause
+from canary.rollout.core.audit import AuditLog
 from canary.storage import Store, StoreError, open_store
 from canary.storage.store import valid_key
 from kafka_canary_provider.hooks.run_storage import run_storage_options
@@ -126,11 +127,13 @@ def create_app() -> FastAPI:
         store = runs_store().child(rollout_run_id(run_id))
         if store.read("run.json") is None:
             raise HTTPException(status_code=404, detail="no rollout for this DAG run")
-        by = getattr(user, "get_name", lambda: None)() or "a person"
+        by = f"{getattr(user, 'get_name', lambda: None)() or 'a person'} (Airflow)"
+        audit = AuditLog(store, rollout_run_id(run_id))
         if action == "pause":
-            pause.pause(store, f"{by} (Airflow)", reason)
+            audit.record("pause", "paused", **pause.pause(store, by, reason))
         elif action == "resume":
-            pause.resume(store)
+            if pause.resume(store) is not None:
+                audit.record("pause", "resumed", by=by)
         else:
             raise HTTPException(status_code=400, detail="action must be pause or resume")
         return RedirectResponse(f"{URL_PREFIX}/dag-runs/{quote(dag_id)}/{quote(run_id)}/promotion", status_code=303)

@@ -17,6 +17,7 @@ from kafka_canary_provider.triggers.warm_up import LearnerWarmUpTrigger
 from canary.release import RELEASE_NOTE
 from canary.rollout.broker.spec import load_spec
 from canary.rollout.core import pause
+from canary.rollout.core.audit import AuditLog
 from canary.rollout.core.index import IndexEntry, RunsIndex
 from canary.rollout.core.record import Origin
 from canary.rollout.core.run import RunState
@@ -146,6 +147,8 @@ def test_a_person_pauses_and_resumes_a_promotion_from_the_dag_run_s_tab(runs):
     assert foreign.status_code == 403 and pause.paused(store) is not None  # a form of another site changes nothing
     assert client.post("/dag-runs/kafka_broker_canary/r1/promotion", data={"action": "resume"}).status_code == 303
     assert pause.paused(store) is None
+    said = [(e["action"], e["by"]) for e in AuditLog(store, "r1").entries()]
+    assert said == [("paused", "alice (Airflow)"), ("resumed", "alice (Airflow)")]  # the report's Promotion section
     assert client.post("/dag-runs/kafka_broker_canary/r1/promotion", data={"action": "stop"}).status_code == 400
     assert client.get("/dag-runs/kafka_broker_canary/none/promotion").status_code == 404
 
