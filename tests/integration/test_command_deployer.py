@@ -114,7 +114,7 @@ def test_kafka_canary_rollout_describe_shows_the_fleet_through_the_spec(fleet, t
     done = cli("rollout", "describe", "--spec", spec_file(fleet, tmp_path), "--json")
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
-    assert (seen["deployer"], seen["capabilities"], seen["controllers"]) == ("command", [], [])
+    assert (seen["deployer"], seen["capabilities"], seen["controllers"]) == ("command", ["concurrent_rolls"], [])
     assert [(b["id"], b["version"], b["running"], b["config"]["num.io.threads"]) for b in seen["brokers"]] == [
         (i, BASELINE_VERSION, True, "4") for i in (1, 2, 3)]
 
