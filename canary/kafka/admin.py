@@ -5,8 +5,9 @@ leaders, set configs. A harmless repeat (the topic already exists, no election n
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from confluent_kafka import ElectionType, KafkaException
 from confluent_kafka import TopicPartition as CTopicPartition
@@ -21,7 +22,7 @@ from confluent_kafka.admin import (
 )
 from kafka import TopicPartition
 from kafka.admin import KafkaAdminClient
-from kafka.errors import KafkaError
+from kafka.errors import BrokerNotAvailableError, KafkaConnectionError, KafkaError, NodeNotReadyError
 
 from canary.errors import ClusterError
 from canary.kafka.clients import admin_client
@@ -38,6 +39,9 @@ class PartitionState:
 
 # The rollout's cluster lock (canary.rollout.core.lock): while this topic exists a rollout restarts brokers.
 ROLLOUT_LOCK_TOPIC = "__kafka_canary_rollout_lock"
+# kafka-python calls tried this many times when the connection breaks (a broker that has just restarted).
+CONNECTION_TRIES = 5
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,22 @@ class TopicAdmin:
         return KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, client_id="kafka-canary-probe",
                                 request_timeout_ms=int(self.timeout * 1000), **kafka_python_settings(self.client))
 
+    def _with_kafka_python(self, call: Callable[[KafkaAdminClient], T]) -> T:
+        """`call` on a kafka-python admin client, asked again on a fresh one when the connection broke: a broker
+        restarted a moment ago (a rollout's) can drop the first connection made to it."""
+        for attempt in range(CONNECTION_TRIES):
+            try:
+                admin = self._kafka_python()
+                try:
+                    return call(admin)
+                finally:
+                    admin.close()
+            except (KafkaConnectionError, NodeNotReadyError, BrokerNotAvailableError):
+                if attempt == CONNECTION_TRIES - 1:
+                    raise
+                time.sleep(1.0)
+        raise AssertionError("unreachable")
+
     def reassignments(self, topic: str) -> set[int]:
         """The partitions of `topic` with a reassignment in flight."""
         return {partition for name, partition in self.all_reassignments() if name == topic}
@@ -119,11 +139,8 @@ class TopicAdmin:
     def all_reassignments(self) -> list[tuple[str, int]]:
         """Every (topic, partition) with a reassignment in flight, sorted."""
         try:
-            admin = self._kafka_python()
-            try:
-                ongoing = admin.list_partition_reassignments(timeout_ms=int(self.timeout * 1000))
-            finally:
-                admin.close()
+            ongoing = self._with_kafka_python(
+                lambda admin: admin.list_partition_reassignments(timeout_ms=int(self.timeout * 1000)))
         except KafkaError as exc:
             raise ClusterError(f"listing partition reassignments failed: {exc}") from exc
         return sorted((tp.topic, tp.partition) for tp in ongoing)
@@ -153,14 +170,10 @@ class TopicAdmin:
                 raise ClusterError(f"adding partitions to {name} failed: {exc.args[0].str()}") from exc
 
     def reassign(self, topic: str, targets: dict[int, list[int]]) -> None:
-        try:
-            admin = self._kafka_python()
-            try:
-                errors = admin.alter_partition_reassignments(
-                    {TopicPartition(topic, p): replicas for p, replicas in targets.items()},
-                    timeout_ms=int(self.timeout * 1000))
-            finally:
-                admin.close()
+        wanted = {TopicPartition(topic, p): replicas for p, replicas in targets.items()}
+        try:  # the same target again is harmless: asked again, a reassignment already made changes nothing
+            errors = self._with_kafka_python(
+                lambda admin: admin.alter_partition_reassignments(wanted, timeout_ms=int(self.timeout * 1000)))
         except KafkaError as exc:
             raise ClusterError(f"reassigning partitions of {topic} failed: {exc}") from exc
         failed = {tp.partition: err.__name__ for tp, err in errors.items() if err is not None}
