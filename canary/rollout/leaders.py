@@ -4,7 +4,7 @@ their preferred replica (a replica still catching up is not electable yet), and 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from canary.kafka.admin import ROLLOUT_LOCK_TOPIC
 from canary.kafka.wait import POLL, wait_until
@@ -19,13 +19,9 @@ def leaders(run: ClusterRun) -> dict[str, dict]:
 
 def elect_preferred(run: ClusterRun, names: list[str]) -> list[str]:
     """Preferred leader elections for `topic-partition` names; returns failures."""
-    by_topic: dict[str, list[int]] = {}
-    for name in names:
-        topic, _, part = name.rpartition("-")
-        by_topic.setdefault(topic, []).append(int(part))
     failures = []
-    for topic, parts in sorted(by_topic.items()):
-        failures += run.admin.elect(topic, sorted(parts))
+    for topic, parts in sorted(_by_topic(names).items()):
+        failures += run.admin.elect(topic, parts)
     return failures
 
 
@@ -55,7 +51,7 @@ def reorder(run: ClusterRun, targets: dict[str, list[int]], action: str, timeout
     if todo:
         run.audit.record(run.step, action, reassign=todo, was={name: list(now[name].replicas) for name in todo})
         for topic, parts in _by_topic(todo).items():
-            run.admin.reassign(topic, parts)
+            run.admin.reassign(topic, {p: todo[f"{topic}-{p}"] for p in parts})
 
     def shown() -> str | None:
         seen = {p.name: p for p in run.partitions()}
@@ -68,12 +64,13 @@ def reorder(run: ClusterRun, targets: dict[str, list[int]], action: str, timeout
     return off
 
 
-def _by_topic(targets: dict[str, list[int]]) -> dict[str, dict[int, list[int]]]:
-    by_topic: dict[str, dict[int, list[int]]] = {}
-    for name, reps in targets.items():
+def _by_topic(names: Iterable[str]) -> dict[str, list[int]]:
+    """`topic-partition` names grouped by topic, each topic's partitions sorted."""
+    by_topic: dict[str, list[int]] = {}
+    for name in names:
         topic, _, part = name.rpartition("-")
-        by_topic.setdefault(topic, {})[int(part)] = reps
-    return by_topic
+        by_topic.setdefault(topic, []).append(int(part))
+    return {topic: sorted(parts) for topic, parts in by_topic.items()}
 
 
 def restore_preferred(run: ClusterRun) -> list[str]:

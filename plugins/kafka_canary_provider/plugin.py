@@ -130,10 +130,9 @@ def create_app() -> FastAPI:
         by = f"{getattr(user, 'get_name', lambda: None)() or 'a person'} (Airflow)"
         audit = AuditLog(store, rollout_run_id(run_id))
         if action == "pause":
-            audit.record("pause", "paused", **pause.pause(store, by, reason))
+            pause.pause(store, audit, by, reason)
         elif action == "resume":
-            if pause.resume(store) is not None:
-                audit.record("pause", "resumed", by=by)
+            pause.resume(store, audit, by)
         else:
             raise HTTPException(status_code=400, detail="action must be pause or resume")
         return RedirectResponse(f"{URL_PREFIX}/dag-runs/{quote(dag_id)}/{quote(run_id)}/promotion", status_code=303)

@@ -88,15 +88,13 @@ def cmd_pause(args) -> int:
     """Pauses or resumes the run's promotion (its pause is a key of the run's storage: canary.rollout.core.pause)."""
     rollout = open_run(args)
     result: dict[str, object]
+    by = os.environ.get("USER") or "the command line"
     if args.rollout_command == "pause":
-        entry = pause.pause(rollout.store, os.environ.get("USER") or "the command line", args.reason)
-        rollout.audit.record("pause", "paused", **entry)
+        entry = pause.pause(rollout.store, rollout.audit, by, args.reason)
         result = {"paused": entry, "line": f"{pause.describe(entry)}: the promotion stops before its next wave; "
                                            f"`kafka-canary rollout resume` lets it go on"}
     else:
-        ended = pause.resume(rollout.store)
-        if ended is not None:
-            rollout.audit.record("pause", "resumed", by=os.environ.get("USER") or "the command line")
+        ended = pause.resume(rollout.store, rollout.audit, by)
         result = {"resumed": ended, "line": "the promotion goes on with its next wave" if ended else
                   "the run was not paused"}
     if args.json:

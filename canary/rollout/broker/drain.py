@@ -46,8 +46,7 @@ def drain(run: Rollout, batch: list[int]) -> dict:
     if not orders:
         return {"drained": 0, "still_leading": []}
     was = {p.name: list(p.replicas) for p in views if p.name in orders}
-    run.state.update(drained=(run.state.record.drained or {}) | {n: r for n, r in was.items()
-                                                                   if n not in (run.state.record.drained or {})})
+    run.state.update(drained=was | (run.state.record.drained or {}))  # an order recorded earlier is the original
     run.say("draining brokers %s: leadership of %d partition(s) to replicas that stay up", batch, len(orders))
     reorder(run, orders, "drain", DRAIN_TIMEOUT)
     left = still_leading(run.partitions(), batch)

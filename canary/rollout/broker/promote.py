@@ -35,7 +35,8 @@ def promote(run: Rollout, approve: bool = False, through_wave: int | None = None
     again. `through_wave`: stop after that wave and its look (the Airflow DAG's task per wave); the controllers, the
     preferred leaders and the post-promotion probe come with the last wave. Never finalizes: that is the finalize
     step's, after `promote.bake` (finalize_fleet)."""
-    approved = _approved(run)
+    entries = run.audit.entries()  # what earlier attempts and waves left: an approval, the looks that passed
+    approved = any(e["action"] == "promotion plan" and e.get("approved") for e in entries)
     require_promotable(run, approve or approved)
     canaries = run.canary_ids()
     target = run.spec.change.version
@@ -50,7 +51,7 @@ def promote(run: Rollout, approve: bool = False, through_wave: int | None = None
             run.say("%s", line)
         undrain(run)  # what an attempt cut off midway drained comes back first
         result["rolled"], result["looks"] = [], []
-        looked = _looked(run)
+        looked = {e["wave"] for e in entries if e["action"] == "wave look" and e.get("verdict") != ROLLBACK}
         for wave in waves[:through_wave]:
             wait_while_paused(run.store, f"wave {wave.number} of {len(waves)}", run.spec.timeouts.pause,
                               "`kafka-canary rollout resume` (or the run's page in Airflow) lets it go on",
@@ -84,17 +85,6 @@ def promote(run: Rollout, approve: bool = False, through_wave: int | None = None
         run.say("feature levels not finalized: the promoted fleet bakes until %s, then the finalize step raises "
                 "them; until then brokers of the previous release can still join the cluster", format_utc(due))
     return result
-
-
-def _approved(run: Rollout) -> bool:
-    """Whether a person approved this run's promotion in an earlier attempt or wave (an INCONCLUSIVE verdict is
-    approved once, not before every wave)."""
-    return any(e["action"] == "promotion plan" and e.get("approved") for e in run.audit.entries())
-
-
-def _looked(run: Rollout) -> set[int]:
-    """The waves whose look passed in an earlier attempt of the step (the audit log keeps them)."""
-    return {e["wave"] for e in run.audit.entries() if e["action"] == "wave look" and e.get("verdict") != ROLLBACK}
 
 
 def _regressed(run: Rollout, wave: int, look: Look) -> str:

@@ -10,26 +10,30 @@ from collections.abc import Callable
 
 from canary.fields import format_utc
 from canary.kafka.wait import WaitTimeout, wait_until
+from canary.rollout.core.audit import AuditLog
 from canary.storage import Store
 
 PAUSE_KEY = "pause.json"
 
 
-def pause(store: Store, by: str, reason: str = "") -> dict:
-    """Asks the run's promotion to stop before its next wave; idempotent (a second pause keeps the first's)."""
+def pause(store: Store, audit: AuditLog, by: str, reason: str = "") -> dict:
+    """Asks the run's promotion to stop before its next wave, in the run's audit log too (the report shows it);
+    idempotent (a second pause keeps the first's)."""
     held = paused(store)
     if held is not None:
         return held
     entry = {"by": by, "at_ms": int(time.time() * 1000), "reason": reason[:500]}
     store.write(PAUSE_KEY, json.dumps(entry).encode())
+    audit.record("pause", "paused", **entry)
     return entry
 
 
-def resume(store: Store) -> dict | None:
+def resume(store: Store, audit: AuditLog, by: str) -> dict | None:
     """Lets a paused promotion go on; returns the pause it ended (None: it was not paused)."""
     held = paused(store)
     if held is not None:
         store.delete(PAUSE_KEY)
+        audit.record("pause", "resumed", by=by)
     return held
 
 

@@ -405,12 +405,12 @@ def test_a_regression_at_a_look_rolls_the_promoted_waves_back_and_promotes_no_fu
 def test_a_pause_during_a_look_stops_before_the_next_wave_and_resume_goes_on_where_it_stopped(tmp_path, monkeypatch):
     cluster, run, _ = six_in_batches(tmp_path, promote=WAVES, timeouts={"guard": "60s", "warm_up": "30s",
                                                                          "pause": "10m"})
-    looks = Looks(then=lambda r: pause.pause(r.store, "alice", "the fleet's SLO page is red"))
+    looks = Looks(then=lambda r: pause.pause(r.store, r.audit, "alice", "the fleet's SLO page is red"))
     monkeypatch.setattr(promote, "wave_look", looks)
     with pytest.raises(WaitTimeout, match=r"paused by alice .*SLO page is red.*before wave 2 of 3.*resume"):
         promote.promote(run)
     assert cluster.rolls() == [1, 2] and looks.seen == [(1, [1, 2])]
-    assert pause.resume(run.store)["by"] == "alice" and pause.paused(run.store) is None
+    assert pause.resume(run.store, run.audit, "alice")["by"] == "alice" and pause.paused(run.store) is None
     looks.then = None
     promote.promote(run)
     assert cluster.rolls() == [1, 2, 3, 4, 5, 6]  # wave 1 not restarted again
