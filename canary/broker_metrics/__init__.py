@@ -4,7 +4,7 @@ flushes, ISR changes, CPU and GC) — `CATALOGUE` names them once. Two sources b
 (`BrokerMetricsSource`): `ExporterSource` reads the JMX exporter agent of each broker we started
 (canary.cluster.metrics_agent); `PrometheusSource` asks the user's Prometheus through its HTTP query API."""
 
-from canary.broker_metrics.catalogue import CATALOGUE, LOAD_METRICS, UNITS, BrokerMetric, LoadMetric
+from canary.broker_metrics.catalogue import CATALOGUE, LOAD_METRICS, UNITS, USER_CATCH_UP, BrokerMetric, LoadMetric
 from canary.broker_metrics.sources import (
     BrokerMetricsError,
     BrokerMetricsSource,
@@ -15,4 +15,5 @@ from canary.broker_metrics.sources import (
 )
 
 __all__ = ["CATALOGUE", "LOAD_METRICS", "UNITS", "BrokerMetric", "BrokerMetricsError", "BrokerMetricsSource",
-           "BrokerSample", "ExporterSource", "LoadMetric", "PrometheusSource", "metrics_table"]
+           "BrokerSample", "ExporterSource", "LoadMetric", "PrometheusSource", "USER_CATCH_UP",
+           "metrics_table"]

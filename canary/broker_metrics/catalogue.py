@@ -174,5 +174,9 @@ LOAD_METRICS: tuple[LoadMetric, ...] = (
     LoadMetric("load_consume_latency_p99_ms", "ms", "increase", 0.99, "consume"),
     LoadMetric("load_catch_up_bytes_per_s", "bytes/s", "decrease", None, "catch_up"),
 )
+# How fast a broker delivers the latest records of user-topic partitions it leads to a consumer that is behind, read
+# back a bounded volume at a time without any load (canary.probe.user_reads).
+USER_CATCH_UP = "catch_up_bytes_per_s"
 # Every per-broker metric the judge can compare, with its unit.
-UNITS: Mapping[str, str] = {**{m.name: m.unit for m in CATALOGUE}, **{m.name: m.unit for m in LOAD_METRICS}}
+UNITS: Mapping[str, str] = {**{m.name: m.unit for m in CATALOGUE}, **{m.name: m.unit for m in LOAD_METRICS},
+                            USER_CATCH_UP: "bytes/s"}

@@ -214,6 +214,10 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # ... and how fast a consumer that is behind reads a broker's partition back: a broker that caps its fetch
     # responses serves a consumer at the head of the log as before and one catching up at about half the speed.
     _b("load_catch_up_bytes_per_s", "decrease", 0.3, 1e6),
+    # Without load, the window reads a bounded volume of the user topics back from behind (canary.probe.user_reads):
+    # the same measure on the cluster's own records. Tiny socket buffers and capped fetch responses show here at any
+    # traffic rate, while consumers at the head of the log keep up.
+    _b("catch_up_bytes_per_s", "decrease", 0.3, 1e6),
 )
 
 

@@ -28,6 +28,7 @@ from canary.kafka.health import metadata_and_brokers
 from canary.kafka.wait import wait_until
 from canary.lanes import broker_lane
 from canary.observations import BrokerReading, Lane
+from canary.probe.catch_up import Backlog, read_behind
 from canary.probe.topic import TopicSpec, reconcile
 
 LOAD_TOPIC = "__kafka_canary_load"
@@ -235,51 +236,12 @@ class Load:
                                         metric.name, read / seconds, at))
 
     def _catch_up_once(self) -> dict[int, tuple[int, float]]:
-        """Reads every partition's latest records from behind, all partitions at once; per partition the bytes that
-        reached the client after its first record and the seconds from that record to its last: how fast the broker
-        delivered the backlog once it started. A broker that answers a fetch with most of it delivers it in a burst
-        (bounded by the client, alike for every such broker); one that caps its fetch responses hands it over
-        response by response, interleaved with the others' records, and takes several times as long. (Timed from
-        the consumer's start instead, every partition ends when the client has worked through all of them: the
-        client, not the broker, sets the pace.) Gives up on the records not read within half an interval: a broker
-        that slow has shown what it does."""
+        """Each partition's latest records read back from behind (canary.probe.catch_up), within half an interval."""
         assert self._behind is not None
         want = int(min(max(self._rate * CATCH_UP_S, CATCH_UP_RECORDS[0]), CATCH_UP_RECORDS[1]))
-        ends: dict[int, int] = {}
-        starts = []
-        for partition in self.partition_leader:
-            try:
-                low, high = self._behind.get_watermark_offsets(TopicPartition(LOAD_TOPIC, partition), timeout=2,
-                                                               cached=False)
-            except KafkaException:
-                continue
-            if high - max(low, high - want) >= MIN_REPORTED:
-                ends[partition] = high
-                starts.append(TopicPartition(LOAD_TOPIC, partition, max(low, high - want)))
-        if not ends:
-            return {}
-        first: dict[int, float] = {}
-        last: dict[int, float] = {}
-        read = dict.fromkeys(ends, 0)
-        self._behind.assign(starts)
-        deadline = time.monotonic() + self.config.interval / 2
-        try:
-            while len(last) < len(ends) and time.monotonic() < deadline and not self._stop.is_set():
-                for msg in self._behind.consume(10_000, timeout=0.1):
-                    got, offset = msg.partition(), msg.offset()
-                    if msg.error() is not None or got not in ends or got in last or offset is None:
-                        continue
-                    now = time.monotonic()
-                    if got in first:
-                        read[got] += len(msg.value() or b"")
-                    else:
-                        first[got] = now
-                    if offset >= ends[got] - 1:
-                        last[got] = now
-        finally:
-            self._behind.unassign()
-        now = time.monotonic()
-        return {p: (read[p], max(last.get(p, now) - first[p], 1e-6)) for p in first if read[p]}
+        backlogs = [Backlog(LOAD_TOPIC, p, want) for p in self.partition_leader]
+        read = read_behind(self._behind, backlogs, self.config.interval / 2, self._stop)
+        return {partition: (c.bytes, c.seconds) for (_, partition), c in read.items()}
 
     def _produce_loop(self) -> None:
         """Paced in 10 ms ticks: every partition gets its due records each tick, so the lanes' load stays equal."""

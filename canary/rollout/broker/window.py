@@ -8,6 +8,7 @@ from pathlib import Path
 from canary.analysis.inline import aggregate, calibration
 from canary.judge import brief, e_values, judge
 from canary.probe.load import Load, LoadConfig
+from canary.probe.user_reads import UserReads, UserReadsConfig
 from canary.rollout.broker.metrics import broker_metrics_source
 from canary.rollout.broker.probes import before_observations, observations_path, probe_config, window_leaders
 from canary.rollout.broker.rollout import Rollout
@@ -65,18 +66,24 @@ def probe_window(run: Rollout) -> dict:
     start_ms = int(time.time() * 1000)
     probe.start()
     run.audit.record(run.step, "probe started", probe_run_id=cfg.run_id, window_s=spec.probe.window)
-    load = None
+    load, reads = None, None
     rate = load_rate(run)
-    if rate:
-        load = Load(LoadConfig(run.bootstrap_servers, rate, spec.load.record_size, dict(spec.client),
-                               interval=spec.broker_metrics.interval, run_id=cfg.run_id), emit=probe.sink.emit)
-        try:
+    try:
+        if rate:
+            load = Load(LoadConfig(run.bootstrap_servers, rate, spec.load.record_size, dict(spec.client),
+                                   interval=spec.broker_metrics.interval, run_id=cfg.run_id), emit=probe.sink.emit)
             load.start()
-        except BaseException:  # the step fails and is retried: leave no probe running behind it
-            load.stop()
-            probe.stop()
-            raise
-        run.audit.record(run.step, "load started", rate_per_partition=rate, record_size=spec.load.record_size)
+            run.audit.record(run.step, "load started", rate_per_partition=rate, record_size=spec.load.record_size)
+        if spec.traffic.catch_up_bytes:
+            reads = UserReads(UserReadsConfig(run.bootstrap_servers, spec.traffic.catch_up_bytes,
+                                              spec.traffic.catch_up_partitions, spec.broker_metrics.interval,
+                                              cfg.run_id, dict(spec.client)), emit=probe.sink.emit)
+            reads.start()
+    except BaseException:  # the step fails and is retried: leave no probe, load or reads running behind it
+        for started in (reads, load, probe):
+            if started is not None:
+                started.stop()
+        raise
     disturbed: list[str] = []  # each problem once, when first seen
     seen: set[str] = set()
 
@@ -102,6 +109,7 @@ def probe_window(run: Rollout) -> dict:
         interim, stopped_early = watch_window(run, spec.probe.window, spec.probe.interim_interval, look, tick)
     finally:
         loaded = load.stop() if load is not None else None
+        read_back = reads.stop() if reads is not None else None
         summary = probe.stop()
     window = Window(attempt=attempt, probe_run_id=cfg.run_id, start_ms=start_ms, end_ms=int(time.time() * 1000),
                     observations=run.relative(observations), stopped_early=stopped_early, interim=interim,
@@ -109,7 +117,8 @@ def probe_window(run: Rollout) -> dict:
                     probe={lane: {k: t[k] for k in ("sent", "acked", "lost", "produce_errors")}
                            for lane, t in summary.lanes.items()},
                     broker_readings=summary.broker_readings, load=loaded,
-                    traffic=window_traffic(run, observations, rate))
+                    traffic=window_traffic(run, observations, rate) | ({"catch_up_reads": read_back} if read_back
+                                                                         else {}))
     run.say("traffic in the window: %s", (window.traffic or {}).get("reason"))
     run.state.update(window=window, verdict=None)
     if stopped_early:

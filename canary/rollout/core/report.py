@@ -63,7 +63,10 @@ def _banner(record: RunRecord, metrics: list[dict]) -> str:
     word = verdict.verdict if verdict else "NO VERDICT"
     outcome = record.outcome()
     judged = (verdict.traffic if verdict else None) or {}
-    traffic = f"<p><b>Traffic judged:</b> {_e(judged['reason'])}</p>" if judged.get("reason") else ""
+    reads = judged.get("catch_up_reads")
+    read_back = (f" Catch-up reads: {reads['read_mb']} MB of the user topics read back in {reads['rounds']} rounds."
+                 if reads else "")
+    traffic = f"<p><b>Traffic judged:</b> {_e(judged['reason'] + read_back)}</p>" if judged.get("reason") else ""
     missing = [m["name"] for m in metrics if m.get("decision") == "NO_DATA"]
     not_judged = (f"<p><b>Not judged (no data):</b> {_e(', '.join(missing))}</p>" if missing else "")
     return (f'<p class="verdict {_e(word)}">{_e(word)} — {_e(record.status)}</p>'

@@ -13,10 +13,12 @@ from canary.rollout.core.run import RunState
 def test_the_report_says_what_traffic_the_verdict_judged(tmp_path):
     state = RunState.open(tmp_path / "run", "r1", {"change": {"config": {"a.b": "1"}}})
     judged = "the canary carries 0.95–1.05× a baseline broker's client traffic (300.0 kB/s in, 150.0/s produce …)"
-    state.update(verdict={"verdict": "PROMOTE", "reason": "no regression <here>", "traffic": {"reason": judged}},
-                 status="judged PROMOTE")
+    reads = {"rounds": 22, "read_mb": 101.3, "max_bytes_per_partition": 2097152, "partitions_per_broker": 2}
+    state.update(verdict={"verdict": "PROMOTE", "reason": "no regression <here>",
+                          "traffic": {"reason": judged, "catch_up_reads": reads}}, status="judged PROMOTE")
     page = write_report(state, AuditLog(tmp_path / "run", "r1")).read_text()
     assert "<b>Traffic judged:</b> the canary carries 0.95–1.05× a baseline broker&#x27;s client traffic" in page
+    assert "Catch-up reads: 101.3 MB of the user topics read back in 22 rounds." in page
     assert "no regression &lt;here&gt;" in page  # escaped like every value
 
 
