@@ -13,8 +13,8 @@
                                                         # (as a finished roll would); [orders]: these; none: the probe's
     capacity: required                                  # a PROMOTE needs representative traffic judged (not_required)
     traffic:  {tolerance: 0.5, min_bytes_per_s: 100000,  # the canary's fair share of client traffic; the user
-               wait: 1m, catch_up_bytes: 2097152,       # topics' latest records read back from behind (0: not)
-               catch_up_partitions: 2}
+               wait: 1m, catch_up_bytes: 1048576,       # topics' latest records read back from behind (0: not)
+               catch_up_partitions: 2, catch_up_interval: 5s}
     fault:    {client_delay_ms: 200}                    # scenarios and tests only: make the canary bad
     broker_metrics: {interval: 5s}                      # or {prometheus: {url: …, brokers: {1: kafka-1}}}
     load:     {rate: auto, record_size: 1000}           # records/s per partition through every broker in the window
@@ -228,7 +228,7 @@ class TrafficSection(SpecSection):
     Representative: the baseline brokers take at least `min_bytes_per_s` of client bytes in each (below it the
     brokers' capacity metrics measure an idle broker); the window's load counts. After its elections the lead step
     waits up to `wait` for a fair share before the window starts.
-    Catch-up reads (canary.probe.user_reads): every broker-metrics interval of the window, `catch_up_bytes` of each
+    Catch-up reads (canary.probe.user_reads): every `catch_up_interval` of the window, `catch_up_bytes` of each
     of `catch_up_partitions` user-topic partitions every broker leads are read back from behind, and how fast each
     leader delivered them is judged (a fetch path that lost its capacity, invisible to consumers that keep up);
     `catch_up_bytes: 0` reads nothing."""
@@ -236,8 +236,9 @@ class TrafficSection(SpecSection):
     tolerance: float = Field(0.5, gt=0, lt=1)
     min_bytes_per_s: float = Field(100_000.0, ge=0, le=1e12)
     wait: Annotated[float, Duration(0, 3600)] = 60.0
-    catch_up_bytes: int = Field(2 * 1024 * 1024, strict=True, ge=0, le=1024 * 1024 * 1024)
+    catch_up_bytes: int = Field(1024 * 1024, strict=True, ge=0, le=1024 * 1024 * 1024)
     catch_up_partitions: int = Field(2, strict=True, ge=1, le=100)
+    catch_up_interval: Annotated[float, Duration(1, 300)] = 5.0
 
 
 _WAVE = re.compile(r"^(all|([1-9][0-9]?|100)%)$")

@@ -76,7 +76,7 @@ def probe_window(run: Rollout) -> dict:
             run.audit.record(run.step, "load started", rate_per_partition=rate, record_size=spec.load.record_size)
         if spec.traffic.catch_up_bytes:
             reads = UserReads(UserReadsConfig(run.bootstrap_servers, spec.traffic.catch_up_bytes,
-                                              spec.traffic.catch_up_partitions, spec.broker_metrics.interval,
+                                              spec.traffic.catch_up_partitions, spec.traffic.catch_up_interval,
                                               cfg.run_id, dict(spec.client)), emit=probe.sink.emit)
             reads.start()
     except BaseException:  # the step fails and is retried: leave no probe, load or reads running behind it
