@@ -316,8 +316,10 @@ BROKER_FORM = Form(BrokerRolloutSpec, RolloutOptions, (
               "share is INCONCLUSIVE (a person decides); not_required: the probe may promote alone, and the report "
               "says capacity was not judged"),
     FormField("traffic", ("traffic",), "Traffic share",
-              'When the canary\'s share of client traffic counts: {"tolerance": 0.5, "min_bytes_per_s": 100000, '
-              '"wait": "1m"} (docs/broker-rollout.md); {} uses these defaults', schema={"type": "object"}),
+              'When the canary\'s share of client traffic counts, and the catch-up reads of the user topics: '
+              '{"tolerance": 0.5, "min_bytes_per_s": 100000, "wait": "1m", "catch_up_bytes": 1048576, '
+              '"catch_up_partitions": 2, "catch_up_interval": "5s"} (docs/broker-rollout.md); {} uses these defaults',
+              schema={"type": "object"}),
     FormField("load_rate", ("load", "rate"), "Load (records/s per partition)",
               "Load through every broker alike during the window, so a change that cuts capacity shows in the "
               "brokers' metrics; auto: only what the cluster's own traffic lacks to be representative, within "
