@@ -16,6 +16,10 @@ A **canary client** (a producer or consumer instance of a service) carries the c
 `billing.canary`. The KIP's own words: service owners "encode canary into the clientId or
 groupInstanceId". A marker of several tokens (`canary-broker`) must appear as consecutive tokens.
 `canary_client_id` marks an id, `config_lane` reads a client's settings.
+
+A record a canary client wrote carries the header `kafka-canary-lane: canary` (LaneProducer in the canary lane):
+a canary consumer tells its own lane's output from the fleet's records by it (canary.clients.consumer), and an
+audit after a rollback finds what a rolled-back version wrote.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ RACK_SEPARATOR = ":"
 TOKEN_SEPARATORS = r"[-._:]"
 # The client settings that may carry the client marker, in the order they are read.
 CLIENT_ID_KEYS = ("client.id", "group.instance.id")
+LANE_HEADER = "kafka-canary-lane"
+CANARY_HEADER_VALUE = b"canary"
 
 
 def marker() -> str:
@@ -94,3 +100,10 @@ def canary_client_id(client_id: str, canary_marker: str | None = None) -> str:
     """`client_id` marked as a canary client (`orders-1` -> `orders-1-canary`); unchanged when already marked."""
     mark = canary_marker or client_marker()
     return client_id if client_lane(client_id, mark) == "canary" else f"{client_id}-{mark}" if client_id else mark
+
+
+def canary_written(headers: object) -> bool:
+    """Whether a record's headers (confluent_kafka's list of (key, value) pairs, or None) say a canary client wrote
+    it."""
+    return isinstance(headers, list) and any(
+        key == LANE_HEADER and value == CANARY_HEADER_VALUE for key, value in headers)

@@ -24,8 +24,15 @@ Consequences the caller must know:
 - Offsets are stored when processing ends without an error (`processing()`) or when `messages()` moves on to the
   next record, and committed by librdkafka's auto-commit (`enable.auto.commit`, default on), on losing a partition
   and on close. A record whose processing raised is not stored: a service that dies of it (or stops) leaves it to
-  the partition's next owner, which processes it again. A service that catches the error and goes on stores the
-  records after it, and so skips it; `process()` does that (each failure counted and observed).
+  the partition's next owner, which processes it again.
+- A service that catches the error and goes on (`process()` does) gets the lane's policy (`hold_failed`):
+  - the **canary lane holds** a record it failed that the fleet wrote: the partition is paused at it and the record
+    retried (0.1 s, doubling to 0.5 s; every attempt a processing error), nothing after it stored. A version on
+    trial never commits past what it could not process: on a rollback the record goes back, with the partition,
+    to the version that could. Records a canary client wrote (canary.lanes.LANE_HEADER) are the canary's own
+    output, skipped like the baseline's: held, a bad version's poison would be handed to the baseline.
+  - the **baseline lane skips** it (stores the records after it), as the service does in production; each skip is
+    counted and observed as a processing error.
 - A new partition without a committed offset starts where `auto.offset.reset` says; use `earliest` so records sent
   to a partition before its lane's consumer arrived are not skipped.
 """
@@ -37,6 +44,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import OFFSET_INVALID, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message
@@ -47,13 +55,23 @@ from canary.clients.metrics import ClientMetrics
 from canary.clients.observe import ClientObserver, open_sink, run_id_for
 from canary.clients.view import LaneSource, LaneView, TopicLanes
 from canary.kafka.clients import position
-from canary.lanes import config_lane
+from canary.lanes import canary_written, config_lane
 from canary.observations import LANES, Lane
 from canary.probe.sink import ObservationSink
 
 log = logging.getLogger(__name__)
 
 Partition = tuple[str, int]
+RETRY_FIRST_S, RETRY_MAX_S = 0.1, 0.5  # a held record's retries: often enough that the judge sees the errors
+
+
+@dataclass
+class _Held:
+    """A partition paused at a record whose processing failed."""
+    offset: int
+    retry_at: float      # monotonic seconds
+    attempts: int
+    resumed: bool = False
 
 
 def lane_assignment(views: Iterable[TopicLanes], lane: Lane, instance: int = 0, instances: int = 1,
@@ -80,15 +98,17 @@ class LaneConsumer:
     config: the service's librdkafka consumer settings; `group.id` is required (offset storage only), and
     `enable.auto.offset.store` defaults to false here (offsets are stored after processing). Either
     `group.protocol` works. lane: default from the client marker in `client.id` or `group.instance.id`.
-    instance / instances: this instance's share of its lane (0-based ordinal and count). view, refresh_interval,
-    metrics, observations, run_id: as for LaneProducer. consumer: a ready Consumer-like client (tests).
+    instance / instances: this instance's share of its lane (0-based ordinal and count). hold_failed: hold a record
+    whose processing raised instead of going on past it (default: in the canary lane, for records the fleet wrote).
+    view, refresh_interval, metrics, observations, run_id: as for LaneProducer. consumer: a ready Consumer-like
+    client (tests).
     """
 
     def __init__(self, config: Mapping[str, Any], topics: str | Iterable[str], *, lane: Lane | None = None,
                  instance: int = 0, instances: int = 1, view: LaneSource | None = None,
                  refresh_interval: float = 10.0, metrics: ClientMetrics | None = None,
                  observations: ObservationSink | bool = False, run_id: str | None = None,
-                 commit_timeout: float = 10.0, consumer: Any = None):
+                 commit_timeout: float = 10.0, hold_failed: bool | None = None, consumer: Any = None):
         if lane is not None and lane not in LANES:
             raise ValueError(f"lane must be one of {LANES}, got {lane!r}")
         if not config.get("group.id"):
@@ -101,6 +121,7 @@ class LaneConsumer:
             raise ValueError("a lane consumer needs at least one topic")
         self.lane: Lane = lane or config_lane(config)
         self.instance, self.instances = instance, instances
+        self.hold_failed = self.lane == "canary" if hold_failed is None else hold_failed
         # The instance's name in metrics and observations: a static member's id names one instance, while a
         # client.id is often shared by all instances of a service.
         self.client_id = str(config.get("group.instance.id") or config.get("client.id") or "rdkafka")
@@ -131,6 +152,7 @@ class LaneConsumer:
         self._stored: dict[Partition, int] = {}
         self._last: tuple[Message | None, float] = (None, 0.0)
         self._failed: Message | None = None  # the last record whose processing raised: never stored
+        self._held: dict[Partition, _Held] = {}  # partitions paused at a record that failed, until its retry
         self._writes = False  # its processing has written a record (canary.clients.outputs)
         self._lock = threading.Lock()
         self._reassign()
@@ -159,6 +181,7 @@ class LaneConsumer:
             self._consumer.incremental_unassign([TP(t, p) for t, p in sorted(gone)])
             for key in gone:
                 self._stored.pop(key, None)
+                self._held.pop(key, None)
             log.info("lane consumer %s: %s left the %s lane; committed and released", self.client_id, sorted(gone),
                      self.lane)
         if new:
@@ -209,6 +232,10 @@ class LaneConsumer:
         """The next record of this lane's partitions, or None within `timeout` seconds. Fetch errors are counted
         (kafka_canary_client_consume_error) and make the view refresh; a fatal one is raised (KafkaException)."""
         self._reassign()
+        self._retry_due()
+        waiting = [h.retry_at for h in self._held.values() if not h.resumed]
+        if waiting:  # wake for the next retry, not after the whole timeout
+            timeout = max(0.0, min(timeout, min(waiting) - time.monotonic()))
         msg = self._consumer.poll(timeout)
         if self._sink is not None:
             self._sink.poll(0)
@@ -225,6 +252,12 @@ class LaneConsumer:
             return None
         key = (msg.topic(), msg.partition())
         if key not in self.assignment:  # fetched just before the partition left the lane: its new lane reads it
+            return None
+        held = self._held.get(key)
+        if held is not None and (not held.resumed or msg.offset() != held.offset):  # fetched before the hold
+            if held.resumed:  # the rewind did not take: ask again
+                with contextlib.suppress(KafkaException):
+                    self._consumer.seek(TP(key[0], key[1], held.offset))
             return None
         m = self.metrics
         m.child(m.consumed, self.client_id, key[0], str(key[1]), self.lane).inc()
@@ -253,9 +286,42 @@ class LaneConsumer:
         key = (topic, partition)
         if key not in self.assignment:
             return
+        held = self._held.get(key)
+        if held is not None and offset >= held.offset:  # never past a held record
+            return
         self._stored[key] = max(self._stored.get(key, 0), offset + 1)
         with contextlib.suppress(KafkaException):  # partition released meanwhile: its new owner re-reads it
             self._consumer.store_offsets(offsets=[TP(topic, partition, offset + 1)])
+
+    def _hold(self, msg: Message) -> None:
+        """Pauses `msg`'s partition and rewinds it to `msg`, to be retried after a backoff (_retry_due)."""
+        topic, partition, offset = position(msg)
+        key = (topic, partition)
+        if key not in self.assignment:
+            return
+        before = self._held.get(key)
+        attempts = before.attempts + 1 if before is not None and before.offset == offset else 1
+        delay = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (attempts - 1))
+        self._held[key] = _Held(offset, time.monotonic() + delay, attempts)
+        tp = TP(topic, partition, offset)
+        with contextlib.suppress(KafkaException):  # released meanwhile: its next owner starts at the commit
+            self._consumer.pause([tp])
+            self._consumer.seek(tp)
+        if attempts == 1:
+            log.warning("lane consumer %s: %s-%d held at offset %d, whose processing failed; retried until it "
+                        "succeeds or the partition goes to another instance", self.client_id, topic, partition,
+                        offset)
+
+    def _retry_due(self) -> None:
+        """Resumes the held partitions whose retry is due, at their held record."""
+        now = time.monotonic()
+        for (topic, partition), held in list(self._held.items()):
+            if held.retry_at <= now and not held.resumed:
+                tp = TP(topic, partition, held.offset)
+                with contextlib.suppress(KafkaException):
+                    self._consumer.seek(tp)
+                    self._consumer.resume([tp])
+                held.resumed = True
 
     @contextlib.contextmanager
     def processing(self, msg: Message) -> Iterator[None]:
@@ -273,8 +339,14 @@ class LaneConsumer:
                 self._processed(msg, receive_ts, (time.perf_counter() - started) * 1000,
                                 f"{type(exc).__name__}: {exc}"[:500], self._outputs(written[0]))
                 self._failed = msg
+                if self.hold_failed and not canary_written(msg.headers()):
+                    self._hold(msg)
                 raise
         self._processed(msg, receive_ts, (time.perf_counter() - started) * 1000, None, self._outputs(written[0]))
+        topic, partition, offset = position(msg)
+        held = self._held.get((topic, partition))
+        if held is not None and held.offset == offset:  # its retry succeeded
+            del self._held[(topic, partition)]
         self.store(msg)
 
     def _outputs(self, written: int) -> int | None:
@@ -285,8 +357,9 @@ class LaneConsumer:
     def process(self, handler: Callable[[Message], object], stop: threading.Event | None = None,
                 max_messages: int | None = None, duration: float | None = None, poll_timeout: float = 1.0) -> int:
         """Runs `handler` on every record until `stop`, `max_messages` or `duration` seconds; an exception from the
-        handler is a processing error (logged once per type, counted, observed) and the loop goes on past the
-        record (it is stored: skipped). Returns how many records were handled."""
+        handler is a processing error (logged once per type, counted, observed) and the loop goes on: past the
+        record (stored: skipped), or, when it is held (`hold_failed`), to the other partitions while it waits for
+        its retry. Returns how many records were handled, attempts included."""
         handled = 0
         logged: set[str] = set()
         deadline = None if duration is None else time.monotonic() + duration
@@ -304,7 +377,7 @@ class LaneConsumer:
                 with self.processing(msg):
                     handler(msg)
             except Exception as exc:
-                self.store(msg)  # the loop goes on: this record is skipped, as its observation says
+                self.store(msg)  # skipped, as its observation says, unless held (store() goes no further)
                 if type(exc).__name__ not in logged:
                     logged.add(type(exc).__name__)
                     log.warning("lane consumer %s: processing failed: %r", self.client_id, exc)
@@ -326,6 +399,9 @@ class LaneConsumer:
         if self._observer is not None:
             kind, ts = msg.timestamp()
             send_ts = ts if kind != TIMESTAMP_NOT_AVAILABLE and ts > 0 else receive_ts
+            held = self._held.get((topic, partition))
+            if error is not None and held is not None and held.offset == offset:
+                send_ts = receive_ts  # a failed retry is an event of its own: judged when it happened
             self._observer.processed(topic, partition, self.view.get(topic).leader_of(partition), offset, send_ts,
                                      receive_ts, elapsed_ms, lag, error, written)
 

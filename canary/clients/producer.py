@@ -5,7 +5,10 @@
     producer.poll(0)                                                # delivery reports, as with Producer
     producer.close()
 
-The lane comes from the client marker in `client.id` (canary.lanes.config_lane) or from `lane=`. The partition
+The lane comes from the client marker in `client.id` (canary.lanes.config_lane) or from `lane=`. In the canary
+lane every record carries the header `kafka-canary-lane: canary` (canary.lanes.LANE_HEADER; `mark_records=False`
+leaves records as the service writes them): a canary consumer settles its own lane's records and hands back the
+fleet's (canary.clients.consumer). The partition
 rules (lane filter, keys, fallback) are in canary.clients.partitioner; the partitions' lanes come from a LaneView
 that follows leadership. Delivery reports record produce latency and errors in Prometheus (canary.clients.metrics)
 and, with `observations=`, as observations (canary.clients.observe).
@@ -29,7 +32,7 @@ from canary.clients.observe import ClientObserver, open_sink, run_id_for
 from canary.clients.partitioner import UNASSIGNED, LanePartitioner, PartitionChoice, candidates
 from canary.clients.view import LaneSource, LaneView
 from canary.kafka.clients import PRODUCER_DEFAULTS
-from canary.lanes import config_lane
+from canary.lanes import CANARY_HEADER_VALUE, LANE_HEADER, config_lane
 from canary.observations import LANES, Lane
 from canary.probe.sink import ObservationSink
 
@@ -51,6 +54,15 @@ def _acknowledged_ms(send_ts: float, err, msg) -> float:
     return round(send_ts + latency * 1000, 3) if latency is not None else _now_ms()
 
 
+def _marked(headers: Any) -> Any:
+    """`headers` (None, a mapping or a list of pairs, as confluent_kafka takes them) with the canary header."""
+    if headers is None:
+        return [(LANE_HEADER, CANARY_HEADER_VALUE)]
+    if isinstance(headers, Mapping):
+        return {**headers, LANE_HEADER: CANARY_HEADER_VALUE}
+    return [*headers, (LANE_HEADER, CANARY_HEADER_VALUE)]
+
+
 class LaneProducer:
     """Sends each record to a partition of its own lane; falls back to every partition when its lane has none.
 
@@ -61,18 +73,20 @@ class LaneProducer:
     `refresh_interval` seconds and after every failed delivery. metrics: default ClientMetrics.default().
     observations: an ObservationSink to share, True for one of its own writing to the observations topic of this
     cluster, False (default) for none. run_id: the observations' run id (default $KAFKA_CANARY_RUN_ID).
+    mark_records: in the canary lane, add the canary header to every record (default).
     producer: a ready Producer-like client instead of one built from config (tests).
     """
 
     def __init__(self, config: Mapping[str, Any], *, lane: Lane | None = None, topics: Iterable[str] = (),
                  view: LaneSource | None = None, refresh_interval: float = 10.0,
                  metrics: ClientMetrics | None = None, observations: ObservationSink | bool = False,
-                 run_id: str | None = None, producer: Any = None):
+                 run_id: str | None = None, mark_records: bool = True, producer: Any = None):
         if lane is not None and lane not in LANES:
             raise ValueError(f"lane must be one of {LANES}, got {lane!r}")
         self.lane: Lane = lane or config_lane(config)
         self.client_id = str(config.get("client.id") or "rdkafka")
         self.metrics = metrics or ClientMetrics.default()
+        self.mark_records = mark_records and self.lane == "canary"
         self._own_view = view is None
         self.view: LaneSource = view if view is not None else LaneView(config, topics, interval=refresh_interval)
         self._producer = producer
@@ -118,6 +132,8 @@ class LaneProducer:
         choice = self.partitioner.choose(self.view.get(topic), key)
         self._note_fallback(topic, choice.fallback)
         kwargs: dict[str, Any] = {"on_delivery": self._callback(topic, choice, on_delivery)}
+        if self.mark_records:
+            headers = _marked(headers)
         if headers is not None:
             kwargs["headers"] = headers
         if timestamp:

@@ -342,12 +342,12 @@ def test_a_java_service_that_silently_drops_one_record_in_a_hundred_is_rolled_ba
 
 
 # make faults (~1–2 min each): the other ways a team's version goes wrong, each caught by the default client judge.
-# Not here: 2.0-raises. It goes on past the orders it fails on (LaneConsumer.process skips them, as any service that
-# catches its errors and goes on), so those orders are never billed; a service that dies of its error skips nothing
-# (test_clients.py). Keeping them needs a dead-letter topic, which the library does not have yet.
+# 2.0-raises goes on past the orders it fails on (LaneConsumer.process): the canary lane holds each at its record and
+# retries it, so the rollback hands those orders to 1.0, which bills them.
 @pytest.mark.slow
 @pytest.mark.parametrize(("version", "caught_by"), [
     ("2.0-slow", "processing_latency_p99"),   # +20 ms per order
+    ("2.0-raises", "processing_error_rate"),  # fails on one order in fifty and goes on
     ("2.0-crash", "exited"),                  # the canary exits at start
 ])
 def test_a_teams_bad_version_is_rolled_back_and_no_order_is_lost(canary_cluster, run_root, tmp_path, version,

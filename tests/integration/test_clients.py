@@ -13,6 +13,7 @@ import subprocess
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 
 import jvm_lanes
 import pytest
@@ -264,6 +265,62 @@ def test_a_record_whose_processing_raised_is_not_committed_and_the_next_owner_pr
     finally:
         next_owner.close()
     assert taken == [f"{held}-{i}".encode() for i in range(20, 50)]
+
+
+def test_the_canary_holds_a_record_of_the_fleets_it_failed_retries_it_and_skips_its_own(lane_cluster):
+    """A canary that goes on after errors (`process()`), on a real broker: a record of the fleet's it cannot
+    process holds its partition there (retried, every attempt an error, nothing after it committed) while its other
+    partition goes on; one that fails twice passes on the third attempt, in order; a record a canary client wrote
+    (the lane header) is skipped, as the baseline skips."""
+    from confluent_kafka import Producer
+
+    _canary_broker(lane_cluster, on=True)
+    bootstrap, topic = lane_cluster.bootstrap_servers, "clients-held"
+    create_topic(bootstrap, topic)
+    wait_for_lanes(bootstrap, topic, canary=CANARY_PARTITIONS)
+    held, other = CANARY_PARTITIONS[:2]
+    writer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "logger": QUIET_LOGGER})
+    for p in (held, other):
+        for i in range(50):
+            own = p == held and i == 30  # written by a canary: its own output
+            writer.produce(topic, value=f"{p}-{i}".encode(), partition=p,
+                           headers=[("kafka-canary-lane", b"canary")] if own else None)
+    assert writer.flush(60) == 0
+
+    def run(group: str, fails: Callable[[bytes, int], bool], seconds: float) -> tuple[list[bytes], float]:
+        metrics, handled, attempts = ClientMetrics(CollectorRegistry()), [], Counter()
+        consumer = _consumer(bootstrap, group, {"group.instance.id": "billing-canary-0"}, metrics, topic=topic)
+
+        def handle(msg) -> None:
+            attempts[msg.value()] += 1
+            if fails(msg.value(), attempts[msg.value()]):
+                raise ValueError("cannot bill")
+            handled.append(msg.value())
+        try:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline and len(handled) < 99:
+                consumer.process(handle, duration=0.5, poll_timeout=0.2)
+        finally:
+            consumer.close()
+        return handled, _value(metrics, "kafka_canary_client_processing_error_total", client="billing-canary-0",
+                               topic=topic, lane="canary")
+
+    stuck, own = f"{held}-20".encode(), f"{held}-30".encode()
+    handled, errors = run(f"held-{uuid.uuid4().hex[:6]}", lambda value, _: value in (stuck, own), 8)
+    assert [v for v in handled if v.startswith(f"{held}-".encode())] == [f"{held}-{i}".encode() for i in range(20)]
+    assert [v for v in handled if v.startswith(f"{other}-".encode())] == [f"{other}-{i}".encode() for i in range(50)]
+    assert errors >= 5  # retried while it ran: the judge sees the errors
+    group = f"transient-{uuid.uuid4().hex[:6]}"
+    handled, errors = run(group, lambda value, attempt: value == own or (value == stuck and attempt <= 2), 30)
+    assert [v for v in handled if v.startswith(f"{held}-".encode())] == [
+        f"{held}-{i}".encode() for i in range(50) if i != 30]  # in order, the retried one in its place
+    assert errors == 3  # two failed attempts and the canary's own record, skipped
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "logger": QUIET_LOGGER})
+    try:
+        assert [tp.offset for tp in reader.committed([TopicPartition(topic, p) for p in (held, other)],
+                                                      timeout=30)] == [50, 50]
+    finally:
+        reader.close()
 
 
 @pytest.fixture(scope="module")

@@ -43,9 +43,13 @@ class FakeRecord:
     """What confluent_kafka hands to delivery callbacks and returns from poll()."""
 
     def __init__(self, topic: str, partition: int, offset: int = 0, value: bytes | None = None,
-                 timestamp: int = 0, error=None, latency: float | None = None):
+                 timestamp: int = 0, error=None, latency: float | None = None, headers: list | None = None):
         self._topic, self._partition, self._offset = topic, partition, offset
         self._value, self._timestamp, self._error, self._latency = value, timestamp, error, latency
+        self._headers = headers
+
+    def headers(self) -> list | None:
+        return self._headers
 
     def latency(self) -> float | None:
         """librdkafka's: seconds from produce() to the broker's response (delivery reports only)."""
@@ -128,6 +132,15 @@ class FakeConsumer:
 
     def poll(self, timeout=None):
         return self.queue.pop(0) if self.queue else None
+
+    def pause(self, partitions):
+        self.calls.append(("pause", sorted((tp.topic, tp.partition) for tp in partitions)))
+
+    def resume(self, partitions):
+        self.calls.append(("resume", sorted((tp.topic, tp.partition) for tp in partitions)))
+
+    def seek(self, partition):
+        self.calls.append(("seek", (partition.topic, partition.partition, partition.offset)))
 
     def store_offsets(self, offsets=None, message=None):
         self.stored.update({(tp.topic, tp.partition): tp.offset for tp in offsets})

@@ -7,6 +7,7 @@ from canary.observations import Observation
 from canary.probe.sink import ObservationSink
 
 CONFIG = {"group.id": "billing", "group.instance.id": "billing-canary-0"}
+BASELINE = {"group.id": "billing", "group.instance.id": "billing-0"}
 
 
 def test_lane_assignment_takes_the_lanes_partitions_split_over_instances(six_partitions):
@@ -82,25 +83,105 @@ def test_processing_records_latency_errors_lag_and_stores_only_what_did_not_rais
     assert metrics.registry.get_sample_value("kafka_canary_client_processing_latency_seconds_count", labels) == 2
 
 
-def test_messages_marks_the_previous_record_processed_and_process_goes_on_after_errors(six_partitions, metrics):
+def test_messages_marks_the_previous_record_processed_and_the_baseline_goes_on_after_errors(six_partitions,
+                                                                                            metrics):
     fake = FakeConsumer()
-    consumer = LaneConsumer(CONFIG, "orders", view=FakeView(six_partitions), metrics=metrics, consumer=fake)
-    fake.queue = [FakeRecord("orders", 2, i, b"x") for i in range(3)]
+    consumer = LaneConsumer(BASELINE, "orders", view=FakeView(six_partitions), metrics=metrics, consumer=fake)
+    fake.queue = [FakeRecord("orders", 0, i, b"x") for i in range(3)]
     seen = []
     for msg in consumer.messages(poll_timeout=0):
         seen.append(msg.offset())
-        assert fake.stored.get(("orders", 2), 0) == msg.offset()  # the one before is stored, this one not yet
+        assert fake.stored.get(("orders", 0), 0) == msg.offset()  # the one before is stored, this one not yet
         if len(seen) == 3:
             break
-    fake.queue = [FakeRecord("orders", 5, i, b"x") for i in range(4)]
+    fake.queue = [FakeRecord("orders", 1, i, b"x") for i in range(4)]
 
     def handler(msg):
         if msg.offset() % 2:
             raise RuntimeError("boom")
     assert consumer.process(handler, max_messages=4, poll_timeout=0) == 4
-    assert fake.stored[("orders", 5)] == 4  # process() goes on: the records that raised are skipped
+    assert fake.stored[("orders", 1)] == 4  # the baseline goes on: the records that raised are skipped
     assert metrics.registry.get_sample_value("kafka_canary_client_processing_error_total", {
-        "client": "billing-canary-0", "topic": "orders", "lane": "canary"}) == 2
+        "client": "billing-0", "topic": "orders", "lane": "baseline"}) == 2
+    assert not [c for c in fake.calls if c[0] in ("pause", "seek")]
+
+
+def test_the_canary_holds_a_record_of_the_fleets_it_failed_and_retries_it(six_partitions, metrics, monkeypatch):
+    """A canary version never commits past a record of the fleet's it could not process: the partition is paused
+    at it and the record retried (each attempt an error), the other partitions go on; what a canary client wrote
+    is its own to skip."""
+    clock = [100.0]
+    monkeypatch.setattr("canary.clients.consumer.time.monotonic", lambda: clock[0])
+    fake = FakeConsumer()
+    consumer = LaneConsumer(CONFIG, "orders", view=FakeView(six_partitions), metrics=metrics, consumer=fake)
+    fake.queue = [FakeRecord("orders", 2, 0, b"ok"), FakeRecord("orders", 2, 1, b"fails"),
+                  FakeRecord("orders", 2, 2, b"prefetched"), FakeRecord("orders", 5, 0, b"other partition")]
+    attempts = []
+
+    def handler(msg):
+        attempts.append((msg.partition(), msg.offset()))
+        if msg.value() == b"fails" and len(attempts) < 5:
+            raise ValueError("cannot bill")
+    consumer.process(handler, max_messages=3, poll_timeout=0)
+    assert attempts == [(2, 0), (2, 1), (5, 0)]  # offset 2 was fetched before the hold: dropped
+    assert fake.stored == {("orders", 2): 1, ("orders", 5): 1}  # never past the held record
+    assert ("pause", [("orders", 2)]) in fake.calls and ("seek", ("orders", 2, 1)) in fake.calls
+    fake.queue = [FakeRecord("orders", 2, 1, b"fails")]
+    assert consumer.poll(0) is None  # not due: not resumed, and a record fetched before the pause is dropped
+    clock[0] += 0.1
+    fake.queue = [FakeRecord("orders", 2, 1, b"fails")]
+    consumer.process(handler, max_messages=1, poll_timeout=0)  # retried at 0.1 s, fails again
+    assert fake.calls[-4:] == [("seek", ("orders", 2, 1)), ("resume", [("orders", 2)]), ("pause", [("orders", 2)]),
+                              ("seek", ("orders", 2, 1))]
+    assert consumer._held[("orders", 2)].attempts == 2
+    clock[0] += 0.2  # the backoff doubled
+    fake.queue = [FakeRecord("orders", 2, 1, b"fails"), FakeRecord("orders", 2, 2, b"next")]
+    consumer.process(handler, max_messages=2, poll_timeout=0)
+    assert attempts[-3:] == [(2, 1), (2, 1), (2, 2)] and fake.stored[("orders", 2)] == 3  # then it succeeded
+    assert metrics.registry.get_sample_value("kafka_canary_client_processing_error_total", {
+        "client": "billing-canary-0", "topic": "orders", "lane": "canary"}) == 2  # an error per failed attempt
+    consumer.close()
+    assert fake.committed_offsets == {("orders", 2): 3, ("orders", 5): 1}
+
+    own = FakeConsumer()  # a record a canary producer wrote: the canary's own poison, skipped as the baseline would
+    consumer = LaneConsumer(CONFIG, "orders", view=FakeView(six_partitions), metrics=metrics, consumer=own)
+    own.queue = [FakeRecord("orders", 5, 0, b"malformed", headers=[("kafka-canary-lane", b"canary")])]
+    consumer.process(lambda msg: 1 / 0, max_messages=1, poll_timeout=0)
+    assert own.stored == {("orders", 5): 1} and not consumer._held
+
+
+def test_a_failed_retry_is_observed_when_it_happened_and_the_success_at_the_records_time(six_partitions, metrics,
+                                                                                          tmp_path, monkeypatch):
+    """The judge windows observations by their send time: a retry that failed again is an event of its own (a
+    record held since the warm-up would otherwise never be judged); the success keeps the record's own time, so its
+    e2e latency shows the wait."""
+    clock = [100.0]
+    monkeypatch.setattr("canary.clients.consumer.time.monotonic", lambda: clock[0])
+    sink = ObservationSink(None, None, path=tmp_path / "obs.jsonl")
+    fake = FakeConsumer()
+    consumer = LaneConsumer(CONFIG, "orders", view=FakeView(six_partitions), metrics=metrics, consumer=fake,
+                            observations=sink, run_id="run-1")
+    for fails in (True, True, False):
+        fake.queue = [FakeRecord("orders", 2, 7, b"x", timestamp=1_000)]
+        consumer.process(lambda msg, fails=fails: fails and 1 / 0, max_messages=1, poll_timeout=0)
+        clock[0] += 1
+    consumer.close()
+    sink.close()
+    first, retry, success = [Observation.from_json(line) for line in (tmp_path / "obs.jsonl").read_text().splitlines()]
+    assert (first.outcome, first.send_ts) == ("processing_error", 1_000)
+    assert retry.outcome == "processing_error" and retry.send_ts == retry.receive_ts > 1_000
+    assert (success.outcome, success.send_ts) == ("delivered", 1_000)
+
+
+def test_a_held_partition_that_leaves_the_lane_is_released_at_the_held_record(six_partitions, metrics):
+    view = FakeView(six_partitions)
+    fake = FakeConsumer()
+    consumer = LaneConsumer(CONFIG, "orders", view=view, metrics=metrics, consumer=fake)
+    fake.queue = [FakeRecord("orders", 5, 0, b"ok"), FakeRecord("orders", 5, 1, b"fails")]
+    consumer.process(lambda msg: msg.offset() == 1 and 1 / 0, max_messages=2, poll_timeout=0)
+    view.set(lanes_of("orders", {**six_partitions.leaders, 5: 1}))  # the rollback: 5 goes back to the baseline
+    consumer.poll(0)
+    assert ("commit", [("orders", 5, 1)]) in fake.calls and not consumer._held  # its next owner bills record 1
 
 
 def test_messages_never_stores_a_record_whose_processing_raised(six_partitions, metrics):

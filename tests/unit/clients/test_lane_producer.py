@@ -35,11 +35,27 @@ def test_records_go_to_the_lanes_partitions_with_the_callers_arguments(six_parti
                                  on_delivery=lambda err, msg: delivered.append((err, msg.partition())))
                 for i in range(20)]
     assert {s["partition"] for s in fake.sent} == {2, 5} and [s["partition"] for s in fake.sent] == returned
-    assert all(s["headers"] == {"h": b"1"} and s["timestamp"] == 1234 and s["value"] == b"v" for s in fake.sent)
+    # the caller's headers, and the canary's mark (a canary consumer settles what a canary wrote: test_lane_consumer)
+    assert all(s["headers"] == {"h": b"1", "kafka-canary-lane": b"canary"} and s["timestamp"] == 1234
+               and s["value"] == b"v" for s in fake.sent)
     assert producer.poll(0) == 20 and [p for _, p in delivered] == returned and all(e is None for e, _ in delivered)
     assert metrics.registry.get_sample_value("kafka_canary_client_lane_fallback", LABELS) == 0
     assert metrics.registry.get_sample_value("kafka_canary_client_produce_latency_seconds_count", LABELS) == 20
     assert producer.lane_partitions("orders") == ((2, 5), False)
+
+
+def test_only_the_canary_lane_marks_its_records_and_it_can_be_told_not_to(six_partitions, metrics):
+    view = FakeView(six_partitions)
+    for config, extra, headers in (({"client.id": "orders-canary-1"}, {}, [("kafka-canary-lane", b"canary")]),
+                                   ({"client.id": "orders-1"}, {}, None),
+                                   ({"client.id": "orders-canary-1"}, {"mark_records": False}, None)):
+        fake = FakeProducer()
+        LaneProducer(config, view=view, metrics=metrics, producer=fake, **extra).produce("orders", b"v")
+        assert fake.sent[0].get("headers") == headers, (config, extra)
+    fake = FakeProducer()
+    LaneProducer({"client.id": "orders-canary-1"}, view=view, metrics=metrics, producer=fake).produce(
+        "orders", b"v", headers=[("trace", b"t")])
+    assert fake.sent[0]["headers"] == [("trace", b"t"), ("kafka-canary-lane", b"canary")]
 
 
 def test_fallback_is_logged_once_counted_and_ends_when_canary_partitions_return(six_partitions, metrics, caplog):
