@@ -356,6 +356,7 @@ def test_a_teams_bad_version_is_rolled_back_and_no_order_is_lost(canary_cluster,
     result, instances, acked = _run_teams_service(canary_cluster, r)
     assert result.outcome == "ROLLBACK" and result.status == "verified rolled_back", result
     assert caught_by in result.reason, result.reason
+    assert version == "2.0-crash" or "fail fast" in result.reason, result.reason  # stopped at an interim look
     assert instances == {f"{r.topic}-consumer-{i}": ("1.0", True) for i in (0, 1)}
     figures = _handoff(f"a team's {version}", acked, _records(r.services.directory)[1])
     assert figures["acked"] > 500 and figures["missing"] == 0
