@@ -39,6 +39,13 @@ class PartitionState:
 
 # The rollout's cluster lock (canary.rollout.core.lock): while this topic exists a rollout restarts brokers.
 ROLLOUT_LOCK_TOPIC = "__kafka_canary_rollout_lock"
+
+
+def is_user_topic(topic: str) -> bool:
+    """A topic of the cluster's clients: not Kafka's internal topics (`__consumer_offsets`, …) nor this tool's
+    (`__kafka_canary…`), nor the `_…` topics of the tools around Kafka (`_schemas`, `_confluent…`)."""
+    return not topic.startswith("_")
+
 # kafka-python calls tried this many times when the connection breaks (a broker that has just restarted).
 CONNECTION_TRIES = 5
 T = TypeVar("T")

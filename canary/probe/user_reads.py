@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, KafkaException
 
 from canary.broker_metrics import USER_CATCH_UP
+from canary.kafka.admin import is_user_topic
 from canary.kafka.clients import QUIET_LOGGER, admin_client
 from canary.kafka.health import metadata_and_brokers
 from canary.lanes import broker_lane
@@ -30,12 +31,6 @@ from canary.probe.catch_up import MIN_RECORDS, Backlog, Caught, Key, read_behind
 SOURCE = "user-reads"
 # The record size assumed for a partition not read yet (a read then learns its real one).
 _FIRST_RECORD_SIZE = 1000
-
-
-def is_user_topic(topic: str) -> bool:
-    """Not Kafka's internal topics (`__consumer_offsets`, …) nor this tool's (`__kafka_canary…`), nor the `_…`
-    topics of the tools around Kafka (`_schemas`, `_confluent…`)."""
-    return not topic.startswith("_")
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from confluent_kafka import KafkaException
 from canary.broker_metrics import BrokerMetricsError, BrokerMetricsSource
 from canary.errors import CanaryError
 from canary.judge import INCONCLUSIVE, PROMOTE, Brief
+from canary.kafka.admin import is_user_topic
 from canary.observations import BrokerReading, read_file_counted
 from canary.rollout.broker.metrics import broker_metrics_source
 from canary.rollout.broker.rollout import Rollout
@@ -115,15 +116,15 @@ def _leadership_weights(led: Mapping[int, int], canary: Collection[int], refs: C
 
 
 def user_leaders(run: Rollout) -> dict[int, int]:
-    """How many partitions of the user topics (not the internal `__…` ones, nor the probe's) each broker leads now;
-    {} when the cluster does not answer (the shares are then not weighed)."""
+    """How many partitions of the user topics (canary.kafka.admin.is_user_topic: not the internal ones, nor the
+    probe's) each broker leads now; {} when the cluster does not answer (the shares are then not weighed)."""
     counts: dict[int, int] = {}
     try:
         views = run.partitions()
     except (KafkaException, CanaryError, TimeoutError):
         return {}
     for p in views:
-        if not p.topic.startswith("__") and p.leader >= 0:
+        if is_user_topic(p.topic) and p.leader >= 0:
             counts[p.leader] = counts.get(p.leader, 0) + 1
     return counts
 

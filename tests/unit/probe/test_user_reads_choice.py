@@ -6,9 +6,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import canary.probe.user_reads as user_reads
+from canary.kafka.admin import is_user_topic
 from canary.lanes import canary_rack
 from canary.probe.catch_up import Backlog, Caught
-from canary.probe.user_reads import UserReads, UserReadsConfig, is_user_topic
+from canary.probe.user_reads import UserReads, UserReadsConfig
 
 
 def _metadata(topics: dict[str, dict[int, int]]):
