@@ -101,13 +101,21 @@ def _notes(order: list[int], partitions: list[PartitionView], down: Collection[i
         notes += [f"broker {b} runs but is not registered (starting, or recovering its logs): its batch waits for it, "
                   f"with progress" for b in order if b not in down and b not in registered]
     hosted = set(order)
-    short = [p.name for p in partitions if hosted & set(p.replicas) and len(p.isr) < len(p.replicas)]
+
+    def named(names: list[str]) -> str:
+        return f"{', '.join(names[:5])}{', …' if len(names) > 5 else ''}"
+    below = [p.name for p in partitions if hosted & set(p.replicas) and len(p.isr) < min(p.min_isr, len(p.replicas))]
+    if below:
+        notes.append(f"{len(below)} partition(s) already below min.insync.replicas ({named(below)}): acks=all writes "
+                     f"to them fail now; no broker they live on restarts until their ISR is back at min ISR")
+    short = [p.name for p in partitions if hosted & set(p.replicas)
+             and min(p.min_isr, len(p.replicas)) <= len(p.isr) < len(p.replicas)]
     if short:
-        notes.append(f"{len(short)} partition(s) not fully replicated now ({', '.join(short[:5])}"
-                     f"{', …' if len(short) > 5 else ''}): a batch hosting one waits until the guard allows it")
+        notes.append(f"{len(short)} partition(s) not fully replicated now ({named(short)}): a batch hosting one "
+                     f"waits until the guard allows it")
     never = [p.name for p in partitions if hosted & set(p.replicas) and p.min_isr >= len(p.replicas)]
     if never:
         notes.append(f"{len(never)} partition(s) with min.insync.replicas ≥ replication factor "
-                     f"({', '.join(never[:5])}): unavailable for acks=all during any restart of their brokers, "
+                     f"({named(never)}): unavailable for acks=all during any restart of their brokers, "
                      f"whatever the batches")
     return notes

@@ -311,8 +311,8 @@ def _probe_accounting(entries: Iterable[dict]) -> str:
 
 
 def _promotion(entries: list[dict]) -> str:
-    """The promotion as its audit lines tell it: each wave's brokers and the look after it, the partitions drained,
-    a person's pauses."""
+    """The promotion as its audit lines tell it: each wave's brokers and the look after it, what the plan said of
+    the cluster before anything restarted, the partitions drained, a person's pauses."""
     plans = [e for e in entries if e["action"] == "promotion plan"]
     if not plans or not plans[-1].get("waves"):
         return ""
@@ -331,8 +331,9 @@ def _promotion(entries: list[dict]) -> str:
     drained = sum(int(e.get("drained") or 0) for e in entries if e["action"] == "drained")
     pauses = [f"{e['action']} by {e.get('by') or 'someone'}" + (f" ({e['reason']})" if e.get("reason") else "")
               for e in entries if e["step"] == "pause"]
-    notes = ([f"{drained} partition leadership(s) moved off batches before they stopped, and back after"]
-             if drained else []) + ([f"pauses: {'; '.join(pauses)}"] if pauses else [])
+    notes = [f"the plan: {note}" for note in plans[-1].get("notes") or []] + (
+        [f"{drained} partition leadership(s) moved off batches before they stopped, and back after"]
+        if drained else []) + ([f"pauses: {'; '.join(pauses)}"] if pauses else [])
     return ("<h2>Promotion</h2><table><tr><th scope='col'>wave</th><th scope='col'>brokers</th>"
             "<th scope='col'>batches</th><th scope='col'>the look after it</th></tr>" + "".join(rows) + "</table>"
             + "".join(f"<p>{_e(n)}.</p>" for n in notes))

@@ -79,6 +79,15 @@ def test_a_partition_short_now_is_named_and_the_plan_assumes_whole_isrs():
     assert not decide([1], views).allowed  # at the batch's start the guard still decides on the ISR as it is
 
 
+def test_a_partition_already_below_min_isr_is_named_apart_and_its_brokers_wait():
+    views = rack_aware()
+    views[0] = PartitionView("orders", 0, views[0].replicas, views[0].replicas[:1], views[0].leader, 2)
+    plan = plan_batches([1, 2, 3, 4, 5, 6], RACKS, views, max_batch=2)
+    assert plan.notes == ["1 partition(s) already below min.insync.replicas (orders-0): acks=all writes to them fail "
+                          "now; no broker they live on restarts until their ISR is back at min ISR"]
+    assert not any(decide([b], views).allowed for b in views[0].replicas)
+
+
 def test_min_isr_equal_to_the_replication_factor_is_named_and_does_not_block_batches():
     plan = plan_batches([1, 2, 3, 4, 5, 6], RACKS, rack_aware(min_isr=3), max_batch=2)
     assert brokers_of(plan) == [[1, 2], [3, 4], [5, 6]]

@@ -140,7 +140,8 @@ def test_a_promotion_in_waves_shows_each_wave_its_look_the_drain_and_the_pauses(
     state = RunState.open(tmp_path / "run", "r9", {"change": {"config": {"num.io.threads": "6"}}})
     audit = AuditLog(tmp_path / "run", "r9")
     audit.record("promote", "promotion plan", batches=[], waves=[
-        {"wave": 1, "batches": [[1], [3, 4]]}, {"wave": 2, "batches": [[5, 6]]}, {"wave": 3, "batches": [[2]]}])
+        {"wave": 1, "batches": [[1], [3, 4]]}, {"wave": 2, "batches": [[5, 6]]}, {"wave": 3, "batches": [[2]]}],
+        notes=["broker 4 is down: started first, alone (starting it takes nothing from any ISR)"])
     audit.record("promote", "drained", brokers=[3, 4], drained=7, still_leading=[])
     audit.record("promote", "wave look", wave=1, verdict="PROMOTE", reason="no regression")
     audit.record("pause", "paused", by="alice", reason="SLO <red>")
@@ -150,3 +151,4 @@ def test_a_promotion_in_waves_shows_each_wave_its_look_the_drain_and_the_pauses(
     assert "<td>1, 3, 4</td><td>[1] · [3, 4]</td><td>passed: no regression</td>" in page
     assert "<td>regression: e2e_latency_p99: 480 vs 12 ms</td>" in page and "none (the last wave)" in page
     assert "7 partition leadership(s) moved off batches" in page and "paused by alice (SLO &lt;red&gt;)" in page
+    assert "<p>the plan: broker 4 is down: started first, alone" in page
