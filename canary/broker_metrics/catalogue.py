@@ -176,6 +176,16 @@ LOAD_METRICS: tuple[LoadMetric, ...] = (
 )
 # How fast a broker delivers the latest records of user-topic partitions it leads to a consumer that is behind, read
 # back a bounded volume at a time without any load (canary.probe.user_reads).
+# How much of its logs a starting broker still has to recover (KIP-831; gauges that exist only while it recovers,
+# summed over its log directories and recovery threads): what a slow start is doing, so a restart is waited for
+# while they go down (canary.rollout.broker.rolling). Not judged, not in CATALOGUE.
+RECOVERY: tuple[BrokerMetric, ...] = (
+    BrokerMetric("logs_to_recover", "kafka_log_logmanager_value", "gauge", "logs", "increase",
+                 {"name": "remainingLogsToRecover"}),
+    BrokerMetric("segments_to_recover", "kafka_log_logmanager_value", "gauge", "segments", "increase",
+                 {"name": "remainingSegmentsToRecover"}),
+)
+
 USER_CATCH_UP = "catch_up_bytes_per_s"
 # Every per-broker metric the judge can compare, with its unit.
 UNITS: Mapping[str, str] = {**{m.name: m.unit for m in CATALOGUE}, **{m.name: m.unit for m in LOAD_METRICS},

@@ -43,6 +43,10 @@ class BrokerMetricsSource(Protocol):
         """Raises BrokerMetricsError naming every broker whose metrics cannot be read."""
         ...
 
+    def only(self, metrics: Iterable[BrokerMetric]) -> BrokerMetricsSource:
+        """A source of the same brokers, reading `metrics` instead of the catalogue."""
+        ...
+
 
 def _value(series: Series, metric: BrokerMetric) -> float | None:
     """The sum of the series matching `metric` in one scrape, or None when there is none."""
@@ -79,6 +83,9 @@ class ExporterSource:
         self.metrics = tuple(metrics)
         self.timeout = timeout
         self._previous: dict[int, tuple[float, Series]] = {}
+
+    def only(self, metrics: Iterable[BrokerMetric]) -> ExporterSource:
+        return ExporterSource(self.endpoints, metrics, self.timeout)
 
     def _scrape(self, broker: int) -> Series:
         url = f"{self.endpoints[broker]}/metrics"
@@ -163,6 +170,10 @@ class PrometheusSource:
         self.headers = dict(headers or {})
         self.timeout = timeout
         self._by_label = {label: broker for broker, label in self.brokers.items()}
+
+    def only(self, metrics: Iterable[BrokerMetric]) -> PrometheusSource:
+        return PrometheusSource(self.url, self.brokers, self.broker_label, self.window, metrics, self.queries,
+                                self.headers, self.timeout)
 
     def query_of(self, metric: BrokerMetric) -> str:
         regex = label_regex(self._by_label)

@@ -28,11 +28,13 @@ def describe(exc: BaseException) -> str:
 
 def wait_until(what: str, timeout: float, check: Callable[[], str | None],
                progress: Callable[[str], None] | None = None, progress_every: float = 10.0,
-               poll: float = POLL) -> float:
+               poll: float = POLL, moving: Callable[[str], bool] | None = None) -> float:
     """Polls `check` (None = done, else what is still missing) until done. `progress` gets a line every
-    `progress_every` seconds. Returns the seconds waited; raises WaitTimeout after `timeout`."""
+    `progress_every` seconds. Returns the seconds waited; raises WaitTimeout after `timeout`, or with `moving` (told
+    what is missing at each look, true when that is progress) after `timeout` without progress: a slow change is
+    waited for while it advances, a stuck one is not."""
     start = time.monotonic()
-    last_report = start
+    last_report = last_move = start
     while True:
         try:
             missing = check()
@@ -41,8 +43,11 @@ def wait_until(what: str, timeout: float, check: Callable[[], str | None],
         if missing is None:
             return time.monotonic() - start
         now = time.monotonic()
-        if now - start > timeout:
-            raise WaitTimeout(f"{what}: not done after {timeout:.0f}s: {missing}")
+        if moving is not None and moving(missing):
+            last_move = now
+        if now - last_move > timeout:
+            raise WaitTimeout(f"{what}: not done after {timeout:.0f}s: {missing}" if last_move == start else
+                              f"{what}: no progress for {timeout:.0f}s ({now - start:.0f}s in all): {missing}")
         if progress is not None and now - last_report >= progress_every:
             progress(f"{what}: waiting {now - start:.0f}s, {missing}")
             last_report = now

@@ -8,12 +8,16 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from canary.broker_metrics import BrokerMetricsSource
+from canary.errors import CanaryError
 from canary.kafka import health
 from canary.kafka.wait import POLL, WaitTimeout, wait_until
 from canary.rollout import guard
 from canary.rollout.broker.batches import BatchPlan
 from canary.rollout.broker.desired import desired_state, is_as_desired
 from canary.rollout.broker.drain import drain, undrain
+from canary.rollout.broker.metrics import broker_metrics_source
+from canary.rollout.broker.recovery import Recovery
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.core import RolloutError
 from canary.rollout.deployers.base import BrokerInfo
@@ -68,11 +72,23 @@ def wait_for_quorum(run: Rollout, voters: list[int], node: int) -> None:
 def wait_in_isr(run: Rollout, brokers: int | list[int], timeout: float,
                 partitions: Callable[[], list[guard.PartitionView]] | None = None) -> float:
     """Learner warm-up for one broker, or a batch: registered, then in the ISR of every partition each hosts
-    (`partitions`: how they are read, the run's own by default)."""
+    (`partitions`: how they are read, the run's own by default). `timeout` is how long it may go without progress
+    (canary.rollout.broker.recovery): a slow log recovery is waited for, with progress, a stuck broker is not."""
     batch = [brokers] if isinstance(brokers, int) else brokers
+    recovery = Recovery(_metrics_or_none(run), batch)
     return wait_until(f"learner warm-up of {guard.who(batch)}", timeout,
-                      lambda: guard.learners_missing(run.admin.registered(), partitions or run.partitions, batch),
-                      run.progress)
+                      lambda: recovery.describe(guard.learners_missing(run.admin.registered(),
+                                                                       partitions or run.partitions, batch)),
+                      run.progress, moving=recovery.moved)
+
+
+def _metrics_or_none(run: Rollout) -> BrokerMetricsSource | None:
+    """The rollout's broker metrics, or None when they are off or cannot be had (the warm-up then goes by the
+    cluster's answers alone)."""
+    try:
+        return broker_metrics_source(run)
+    except CanaryError:
+        return None
 
 
 class ProcessWatch:
