@@ -144,6 +144,42 @@ def test_good_v2_is_promoted_to_every_instance_and_nothing_is_lost(canary_cluste
     assert figures["acked"] > 1000 and figures["missing"] == 0
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("shape", "producers", "consumers"), [("producer-only", 2, 0), ("consumer-only", 0, 2)])
+def test_every_shape_of_service_is_promoted_with_the_default_judge_when_healthy(canary_cluster, run_root, tmp_path,
+                                                                                shape, producers, consumers):
+    """A service that only writes is judged on its writes, one that only reads (another team's producer upstream)
+    on what it read and processed: neither is left INCONCLUSIVE for data it cannot have."""
+    topic = f"orders-{shape}"
+    _create_topic(canary_cluster, topic)
+    raw = _spec(canary_cluster, run_root / f"fleet-{topic}", topic, "v2")
+    raw["service"] |= {"producers": producers, "consumers": consumers}
+    r = ClientRollout(load_client_spec(raw), tmp_path / "run", tie_to_parent=True)
+    stop, acked = threading.Event(), {}
+    upstream = threading.Thread(target=_upstream, args=(canary_cluster, topic, stop, acked), daemon=True)
+    if not producers:
+        upstream.start()
+    try:
+        r.step = "test"
+        converge(r, fleet(r.spec, "v1"))
+        time.sleep(5)
+        result = run_all(CLIENT, r)
+        instances = {s.instance.name: (s.instance.version, s.running) for s in r.services.instances()}
+    finally:
+        stop.set()
+        if upstream.is_alive():
+            upstream.join(60)
+        r.services.stop_all()
+    print(f"\n{shape}: {result.outcome} ({result.reason})")
+    assert result.outcome == "PROMOTE" and result.status == "verified promoted", result
+    role = "producer" if producers else "consumer"
+    assert instances == {f"{topic}-{role}-{i}": ("v2", True) for i in range(2)}
+    verdict = json.loads((tmp_path / "run" / "analysis-1" / "verdict.json").read_text())
+    judged = {m["name"] for m in verdict["metrics"] if m["decision"] == "PASS"}
+    assert ({"produce_latency_p99", "produce_error_rate"} if producers else
+            {"processing_latency_p99", "processing_error_rate"}) <= judged, judged
+
+
 def test_bad_v2_is_rolled_back_and_its_malformed_records_never_reach_the_baseline(canary_cluster, run_root,
                                                                                  tmp_path):
     r, result, instances, acked, processed = _run(canary_cluster, run_root, tmp_path, "orders-bad", "v2-bad")
