@@ -80,7 +80,7 @@ class FakeSource:
     def sample(self) -> list[BrokerSample]:
         now = self.sums.pop(0) if len(self.sums) > 1 else self.sums[0]
         return [BrokerSample(b, name, value, 0) for b, pair in now.items()
-                for name, value in zip(("logs_to_recover", "segments_to_recover"), pair)]
+                for name, value in zip(("logs_to_recover", "segments_to_recover"), pair, strict=True)]
 
 
 def test_a_recovering_broker_shows_what_it_has_left_and_each_step_down_is_progress(clock):
