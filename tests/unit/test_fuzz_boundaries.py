@@ -92,11 +92,13 @@ def near_valid(draw, good: dict) -> dict:
         node = doc
         for part in parent:
             node = node[part]
-        node[key] = draw(VALUES)
+        # a copy: SPECIAL's `{}` is one object for every draw, and setting `change.config` below in a `{}` put at
+        # `change` would change it for every later example (hypothesis: FlakyStrategyDefinition)
+        node[key] = copy.deepcopy(draw(VALUES))
     if draw(st.booleans()) and isinstance(doc.get("change"), dict) and "config" in good.get("change", {}):
         doc["change"]["config"] = draw(CONFIGS)
     if draw(st.integers(0, 5)) == 0:
-        doc[draw(st.text(max_size=8))] = draw(VALUES)
+        doc[draw(st.text(max_size=8))] = copy.deepcopy(draw(VALUES))
     return doc
 
 
