@@ -107,18 +107,24 @@ def _handoff(label: str, acked: dict, processed: dict) -> dict:
     return figures
 
 
+def _rollout(r: ClientRollout, version: str):
+    """The fleet on `version` as it runs before the rollout, then the whole rollout: its summary and the instances
+    (version, running) as it left them."""
+    r.step = "test"
+    converge(r, fleet(r.spec, version))
+    time.sleep(5)
+    started = time.monotonic()
+    result = run_all(CLIENT, r)
+    print(f"\n{r.topic}: {result.outcome} in {time.monotonic() - started:.0f}s ({result.reason})")
+    return result, {s.instance.name: (s.instance.version, s.running) for s in r.services.instances()}
+
+
 def _run(cluster: LocalCluster, run_root: Path, tmp_path: Path, topic: str, to: str):
     _create_topic(cluster, topic)
     spec = load_client_spec(_spec(cluster, run_root / f"fleet-{topic}", topic, to))
     r = ClientRollout(spec, tmp_path / "run", tie_to_parent=True)
     try:
-        r.step = "test"
-        converge(r, fleet(spec, "v1"))  # the service as it runs before the rollout
-        time.sleep(5)
-        started = time.monotonic()
-        result = run_all(CLIENT, r)
-        print(f"\n{topic}: {result.outcome} in {time.monotonic() - started:.0f}s ({result.reason})")
-        instances = {s.instance.name: (s.instance.version, s.running) for s in r.services.instances()}
+        result, instances = _rollout(r, "v1")
         time.sleep(5)  # the baseline reads on after the rollout
     finally:
         acked, processed = _finish(r)
@@ -160,17 +166,12 @@ def test_every_shape_of_service_is_promoted_with_the_default_judge_when_healthy(
     if not producers:
         upstream.start()
     try:
-        r.step = "test"
-        converge(r, fleet(r.spec, "v1"))
-        time.sleep(5)
-        result = run_all(CLIENT, r)
-        instances = {s.instance.name: (s.instance.version, s.running) for s in r.services.instances()}
+        result, instances = _rollout(r, "v1")
     finally:
         stop.set()
         if upstream.is_alive():
             upstream.join(60)
         r.services.stop_all()
-    print(f"\n{shape}: {result.outcome} ({result.reason})")
     assert result.outcome == "PROMOTE" and result.status == "verified promoted", result
     role = "producer" if producers else "consumer"
     assert instances == {f"{topic}-{role}-{i}": ("v2", True) for i in range(2)}
@@ -266,11 +267,7 @@ def _run_teams_service(cluster: LocalCluster, r: ClientRollout, after: Callable[
     upstream = threading.Thread(target=_upstream, args=(cluster, r.topic, stop, acked), daemon=True)
     upstream.start()
     try:
-        r.step = "test"
-        converge(r, fleet(r.spec, "1.0"))
-        time.sleep(5)
-        result = run_all(CLIENT, r)
-        instances = {s.instance.name: (s.instance.version, s.running) for s in r.services.instances()}
+        result, instances = _rollout(r, "1.0")
         after()
         time.sleep(3)
     finally:
@@ -281,7 +278,6 @@ def _run_teams_service(cluster: LocalCluster, r: ClientRollout, after: Callable[
                                               for e in lines}, timeout=60, what="every acknowledged order billed")
         finally:
             r.services.stop_all()
-    print(f"\n{r.topic}: {result.outcome} ({result.reason})")
     return result, instances, acked
 
 
