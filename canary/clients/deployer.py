@@ -21,7 +21,8 @@ flushes its LaneProducer; a wrapper script and the JVM it started stop together)
 `stop_timeout`.
 
 Files in the directory: `instances.json`, `<instance>.log` (the process's output), `<instance>.records.jsonl`
-(what the instance acknowledged or processed, for tests and audits), `client.json` (connection settings, 0600).
+(what the instance acknowledged or processed, for tests and audits), `<instance>.rebalances.jsonl` (a subscribed
+consumer's rebalance callbacks, canary.clients.member), `client.json` (connection settings, 0600).
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ import contextlib
 import json
 import os
 import shutil
+import string
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from canary import process
@@ -58,7 +60,28 @@ CONTRACT = {
     "client_config": "KAFKA_CANARY_CONNECTION_FILE",  # a JSON file (0600) of librdkafka connection/security settings
     "records": "KAFKA_CANARY_RECORDS",         # where the instance may log what it acknowledged or processed
     "run_id": RUN_ID_ENV,                      # the run id its observations carry
+    # consumers of the KIP-848 migration canary (docs/migration-canary.md); empty for the client rollout's
+    "group_protocol": "KAFKA_CANARY_GROUP_PROTOCOL",  # group.protocol: classic or consumer
+    "assignor": "KAFKA_CANARY_GROUP_ASSIGNOR",  # classic: partition.assignment.strategy, consumer: remote assignor
+    "rebalances": "KAFKA_CANARY_REBALANCES",   # where a subscribed consumer logs its rebalance callbacks (GroupMember)
 }
+
+
+def check_command(role: str, argv: list[str]) -> None:
+    """Raises ValueError, saying what to write, when a service command is empty or names a placeholder that is not
+    in CONTRACT (or is not a template at all)."""
+    if not argv:
+        raise ValueError(f"the {role} command is empty; give the program and its arguments as a list")
+    for part in argv:
+        try:
+            names = {name for _, name, _, _ in string.Formatter().parse(part) if name is not None}
+        except ValueError as exc:
+            raise ValueError(f"the {role} command's argument {part!r} is not a template ({exc}); write a literal "
+                             f"brace as {{{{ or }}}}") from None
+        unknown = sorted(names - set(CONTRACT))
+        if unknown:
+            raise ValueError(f"the {role} command names {', '.join('{' + n + '}' for n in unknown)}; an instance's "
+                             f"placeholders are {', '.join('{' + n + '}' for n in CONTRACT)}")
 
 
 class DeployError(CanaryError):
@@ -75,6 +98,8 @@ class Instance:
     version: str
     instance: int = 0
     instances: int = 1
+    group_protocol: str = ""    # a subscribed consumer's group.protocol (the migration canary); "" for lane clients
+    assignor: str = ""          # its assignor for that protocol; "" for the client's default
 
 
 @dataclass(frozen=True)
@@ -133,7 +158,7 @@ class ServiceDeployer:
         """Every instance this deployer knows, running or not, sorted by name."""
         result = []
         for _, rec in sorted(self._state().items()):
-            wanted = Instance(**{k: rec[k] for k in ("name", "role", "lane", "version", "instance", "instances")})
+            wanted = Instance(**{f.name: rec[f.name] for f in fields(Instance) if f.name in rec})
             running = self._running(rec)
             result.append(InstanceStatus(wanted, running, rec["pid"] if running else None))
         return result
@@ -143,6 +168,9 @@ class ServiceDeployer:
 
     def records_file(self, name: str) -> Path:
         return self.directory / f"{name}.records.jsonl"
+
+    def rebalances_file(self, name: str) -> Path:
+        return self.directory / f"{name}.rebalances.jsonl"
 
     # ----- actions -----
 
@@ -184,7 +212,7 @@ class ServiceDeployer:
         while time.monotonic() < deadline:
             if not process.is_ours(pid, started, self.marker(wanted.name)):
                 raise DeployError(f"instance {wanted.name} ({wanted.role} {wanted.version}) exited at once; see "
-                                  f"{log_file}: {_tail(log_file)}")
+                                  f"{log_file}: {log_tail(log_file)}")
             time.sleep(0.1)
         return True
 
@@ -194,7 +222,8 @@ class ServiceDeployer:
                 "instance": str(wanted.instance), "instances": str(wanted.instances),
                 "bootstrap": self.bootstrap_servers, "topic": self.topic, "group": self.group, "rate": f"{self.rate:g}",
                 "client_config": str(self.client_file), "records": str(self.records_file(wanted.name)),
-                "run_id": self.run_id}
+                "run_id": self.run_id, "group_protocol": wanted.group_protocol, "assignor": wanted.assignor,
+                "rebalances": str(self.rebalances_file(wanted.name))}
 
     def program_problem(self, wanted: Instance) -> str | None:
         """Why `wanted` cannot start: the service's directory missing, or its own command's program not found or not
@@ -255,7 +284,8 @@ class ServiceDeployer:
         return stopped
 
 
-def _tail(path: Path, lines: int = 5) -> str:
+def log_tail(path: Path, lines: int = 5) -> str:
+    """The last `lines` of an instance's log on one line, for an error message."""
     try:
         return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
     except OSError:

@@ -3,8 +3,8 @@
 decision rule are unit-tested from recorded event lists.
 
 An event is one rebalance callback of one instance **incarnation** (a restarted or re-configured instance is a new
-incarnation with the same client id), or the moment it began to close. Times are seconds on one monotonic clock
-shared by every instance of the run (the instances are threads of one process for this reason).
+incarnation with the same client id), or the moment it began to close. Times are seconds on one clock shared by
+every instance of the run (the migration canary's instances run on its host and log wall-clock times).
 
 What is counted, per incarnation, inside the window [start, end] and before the incarnation began to close (its own
 close revokes everything on purpose and is not a disruption):

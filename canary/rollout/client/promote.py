@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
-from confluent_kafka import Consumer
-from confluent_kafka import TopicPartition as TP
-
-from canary.kafka.clients import QUIET_LOGGER
+from canary.kafka.group_offsets import end_offsets, group_reader, short_of
 from canary.kafka.wait import WaitTimeout, wait_until
 from canary.rollout.client.fleet import converge, remove
 from canary.rollout.client.lane import canary_partitions_now, close_lane
@@ -35,24 +32,17 @@ def drain(run: ClientRollout, partitions: list[int]) -> dict:
     other producers write meanwhile is left to the baseline (waiting for the moving end kept the bad version
     processing for the whole `timeouts.drain` while upstream wrote). Returns the records short of that end per
     partition."""
-    consumer = Consumer({"bootstrap.servers": run.bootstrap_servers, "group.id": run.spec.service.group,
-                         "enable.auto.commit": False, "logger": QUIET_LOGGER, **run.spec.client})
     left: dict[int, int] = {}
-    try:
-        horizon = {p: consumer.get_watermark_offsets(TP(run.topic, p), timeout=10, cached=False)[1]
-                   for p in partitions}
+    with group_reader(run.bootstrap_servers, run.spec.client, run.spec.service.group) as consumer:
+        horizon = end_offsets(consumer, run.topic, partitions)
 
         def check() -> str | None:
-            committed = consumer.committed([TP(run.topic, p) for p in partitions], timeout=10)
             left.clear()
-            left.update({tp.partition: horizon[tp.partition] - max(tp.offset, 0) for tp in committed
-                         if horizon[tp.partition] > max(tp.offset, 0)})
+            left.update(short_of(consumer, run.topic, horizon))
             return f"records the canary producers wrote not yet committed: {left}" if left else None
         with contextlib.suppress(WaitTimeout):
             wait_until("canary consumers draining the canary partitions", run.spec.timeouts.drain, check,
                        run.progress)
-    finally:
-        consumer.close()
     return dict(left)
 
 

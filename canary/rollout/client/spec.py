@@ -31,14 +31,13 @@ that need the cluster (the topic exists, a canary broker hosts its replicas) are
 
 from __future__ import annotations
 
-import string
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from canary.clients.deployer import CONTRACT
+from canary.clients.deployer import check_command
 from canary.fields import NAME_PATTERN, Duration, Matching, Name, RunId, TopicName, required
 from canary.kafka.secrets import redacted
 from canary.rollout.core.spec import (
@@ -129,18 +128,7 @@ class ServiceSpec(SpecSection):
     @classmethod
     def _known_placeholders(cls, command: dict[str, list[str]]) -> dict[str, list[str]]:
         for role, argv in command.items():
-            if not argv:
-                raise ValueError(f"the {role} command is empty; give the program and its arguments as a list")
-            for part in argv:
-                try:
-                    names = {name for _, name, _, _ in string.Formatter().parse(part) if name is not None}
-                except ValueError as exc:
-                    raise ValueError(f"the {role} command's argument {part!r} is not a template ({exc}); write a "
-                                     f"literal brace as {{{{ or }}}}") from None
-                unknown = sorted(names - set(CONTRACT))
-                if unknown:
-                    raise ValueError(f"the {role} command names {', '.join('{' + n + '}' for n in unknown)}; an "
-                                     f"instance's placeholders are {', '.join('{' + n + '}' for n in CONTRACT)}")
+            check_command(role, argv)
         return command
 
     @field_validator("consumers")

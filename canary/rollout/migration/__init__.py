@@ -14,21 +14,21 @@ rebalance disruption by canary.clients.rebalance.compare) → **promote** (basel
 one at a time, each closing cleanly and committing) or **rollback** (canary instances back to `classic`) →
 **verify** (every instance on the promised protocol, the group stable, every produced record consumed at least once).
 
-The instances are threads of this process, each with its own librdkafka consumer (its own connections and group
-membership, so the broker sees separate members as with separate processes): the disruption accounting compares
-callback times across instances, which needs one clock, and no instance can outlive the run.
+The instances are processes of the service's own consumer (the spec's `command`, any language, given the instance
+contract of canary.clients.deployer, `group.protocol` included; by default the sample subscribed consumer), children
+of this process so none outlives the run. A Python service reports its rebalance callbacks and processed records
+through canary.clients.member.GroupMember; the callbacks carry wall-clock times of this one host.
 
 It is a kind of the rollout core (MIGRATION): a run has run.json, audit.jsonl, report.html and the cluster lock,
 in the out_dir beside result.json, verdict.json, events.jsonl and observations.jsonl. Since the instances live in
 this process, its steps run only together, through the engine (see `kind`).
 
 Modules, one job each: `spec` (MigrationSpec, its loader, errors), `group` (the topic's partitions, the group as
-the coordinator sees it), `preflight`, `ledger` (DeliveryLedger: records acknowledged and consumed;
-RebalanceRecorder: callbacks on one clock), `member` (MemberThread: one instance incarnation), `fleet` (the
-instances, settling), `traffic` (the producer), `verdict` (disruption and the judge, combined), `actions` (promote,
-rollback, verify), `session` (MigrationSession: the service stand-in of one run), `run` (MigrationRun: the core's
-run with the session and result.json), `steps` (the step functions), `kind` (MIGRATION, run_migration), `cli`
-(`kafka-canary migrate-protocol`).
+the coordinator sees it), `preflight`, `fleet` (the instances as processes, their
+callbacks, settling), `traffic` (synthetic records, only when asked), `verdict` (disruption and the judge,
+combined), `actions` (promote, rollback, verify), `session` (MigrationSession: the instances of one run), `run`
+(MigrationRun: the core's run with the session and result.json), `steps` (the step functions), `kind` (MIGRATION,
+run_migration), `cli` (`kafka-canary migrate-protocol`).
 """
 
 from canary.rollout.migration.actions import promote, rollback, verify

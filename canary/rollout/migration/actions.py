@@ -3,8 +3,6 @@ each one instance at a time, and verify the promised state."""
 
 from __future__ import annotations
 
-import time
-
 from canary.rollout.migration.fleet import Fleet
 from canary.rollout.migration.spec import Protocol
 
@@ -33,13 +31,10 @@ def _switch_one_at_a_time(fleet: Fleet, names: list[str], protocol: Protocol) ->
     return {"protocol": protocol, "switched": switched, "settled_s": settled}
 
 
-def verify(fleet: Fleet, promised: dict[str, str], drain_timeout: float = 60.0) -> dict:
-    """Every instance on its promised protocol (our configs and the coordinator's member ids), the group stable, and
-    every acknowledged record consumed at least once (waits up to `drain_timeout` for the consumers to catch up)."""
+def verify(fleet: Fleet, promised: dict[str, str]) -> dict:
+    """Every instance on its promised protocol (as started, and as the coordinator's member ids say) and the group
+    settled. The records are the session's to check (it knows the topic's ends)."""
     problems = []
-    deadline = time.monotonic() + drain_timeout
-    while fleet.ledger.unconsumed() and time.monotonic() < deadline:
-        time.sleep(0.5)
     why = fleet.unsettled()
     if why:
         problems.append(f"group not settled: {why}")
@@ -50,7 +45,4 @@ def verify(fleet: Fleet, promised: dict[str, str], drain_timeout: float = 60.0) 
     seen = {member["client_id"]: member["protocol"] for member in group["members"]}
     if seen != promised:
         problems.append(f"the coordinator sees {seen}, promised {promised}")
-    records = fleet.ledger.summary()
-    if records["unconsumed"]:
-        problems.append(f"{records['unconsumed']} of {records['produced']} acknowledged records never consumed")
-    return {"ok": not problems, "problems": problems, "protocols": ours, "group": group, "records": records}
+    return {"ok": not problems, "problems": problems, "protocols": ours, "group": group}

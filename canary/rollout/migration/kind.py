@@ -1,7 +1,7 @@
 """The KIP-848 migration canary as a kind of the rollout core, and its whole run (`run_migration`).
 
 Its steps follow the core's step contract, but they are not separate commands: from the join on, every step works
-on the instances (threads) this process started, so a run's steps run only together, through the engine's
+on the instances (child processes) this process started, so a run's steps run only together, through the engine's
 `run_all`, in one process (`step_by_step=False`: no per-step CLI commands and no Airflow operators). Nothing of a
 run outlives its process: whatever happens, every instance is closed (committing and leaving the group) and the
 cluster lock released at the end. Hence no step is `after_change` for the engine: a failed step is an error (exit

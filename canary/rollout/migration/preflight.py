@@ -1,13 +1,17 @@
 """Preflight: reads the cluster and the group, changes nothing, and refuses (MigrationRefused, with what to do)
 when the migration cannot start: group.version not finalized >= 1, brokers that do not accept the consumer
-protocol or do not let a classic group migrate, a missing or too small topic, a group with members not ours."""
+protocol or do not let a classic group migrate, a missing or too small topic, a group with members not ours, or
+one whose committed offsets move without members (consumers that assign() partitions, as lane consumers do)."""
 
 from __future__ import annotations
+
+import time
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from canary.kafka import features
+from canary.kafka.group_offsets import end_offsets, group_reader, short_of
 from canary.kafka.settings import kafka_python_settings
 from canary.rollout.migration.group import cluster_admin, describe_group, topic_partitions
 from canary.rollout.migration.spec import MigrationError, MigrationRefused, MigrationSpec
@@ -40,10 +44,28 @@ def preflight(spec: MigrationSpec, timeout: float = 30.0) -> dict:
         raise MigrationRefused(f"group {spec.group!r} has {len(group['members'])} member(s) not started by this run "
                                f"({', '.join(sorted({m['client_id'] for m in group['members']}))}); stop them, wait "
                                f"for their session timeout, or use another group. Nothing was changed.")
+    moved = _commits_moving(spec, partitions)
+    if moved:
+        raise MigrationRefused(f"group {spec.group!r} has no member, yet its committed offsets moved within "
+                               f"{spec.activity_check_s:g}s (partitions {moved}): consumers that assign() partitions "
+                               f"(lane consumers) commit in it without joining; stop them, or use another group. "
+                               f"Nothing was changed.")
     return {"group_version": level, "group_version_supported_max": supported_max, "rebalance_protocols": protocols,
             "migration_policy": policy, "migration_policy_is_default": settings.get("_policy_default") == "true",
             "consumer_heartbeat_interval_ms": settings.get("group.consumer.heartbeat.interval.ms"),
             "topic_partitions": len(partitions), "brokers": brokers, "group_before": group}
+
+
+def _commits_moving(spec: MigrationSpec, partitions: list[int]) -> list[int]:
+    """The partitions whose committed offset in the group changed over `activity_check_s` (0: not watched)."""
+    if not spec.activity_check_s:
+        return []
+    with group_reader(spec.bootstrap_servers, spec.client, spec.group) as reader:
+        ends = end_offsets(reader, spec.topic, partitions)
+        before = short_of(reader, spec.topic, ends)
+        time.sleep(spec.activity_check_s)
+        after = short_of(reader, spec.topic, ends)
+    return sorted(p for p in partitions if before.get(p, 0) != after.get(p, 0))
 
 
 def _group_version(spec: MigrationSpec) -> tuple[int, int]:

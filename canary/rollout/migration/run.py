@@ -1,8 +1,8 @@
 """One migration canary run: a run of the rollout core (run.json, audit.jsonl and report.html in the spec's out_dir,
-the cluster lock) with what only this process holds: the service stand-in (MigrationSession) and result.json, the
+the cluster lock) with what only this process holds: the service's instances (MigrationSession) and result.json, the
 run's whole result as tests and docs read it.
 
-A migration run never resumes in another process: its instances are threads of the process that started them.
+A migration run never resumes in another process: its instances are children of the process that started them.
 Opening a directory that holds an unfinished run of the same spec starts that run over from preflight (the audit
 log says so); a verified run is finished, and opening it again gives its result."""
 
@@ -23,7 +23,7 @@ RESULT_FILE = "result.json"
 
 
 class MigrationRun(RolloutRun):
-    """One migration canary run in `spec.out_dir`. `session`: the service stand-in, from the join on; `result`: what
+    """One migration canary run in `spec.out_dir`. `session`: the service's instances, from the join on; `result`: what
     result.json holds (written by preflight when it refuses, by judge and by verify)."""
 
     LOG_PREFIX = "migration "
@@ -47,7 +47,7 @@ class MigrationRun(RolloutRun):
         return self.spec.bootstrap_servers
 
     def live_session(self) -> MigrationSession:
-        """The service stand-in this process started in the join; refuses when there is none."""
+        """The instances this process started in the join; refuses when there is none."""
         if self.session is None:
             raise RolloutError(f"the {self.step} step needs the instances this process started in the join: a "
                                f"migration run's steps run together (`kafka-canary migrate-protocol`, or "

@@ -37,9 +37,9 @@ def preflight_step(run: MigrationRun) -> dict:
 
 
 def join_step(run: MigrationRun) -> dict:
-    """Starts the service stand-in in this process: the baseline instances on classic, then the canary instances on
-    consumer (the classic group takes its first KIP-848 member), each until the group settled. Idempotent within
-    the process: an instance already on its protocol is left alone."""
+    """Starts the service's instances, children of this process: the baseline instances on classic, then the canary
+    instances on consumer (the classic group takes its first KIP-848 member), each until the group settled.
+    Idempotent within the process: an instance already on its protocol is left alone."""
     if run.session is None:
         run.session = MigrationSession(run.spec, run.run_id, run.run_dir)
     joined = run.session.join()
@@ -98,8 +98,8 @@ def _act(run: MigrationRun, action: str, status: RunStatus) -> dict:
 
 
 def verify_step(run: MigrationRun) -> dict:
-    """Every instance on the promised protocol (by its config and by the coordinator), the group stable, every
-    acknowledged record consumed; then the lock is released. Raises MigrationError with what differs."""
+    """Every instance on the promised protocol (as started and by the coordinator), the group stable, everything the
+    topic held at verify committed; then the lock is released. Raises MigrationError with what differs."""
     status = run.state.status
     if not status.finished or status.verified:
         raise RolloutError(f"nothing to verify yet: the run is at '{status}'; promote or roll back first")

@@ -1,4 +1,6 @@
-"""The service's steady traffic during the window and the promotion: a producer thread of this process."""
+"""Synthetic traffic, only when the spec asks for it (`rate` > 0): a producer thread of this process writing
+`rate` records/s into the service's topic during the window and the promotion. Without it the window judges the
+service's own traffic."""
 
 from __future__ import annotations
 
@@ -10,28 +12,27 @@ import time
 from confluent_kafka import KafkaError, Message, Producer
 
 from canary.kafka.clients import PRODUCER_DEFAULTS, QUIET_LOGGER
-from canary.rollout.migration.ledger import DeliveryLedger
 from canary.rollout.migration.spec import MigrationSpec
 
 log = logging.getLogger(__name__)
 
 
 class Traffic:
-    """Steady traffic: `rate` records/s over every partition in turn, each acknowledgement in the ledger."""
+    """Steady traffic: `rate` records/s over every partition in turn; counts what was acknowledged and what failed."""
 
-    def __init__(self, spec: MigrationSpec, partitions: list[int], ledger: DeliveryLedger):
-        self.spec, self.partitions, self.ledger = spec, partitions, ledger
+    def __init__(self, spec: MigrationSpec, partitions: list[int]):
+        self.spec, self.partitions = spec, partitions
         self.producer = Producer({**PRODUCER_DEFAULTS, **spec.connection(), "acks": "all", "linger.ms": 5,
                                   "logger": QUIET_LOGGER})
+        self.acknowledged = self.failed = 0
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._produce_until_stopped, name="migration-traffic", daemon=True)
 
-    def _delivered(self, err: KafkaError | None, msg: Message) -> None:
-        partition, offset = msg.partition(), msg.offset()
-        if err is None and partition is not None and offset is not None:
-            self.ledger.ack(partition, offset)
+    def _delivered(self, err: KafkaError | None, _msg: Message) -> None:
+        if err is None:
+            self.acknowledged += 1
         else:
-            self.ledger.produce_failed()
+            self.failed += 1
 
     def _produce_until_stopped(self) -> None:
         sent, started = 0, time.monotonic()
@@ -48,9 +49,11 @@ class Traffic:
         self.thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self) -> dict:
+        """Stops writing and waits for the acknowledgements; returns what was acknowledged and what failed."""
         self._stop.set()
         self.thread.join(timeout=10)
         left = self.producer.flush(30)
         if left:
             log.warning("migration traffic: %d record(s) not acknowledged at the end", left)
+        return {"acknowledged": self.acknowledged, "failed": self.failed + left}

@@ -40,7 +40,7 @@ def metric_summary(verdict: dict) -> dict:
 
 def window_verdict(spec: MigrationSpec, events: list[RebalanceEvent], span: tuple[float, float], disturbances: int,
                    observations: Path, out_dir: Path) -> dict:
-    """The verdict on one window: the rebalance `events` inside `span` (start, end on the recorder's clock) with
+    """The verdict on one window: the rebalance `events` inside `span` (start, end: seconds since the epoch) with
     `disturbances` completed disturbances, and the judge on the window's `observations` file (its verdict.json
     written to `out_dir`). Returns verdict, reason, disruption and the judge's part."""
     slots: dict[str, int] = dict(Counter(client_lane(name) for name in spec.names))

@@ -20,21 +20,34 @@ def spec(**fields) -> MigrationSpec:
 @pytest.mark.parametrize("kwargs,message", [
     ({"canary": 0}, "canary: Input should be greater than or equal to 1"),
     ({"baseline": 0}, "baseline: Input should be greater than or equal to 1"),
-    ({"rate": 0}, "rate: Input should be greater than 0"), ({"canary": True}, "canary: Input should be a valid int"),
+    ({"rate": -1}, "rate: Input should be greater than or equal to 0"),
+    ({"canary": True}, "canary: Input should be a valid int"),
+    ({"command": []}, None), ({"command": ["svc", "--id", "{ide}"]}, "command: the consumer command names {ide}"),
+    ({"command": ["svc", "{"]}, "is not a template"), ({"env": {"1X": "y"}}, "an environment variable name"),
     ({"disturb_at_s": 70}, "inside the window"), ({"action": "maybe"}, "action: Input should be 'auto'"),
     ({"topic": ""}, "topic: '' must be a topic name"), ({"bootstrap_servers": " "}, "bootstrap_servers: is required"),
     ({"window_s": "ten"}, "window_s: 'ten' must be a duration"),
 ])
 def test_bad_input_is_refused_with_a_reason(kwargs, message):
+    if message is None:  # no command: the sample subscribed consumer
+        assert spec(**kwargs).command == []
+        return
     with pytest.raises(MigrationError, match=message):
         spec(**kwargs)
+
+
+def test_no_synthetic_records_unless_asked_and_the_teams_command_with_its_environment_is_kept_secret_free():
+    assert spec().rate == 0
+    team = spec(command=["java", "-jar", "ledger-{version}.jar", "--id", "{id}"], env={"DB_PASSWORD": "pw"},
+                version="2.3")
+    assert team.to_dict()["env"] == {"DB_PASSWORD": "***"} and "pw" in team.secret_values
 
 
 def test_every_problem_is_reported_at_once_and_durations_may_be_texts():
     with pytest.raises(MigrationSpecError) as err:
         spec(canary=0, rate="fast", group="a b", windw=3)
     assert [p.split(":")[0] for p in err.value.problems] == ["group", "canary", "rate", "windw"]
-    assert "known fields are action, baseline, bootstrap_servers" in err.value.problems[-1]
+    assert "known fields are action, activity_check_s, baseline, bootstrap_servers" in err.value.problems[-1]
     assert (spec(window_s="2m", disturb_at_s="30s").window_s, spec(window_s="2m").disturb_at_s) == (120.0, 20.0)
 
 
@@ -60,9 +73,16 @@ def test_the_cli_flags_build_the_spec(tmp_path):
     client.write_text('{"security.protocol": "SSL"}')
     args = build_parser().parse_args(["migrate-protocol", "--bootstrap-servers", "x:1", "--topic", "t", "--group", "g",
                                       "--out", str(tmp_path / "run"), "--canary", "2", "--window", "30",
-                                      "--disturb-at", "10", "--client-config", str(client), "--action", "rollback"])
+                                      "--disturb-at", "10", "--client-config", str(client), "--action", "rollback",
+                                      "--command", "java -jar 'ledger {version}.jar' --id {id}", "--env", "A=b=c",
+                                      "--version", "2.3"])
     spec = spec_from_args(args)
     assert (spec.canary, spec.window_s, spec.disturb_at_s, spec.action) == (2, 30.0, 10.0, "rollback")
+    assert (spec.command, spec.env, spec.version, spec.rate) == (
+        ["java", "-jar", "ledger {version}.jar", "--id", "{id}"], {"A": "b=c"}, "2.3", 0)
+    with pytest.raises(MigrationError, match="--env 'A': give NAME=VALUE"):
+        spec_from_args(build_parser().parse_args(["migrate-protocol", "--bootstrap-servers", "x:1", "--topic", "t",
+                                                  "--group", "g", "--out", "o", "--env", "A"]))
     assert spec.client == {"security.protocol": "SSL"} and spec.out_dir == str(tmp_path / "run")
     assert args.func.__name__ == "cmd_migrate_protocol"
 
