@@ -21,7 +21,7 @@ from canary.outcome import Outcome
 from canary.rollout import guard
 from canary.rollout.broker import BROKER, Rollout, promote
 from canary.rollout.core import pause
-from canary.rollout.core.cli import add_commands, open_run, print_result, run_status
+from canary.rollout.core.cli import add_commands, cmd_step, open_run, print_result, run_status
 from canary.rollout.core.lock import ClusterLock
 
 
@@ -37,6 +37,10 @@ def register(sub) -> None:
                                        "placement and racks, their notes, the controllers (changes nothing)")
     common(plan)
     plan.set_defaults(func=cmd_plan, kind=BROKER)
+    promote_step = rsub.choices["promote"]
+    promote_step.add_argument("--dry-run", action="store_true", help="print the promotion's plan as `plan` does and "
+                                                                     "change nothing")
+    promote_step.set_defaults(func=cmd_promote)
     for word, text in (("pause", "stop the run's promotion before its next wave: it waits, saying so, until resume "
                                  "(the wave under way finishes, and its look)"),
                        ("resume", "let a paused promotion go on with its next wave")):
@@ -82,6 +86,11 @@ def cmd_plan(args) -> int:
     else:
         print("\n".join(result["lines"]))
     return 0
+
+
+def cmd_promote(args) -> int:
+    """`promote`, or with --dry-run the plan it would follow (nothing restarts)."""
+    return cmd_plan(args) if args.dry_run else cmd_step(args)
 
 
 def cmd_pause(args) -> int:

@@ -473,6 +473,17 @@ def test_the_plan_shows_the_promotion_before_anything_restarts_and_promote_follo
     assert [c[1] for c in cluster.changes if c[0] == "roll"][-3:] == [1, 2, 3]  # after the canary's own roll
 
 
+def test_promote_dry_run_prints_the_plan_and_restarts_nothing(cluster, tmp_path, monkeypatch, capsys):
+    from canary.cli import main
+    from canary.rollout.broker import cli as broker_cli
+    run = preflighted(cluster, tmp_path)
+    monkeypatch.setattr(broker_cli, "open_run", lambda args: run)
+    monkeypatch.setattr(broker_cli, "cmd_step", lambda args: pytest.fail("promote ran"))
+    assert main(["rollout", "promote", "--spec", "unused.yaml", "--dry-run"]) == 0
+    assert capsys.readouterr().out.startswith("3 batch(es) of at most 1 broker(s)")
+    assert cluster.changes == []
+
+
 def test_before_preflight_the_plan_takes_the_canaries_preflight_would_choose(cluster, tmp_path):
     shown = promote.plan_now(run_on(cluster, tmp_path))
     assert shown["canary_brokers"] == [3] and [b["brokers"] for b in shown["batches"]][-1] == [3]
