@@ -36,6 +36,8 @@ class Fleet:
                                         group=spec.group, client=spec.client, run_id=run_id, tie_to_parent=True,
                                         cwd=spec.cwd or None, commands={"consumer": spec.command or SAMPLE_COMMAND},
                                         env=spec.env)
+        for name in spec.names:  # callbacks of an earlier process's instances (a run started over) are not this run's
+            self.deployer.rebalances_file(name).unlink(missing_ok=True)
         self.admin = cluster_admin(spec)
         self._view: str | None = None      # the coordinator's last view, and since when it has not changed
         self._view_since = time.monotonic()
