@@ -2,14 +2,21 @@
 replica per rack, so the two brokers of a rack may be away together; the plan is the cluster's own, each batch is
 drained and restarted at once, an outside watch on the partitions sees no partition below min.insync.replicas while
 the batches restart, and the look between two waves passes. Then a change whose harm shows only on the promoted
-brokers: the look after the first wave rolls the promotion back."""
+brokers: the look after the first wave rolls the promotion back. And a promotion whose process is killed between two
+waves resumes with the next wave, restarting no broker twice."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 
 import pytest
-from test_rollout import FAST_JUDGE
+from test_rollout import FAST_JUDGE, attempts
+from waiting import wait_until
 
 from canary.cluster.distribution import BASELINE_VERSION
 from canary.rollout import guard
@@ -118,3 +125,42 @@ def test_a_wave_whose_look_sees_a_regression_rolls_the_promotion_back(cluster_fa
     cluster.reload()
     assert {(n.node_id, n.config.get("num.io.threads"), n.client_delay_ms) for n in cluster.state.brokers} == {
         (b, None, 0.0) for b in (1, 2, 3, 4)}
+
+
+def test_a_promotion_killed_between_waves_resumes_with_the_next_wave(cluster_factory, tmp_path):
+    cluster = cluster_factory(brokers=4)
+    raw = {"cluster": {"dir": str(cluster.directory)}, "change": {"config": {"num.io.threads": "6"}},
+           "canary": {"brokers": [4], "control": "none"},
+           "probe": {"window": "30s", "interim_interval": "10s", "rate": 50, "preflight": "3s", "calibration": "10s"},
+           "judge": {"engine": "inline", "config": FAST_JUDGE}, "capacity": "not_required",
+           "timeouts": {"guard": "120s", "warm_up": "180s"},
+           "promote": {"waves": ["25%", "all"], "look": "60s"}, "run_id": "killed-between-waves"}
+    spec_file, run_dir = tmp_path / "spec.json", tmp_path / "run"
+    spec_file.write_text(json.dumps(raw))
+    rollout = Rollout(load_spec(spec_file), run_dir)
+    for step in BROKER.steps:
+        step(rollout)
+    assert rollout.state.record.verdict.verdict == "PROMOTE"
+
+    worker = subprocess.Popen([sys.executable, "-m", "canary.cli", "rollout", "promote", "--spec", str(spec_file),
+                               "--run-dir", str(run_dir)], env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                              start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: any(e["action"] == "wave look started" for e in rollout.audit.entries()), 300,
+                   "the look after the first wave, in the worker")
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+
+    resumed = Rollout(load_spec(spec_file), run_dir)
+    assert resumed.state.record.steps["promote"].status == "running"  # the kill left it unfinished
+    result = run_all(BROKER, resumed)
+
+    assert (result.outcome, result.status) == ("PROMOTE", "verified promoted"), result
+    first, second = attempts(resumed, "promote")
+    restarted = [[e["broker"] for e in run if e["action"] == "restart broker"] for run in (first, second)]
+    print(f"\nkilled during the look after wave 1: restarted {restarted[0]} before the kill, {restarted[1]} after")
+    assert restarted[0] == [1]  # wave 1: one broker of the three to promote
+    assert {2, 3} <= set(restarted[1]) and 1 not in restarted[1]  # the next wave, and never broker 1 again
+    cluster.reload()
+    assert {n.config.get("num.io.threads") for n in cluster.state.brokers} == {"6"}
