@@ -4,7 +4,7 @@ instances and one `group.protocol=consumer` canary share one group while the tea
 (the canary writes nothing into the topic) and a baseline instance restarts; the verdict comes with its evidence, and
 promote leaves every instance on `consumer` with every acknowledged record booked; a rollback returns the canary to
 `classic` and the coordinator converts the group back; each run is a run of the rollout core (run.json, audit log,
-the cluster lock taken and released). A group that consumers commit in with assign() is refused. On Kafka 3.9 (no
+the cluster lock taken and released). The same service in Java (services/java/Ledger.java) is promoted too. A group that consumers commit in with assign() is refused. On Kafka 3.9 (no
 group.version) the canary is refused with the reason, and nothing is started."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import jvm_lanes
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as TP
@@ -114,30 +115,21 @@ def _commits_in(bootstrap: str, group: str, topic: str, stop: threading.Event) -
         consumer.close()
 
 
-def test_migration_canary_on_4_1_promotes_the_teams_service_to_the_consumer_protocol(cluster_factory, tmp_path):
+def _promoted(cluster_factory, tmp_path, command: list[str], version: str) -> tuple[dict, Upstream, Path, str]:
+    """The migration canary of the ledger service `command` on a 4.1.2 cluster while its upstream writes; checks
+    the promotion as every service must show it. Returns the result, the upstream, the instances' directory and the
+    bootstrap servers."""
     bootstrap = _kip848_cluster(cluster_factory, "payments")
-    with pytest.raises(MigrationRefused, match="topic 'nope' does not exist"):
-        preflight(MigrationSpec(bootstrap_servers=bootstrap, topic="nope", group="ledger", out_dir=tmp_path))
     service_dir = tmp_path / "instances"
     spec = MigrationSpec(bootstrap_servers=bootstrap, topic="payments", group="ledger", out_dir=tmp_path / "run",
-                         command=LEDGER, version="4.2", service_dir=str(service_dir), window_s=40, disturb_at_s=12)
-
+                         command=command, version=version, service_dir=str(service_dir), window_s=40,
+                         disturb_at_s=12)
     with Upstream(bootstrap, "payments") as upstream:
-        stop = threading.Event()
-        # another team's lane consumers commit in their group without joining it: that group is refused
-        assigned = threading.Thread(target=_commits_in, args=(bootstrap, "audit", "payments", stop), daemon=True)
-        assigned.start()
-        try:
-            with pytest.raises(MigrationRefused, match="'audit' has no member, yet its committed offsets moved"):
-                preflight(spec.model_copy(update={"group": "audit", "activity_check_s": 4.0}))
-        finally:
-            stop.set()
-            assigned.join(15)
         result = run_migration(spec)
 
     lanes, judged = result["disruption"]["lanes"], result["judge"]["metrics"]
     records = _check_records(result, upstream, service_dir)
-    print(f"\nmigration canary of ledger on 4.1.2 (policy {result['preflight']['migration_policy']}, default "
+    print(f"\nmigration canary of {command[-1]} on 4.1.2 (policy {result['preflight']['migration_policy']}, default "
           f"{result['preflight']['migration_policy_is_default']}): verdict {result['verdict']}: {result['reason']}")
     for lane, d in lanes.items():
         print(f"  {lane}: {d['slots']} instance(s), totals {d['totals']}, per instance {d['per_instance']}")
@@ -147,7 +139,6 @@ def test_migration_canary_on_4_1_promotes_the_teams_service_to_the_consumer_prot
           f"{result['action']['name']}: {result['action']['settled_s']}; records {records}; upstream acknowledged "
           f"{len(upstream.acked)}, failed {upstream.failed}")
 
-    assert result["preflight"]["group_version"] >= 1
     assert result["window"]["disturbance"]["rejoined"]
     # KIP-848: the canary's untouched partitions are never revoked; the eager classic protocol revokes them all
     assert lanes["canary"]["totals"]["needless"] == 0
@@ -162,15 +153,22 @@ def test_migration_canary_on_4_1_promotes_the_teams_service_to_the_consumer_prot
     assert {m["protocol"] for m in verified["group"]["members"]} == {"consumer"}
     assert verified["group"]["type"] == "CONSUMER"
     assert verified["records"]["short"] == {} and verified["records"]["synthetic"] is None
+    # every instance stopped at the end: the group is empty again (a retry starts from its commits)
+    assert describe_group(AdminClient({"bootstrap.servers": bootstrap}), "ledger", 15)["members"] == []
+    assert not (service_dir / "client.json").exists()
+    return result, upstream, service_dir, bootstrap
+
+
+def test_migration_canary_on_4_1_promotes_the_teams_service_to_the_consumer_protocol(cluster_factory, tmp_path):
+    result, _, service_dir, bootstrap = _promoted(cluster_factory, tmp_path, LEDGER, "4.2")
+
+    assert result["preflight"]["group_version"] >= 1
     # the team's service ran: its instances said which protocol they were given
     logs = {path.stem: path.read_text() for path in service_dir.glob("*.log")}
     assert "ledger 4.2 as ledger-3-canary on consumer" in logs["ledger-3-canary"]
     assert "ledger 4.2 as ledger-0 on consumer" in logs["ledger-0"]  # after promote
     written = json.loads((tmp_path / "run" / "result.json").read_text())
     assert written["verdict"] == result["verdict"] and (tmp_path / "run" / "verdict.json").exists()
-    # every instance stopped at the end: the group is empty again (a retry starts from its commits)
-    assert describe_group(AdminClient({"bootstrap.servers": bootstrap}), "ledger", 15)["members"] == []
-    assert not (service_dir / "client.json").exists()
     # a run of the rollout core: its steps and status in run.json, the lock taken and released
     state = json.loads((tmp_path / "run" / "run.json").read_text())
     assert state["status"] == "verified promoted" and state["verdict"]["verdict"] == "PROMOTE"
@@ -178,6 +176,29 @@ def test_migration_canary_on_4_1_promotes_the_teams_service_to_the_consumer_prot
     audit = [json.loads(line)["action"] for line in (tmp_path / "run" / "audit.jsonl").read_text().splitlines()]
     assert "lock taken" in audit and "lock released" in audit
     assert ROLLOUT_LOCK_TOPIC not in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=15).topics
+
+    # another team's lane consumers commit in their group without joining it: that group is refused
+    stop = threading.Event()
+    assigned = threading.Thread(target=_commits_in, args=(bootstrap, "audit", "payments", stop), daemon=True)
+    assigned.start()
+    try:
+        with pytest.raises(MigrationRefused, match="'audit' has no member, yet its committed offsets moved"):
+            preflight(MigrationSpec(bootstrap_servers=bootstrap, topic="payments", group="audit", out_dir=tmp_path,
+                                    activity_check_s=4))
+    finally:
+        stop.set()
+        assigned.join(15)
+    with pytest.raises(MigrationRefused, match="topic 'nope' does not exist"):
+        preflight(MigrationSpec(bootstrap_servers=bootstrap, topic="nope", group="ledger", out_dir=tmp_path))
+
+
+# make faults: the same service written in Java (kafka-canary-lanes' interceptor and RebalanceLog).
+@pytest.mark.slow
+def test_migration_canary_promotes_a_java_service(cluster_factory, tmp_path):
+    command = ["java", "-cp", jvm_lanes.build(tmp_path / "jvm"), "Ledger"]
+    _, _, service_dir, _ = _promoted(cluster_factory, tmp_path, command, "4.2-java")
+    logs = {path.stem: path.read_text() for path in service_dir.glob("*.log")}
+    assert "ledger 4.2-java as ledger-3-canary on consumer (java)" in logs["ledger-3-canary"]
 
 
 # make faults: the rollback path on a cluster of its own (the promote path runs in make test).
