@@ -135,7 +135,7 @@ def _promoted(cluster_factory, tmp_path, command: list[str], version: str) -> tu
         print(f"  {lane}: {d['slots']} instance(s), totals {d['totals']}, per instance {d['per_instance']}")
     for name, m in judged.items():
         print(f"  {name}: canary {m['canary']} vs baseline {m['baseline']} -> {m['decision']}")
-    print(f"  disturbance {result['window']['disturbance']}; {result['window']['observations']} observations; "
+    print(f"  disturbance {result['window']['disturbance']}; {result['window']['observed']} observations; "
           f"{result['action']['name']}: {result['action']['settled_s']}; records {records}; upstream acknowledged "
           f"{len(upstream.acked)}, failed {upstream.failed}")
 

@@ -81,7 +81,8 @@ class MigrationSession:
         time.sleep(_OBSERVATIONS_SETTLE_S)
         observed = fetch_observations(spec.bootstrap_servers, spec.client, self.run_id, int(start * 1000),
                                       int(end * 1000), self.observations)
-        return {"start_s": round(start, 3), "end_s": round(end, 3), "observations": observed, "disturbance": {
+        return {"start_s": round(start, 3), "end_s": round(end, 3), "observations": self.observations.name,
+                "observed": observed, "disturbance": {
             "instance": disturbed, "restarted_at_s": round(restarted, 3), "rejoined": rejoined, "settled_s": settled}}
 
     def verdict(self) -> dict:

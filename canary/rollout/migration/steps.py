@@ -59,7 +59,8 @@ def window_step(run: MigrationRun) -> dict:
     window = session.observe_window()
     run.result["window"] = window
     # a migration window has no interim look and never stops early: its disruption is judged on the whole window
-    run.state.update(window=Window(**window, start_ms=start_ms, end_ms=int(time.time() * 1000)), verdict=None)
+    kept = {k: v for k, v in window.items() if k in Window.model_fields}  # run.json's window; result.json has all
+    run.state.update(window=Window(**kept, start_ms=start_ms, end_ms=int(time.time() * 1000)), verdict=None)
     run.audit.record(run.step, "window", **window)
     return window
 
