@@ -10,6 +10,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import kafkacanary.lanes.RebalanceLog;
+import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.errors.WakeupException;
@@ -18,7 +19,7 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 /**
  * ledger in Java: the subscribed consumer of ledger.py as a JVM team writes it, with a plain KafkaConsumer in its
  * group. It takes group.protocol (and the assignor for it) from the migration canary's contract, the consumer
- * interceptor of kafka-canary-lanes observes what it processes, and RebalanceLog, the one line of kafka-canary in its
+ * interceptor of kafka-canary-lanes observes what it processes (with the lag LagMetrics keeps), and RebalanceLog, the one line of kafka-canary in its
  * code, logs its rebalances. It books every payment (adds the amount to its account, a millisecond) and logs what it
  * booked. SIGTERM: finish the batch at hand, commit, leave the group, exit.
  */
@@ -40,6 +41,7 @@ public class Ledger {
         c.put("auto.offset.reset", "earliest");
         c.put("enable.auto.commit", "false");
         c.put("interceptor.classes", "kafkacanary.lanes.LaneConsumerInterceptor");
+        c.put("metric.reporters", "kafkacanary.lanes.LagMetrics");
         c.put("key.deserializer", StringDeserializer.class.getName());
         c.put("value.deserializer", StringDeserializer.class.getName());
         KafkaConsumer<String, String> consumer = new KafkaConsumer<>(c);
@@ -76,7 +78,13 @@ public class Ledger {
                     booked.write("{\"partition\":" + msg.partition() + ",\"offset\":" + msg.offset() + "}\n");
                     booked.flush();
                 }
-                consumer.commitSync();
+                try {
+                    consumer.commitSync();
+                } catch (CommitFailedException e) {
+                    // the group moved on (a rebalance, a stale member epoch): the partitions' next owner books what
+                    // this batch booked again from the last commit, at least once
+                    System.out.println("commit failed, going on: " + e.getMessage());
+                }
             }
         } catch (WakeupException e) {
             // SIGTERM: the batch at hand is booked and committed

@@ -18,7 +18,8 @@ import org.apache.kafka.common.TopicPartition;
  * record in a hundred shows a hundredth). A batch with neither output nor commit has no processing time. A
  * processing error the service catches is invisible here: LaneConsumer.processing() sees it.
  *
- * interceptor.classes=kafkacanary.lanes.LaneConsumerInterceptor; the run id from $KAFKA_CANARY_RUN_ID.
+ * interceptor.classes=kafkacanary.lanes.LaneConsumerInterceptor; the run id from $KAFKA_CANARY_RUN_ID. With
+ * metric.reporters=kafkacanary.lanes.LagMetrics too, each observation carries its partition's lag (else null).
  */
 public class LaneConsumerInterceptor<K, V> implements ConsumerInterceptor<K, V> {
     private record Received(String topic, int partition, long offset, long timestamp) {}
@@ -26,6 +27,7 @@ public class LaneConsumerInterceptor<K, V> implements ConsumerInterceptor<K, V> 
     private Observations writer;
     private String lane;
     private String source;
+    private String clientId;
     private List<Received> batch = List.of();
     private double receivedMs;
     private Thread poller;
@@ -39,6 +41,8 @@ public class LaneConsumerInterceptor<K, V> implements ConsumerInterceptor<K, V> 
             id = configs.get("client.id");
         }
         source = id == null ? "" : id.toString();
+        Object client = configs.get("client.id");
+        clientId = client == null ? "" : client.toString();
         writer = Observations.acquire(configs);
     }
 
@@ -83,7 +87,7 @@ public class LaneConsumerInterceptor<K, V> implements ConsumerInterceptor<K, V> 
             o.put("outcome", "delivered");
             o.put("error", null);
             o.put("processing_ms", processingMs == null ? null : Math.round(processingMs * 1000) / 1000.0);
-            o.put("lag", null);
+            o.put("lag", LagMetrics.lag(clientId, r.topic(), r.partition()));
             o.put("outputs", produces ? outputs : null);
             writer.emit(Observations.json(o));
         }
