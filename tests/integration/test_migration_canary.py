@@ -4,8 +4,9 @@ instances and one `group.protocol=consumer` canary share one group while the tea
 (the canary writes nothing into the topic) and a baseline instance restarts; the verdict comes with its evidence, and
 promote leaves every instance on `consumer` with every acknowledged record booked; a rollback returns the canary to
 `classic` and the coordinator converts the group back; each run is a run of the rollout core (run.json, audit log,
-the cluster lock taken and released). The same service in Java (services/java/Ledger.java) is promoted too. A group that consumers commit in with assign() is refused. On Kafka 3.9 (no
-group.version) the canary is refused with the reason, and nothing is started."""
+the cluster lock taken and released). The same service in Java (services/java/Ledger.java) is promoted too. A group
+that consumers commit in with assign() is refused. On Kafka 3.9 (no group.version) the canary is refused with the
+reason, and nothing is started."""
 
 from __future__ import annotations
 

@@ -142,8 +142,8 @@ class Look(Brief, _Record):
 class Window(_Record):
     """The last window: its attempt, start and end, the look that stopped it early (fail fast) or None, and its
     interim looks. A broker rollout adds its probe (run id, observations file, counts per lane), the disturbances
-    seen, the brokers' readings, the load and the traffic; the migration canary its span (seconds since the epoch) and the
-    disturbance it caused."""
+    seen, the brokers' readings, the load and the traffic; the migration canary its span (seconds since the epoch)
+    and the disturbance it caused."""
 
     DETAILS: ClassVar[frozenset[str]] = frozenset({
         "attempt", "probe_run_id", "observations", "disturbed", "probe", "broker_readings", "load", "traffic",
