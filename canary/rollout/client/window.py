@@ -8,9 +8,9 @@ import time
 from canary.analysis import inline
 from canary.judge import ROLLBACK, Brief, brief, e_values, judge
 from canary.rollout import judging
-from canary.rollout.client.observations import fetch_observations
 from canary.rollout.client.rollout import ClientRollout, fleet
 from canary.rollout.core import Look, RolloutError, Window
+from canary.rollout.core.observations import fetch_observations
 from canary.rollout.core.verdict import record_verdict
 from canary.rollout.window import fail_fast_verdict, watch_window
 

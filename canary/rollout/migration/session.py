@@ -16,7 +16,7 @@ from canary.kafka.group_offsets import end_offsets, group_reader, short_of
 from canary.kafka.wait import WaitTimeout, wait_until
 from canary.observations import OBSERVATIONS_TOPIC
 from canary.probe.sink import ensure_observations_topic
-from canary.rollout.client.observations import fetch_observations
+from canary.rollout.core.observations import fetch_observations
 from canary.rollout.migration.actions import promised_protocol, promote, rollback, verify
 from canary.rollout.migration.fleet import Fleet
 from canary.rollout.migration.group import cluster_admin, topic_partitions

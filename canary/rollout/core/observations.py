@@ -1,4 +1,5 @@
-"""The service's observations of a window, read back from the observations topic."""
+"""A window's client observations (a client rollout's service, the migration canary's instances), read back from the
+observations topic."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from confluent_kafka import TopicPartition as TP
 
 from canary.kafka.clients import QUIET_LOGGER, position
 from canary.observations import OBSERVATIONS_TOPIC
-from canary.rollout.core import RolloutError
+from canary.rollout.core.step import RolloutError
 
 
 def fetch_observations(bootstrap: str, client: dict[str, str], run_id: str, from_ms: int, to_ms: int, path: Path,
