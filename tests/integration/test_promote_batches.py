@@ -8,15 +8,11 @@ waves resumes with the next wave, restarting no broker twice."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import threading
 
 import pytest
 from test_rollout import FAST_JUDGE, attempts
-from waiting import wait_until
+from waiting import killed_when
 
 from canary.cluster.distribution import BASELINE_VERSION
 from canary.rollout import guard
@@ -142,15 +138,9 @@ def test_a_promotion_killed_between_waves_resumes_with_the_next_wave(cluster_fac
         step(rollout)
     assert rollout.state.record.verdict.verdict == "PROMOTE"
 
-    worker = subprocess.Popen([sys.executable, "-m", "canary.cli", "rollout", "promote", "--spec", str(spec_file),
-                               "--run-dir", str(run_dir)], env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                              start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_until(lambda: any(e["action"] == "wave look started" for e in rollout.audit.entries()), 300,
-                   "the look after the first wave, in the worker")
-    finally:
-        os.killpg(worker.pid, signal.SIGKILL)
-        worker.wait()
+    killed_when(["rollout", "promote", "--spec", str(spec_file), "--run-dir", str(run_dir)],
+                lambda: any(e["action"] == "wave look started" for e in rollout.audit.entries()), 300,
+                "the look after the first wave, in the worker")
 
     resumed = Rollout(load_spec(spec_file), run_dir)
     assert resumed.state.record.steps["promote"].status == "running"  # the kill left it unfinished

@@ -4,18 +4,14 @@ state before, the safe-roll guard and the lock refuse, a rollout killed mid-depl
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from conftest import running_cluster
-from waiting import wait_until
+from waiting import killed_when, wait_until
 
 from canary.cluster import distribution
 from canary.cluster.distribution import BASELINE_VERSION, TARGET_VERSION
@@ -337,16 +333,9 @@ def test_rollout_killed_mid_deploy_converges_without_extra_restarts(baseline_clu
     rollout = Rollout(load_spec(spec_file), run_dir)
     BROKER.step("preflight")(rollout)
 
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    worker = subprocess.Popen([sys.executable, "-m", "canary.cli", "rollout", "deploy-canary", "--spec",
-                               str(spec_file), "--run-dir", str(run_dir)], env=env, start_new_session=True,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_until(lambda: any(e["action"] == "broker restarted" for e in rollout.audit.entries()), 180,
-                   "the first canary broker restarted by the worker")
-    finally:
-        os.killpg(worker.pid, signal.SIGKILL)
-        worker.wait()
+    killed_when(["rollout", "deploy-canary", "--spec", str(spec_file), "--run-dir", str(run_dir)],
+                lambda: any(e["action"] == "broker restarted" for e in rollout.audit.entries()), 180,
+                "the first canary broker restarted by the worker")
 
     resumed = Rollout(load_spec(spec_file), run_dir)
     assert resumed.state.record.steps["deploy-canary"].status == "running"  # the crash left it unfinished
