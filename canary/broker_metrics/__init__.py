@@ -4,7 +4,15 @@ flushes, ISR changes, CPU and GC) — `CATALOGUE` names them once. Two sources b
 (`BrokerMetricsSource`): `ExporterSource` reads the JMX exporter agent of each broker we started
 (canary.cluster.metrics_agent); `PrometheusSource` asks the user's Prometheus through its HTTP query API."""
 
-from canary.broker_metrics.catalogue import CATALOGUE, LOAD_METRICS, UNITS, USER_CATCH_UP, BrokerMetric, LoadMetric
+from canary.broker_metrics.catalogue import (
+    CATALOGUE,
+    LOAD_METRICS,
+    PROCESS_START,
+    UNITS,
+    USER_CATCH_UP,
+    BrokerMetric,
+    LoadMetric,
+)
 from canary.broker_metrics.sources import (
     BrokerMetricsError,
     BrokerMetricsSource,
@@ -14,6 +22,6 @@ from canary.broker_metrics.sources import (
     metrics_table,
 )
 
-__all__ = ["CATALOGUE", "LOAD_METRICS", "UNITS", "BrokerMetric", "BrokerMetricsError", "BrokerMetricsSource",
-           "BrokerSample", "ExporterSource", "LoadMetric", "PrometheusSource", "USER_CATCH_UP",
+__all__ = ["CATALOGUE", "LOAD_METRICS", "PROCESS_START", "UNITS", "BrokerMetric", "BrokerMetricsError",
+           "BrokerMetricsSource", "BrokerSample", "ExporterSource", "LoadMetric", "PrometheusSource", "USER_CATCH_UP",
            "metrics_table"]

@@ -186,6 +186,10 @@ RECOVERY: tuple[BrokerMetric, ...] = (
                  {"name": "remainingSegmentsToRecover"}),
 )
 
+# When a broker's JVM started (the agent's process collector): proof that a roll restarted the broker, which a control
+# broker's roll, changing nothing, gives no other sign of (canary.rollout.broker.rolling). Not judged, not in CATALOGUE.
+PROCESS_START = BrokerMetric("process_start_time_s", "process_start_time_seconds", "gauge", "s", "increase")
+
 USER_CATCH_UP = "catch_up_bytes_per_s"
 # Every per-broker metric the judge can compare, with its unit.
 UNITS: Mapping[str, str] = {**{m.name: m.unit for m in CATALOGUE}, **{m.name: m.unit for m in LOAD_METRICS},

@@ -43,9 +43,17 @@ class BrokerMetricsSource(Protocol):
         """Raises BrokerMetricsError naming every broker whose metrics cannot be read."""
         ...
 
-    def only(self, metrics: Iterable[BrokerMetric]) -> BrokerMetricsSource:
-        """A source of the same brokers, reading `metrics` instead of the catalogue."""
+    def only(self, metrics: Iterable[BrokerMetric], brokers: Iterable[int] | None = None) -> BrokerMetricsSource:
+        """A source of the same brokers (or of `brokers` among them), reading `metrics` instead of the catalogue."""
         ...
+
+
+def _among(by_broker: Mapping[int, str], brokers: Iterable[int] | None) -> dict[int, str]:
+    """`by_broker` restricted to `brokers` (all of it when None)."""
+    if brokers is None:
+        return dict(by_broker)
+    wanted = set(brokers)
+    return {b: v for b, v in by_broker.items() if b in wanted}
 
 
 def _value(series: Series, metric: BrokerMetric) -> float | None:
@@ -84,8 +92,8 @@ class ExporterSource:
         self.timeout = timeout
         self._previous: dict[int, tuple[float, Series]] = {}
 
-    def only(self, metrics: Iterable[BrokerMetric]) -> ExporterSource:
-        return ExporterSource(self.endpoints, metrics, self.timeout)
+    def only(self, metrics: Iterable[BrokerMetric], brokers: Iterable[int] | None = None) -> ExporterSource:
+        return ExporterSource(_among(self.endpoints, brokers), metrics, self.timeout)
 
     def _scrape(self, broker: int) -> Series:
         url = f"{self.endpoints[broker]}/metrics"
@@ -171,9 +179,9 @@ class PrometheusSource:
         self.timeout = timeout
         self._by_label = {label: broker for broker, label in self.brokers.items()}
 
-    def only(self, metrics: Iterable[BrokerMetric]) -> PrometheusSource:
-        return PrometheusSource(self.url, self.brokers, self.broker_label, self.window, metrics, self.queries,
-                                self.headers, self.timeout)
+    def only(self, metrics: Iterable[BrokerMetric], brokers: Iterable[int] | None = None) -> PrometheusSource:
+        return PrometheusSource(self.url, _among(self.brokers, brokers), self.broker_label, self.window, metrics,
+                                self.queries, self.headers, self.timeout)
 
     def query_of(self, metric: BrokerMetric) -> str:
         regex = label_regex(self._by_label)

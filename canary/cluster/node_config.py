@@ -20,7 +20,7 @@ MANAGED_KEYS = frozenset({
     "ssl.key.password", "ssl.client.auth",
 })
 
-_SMALL_MACHINE = {
+SMALL_MACHINE = {
     "num.network.threads": "2",
     "num.io.threads": "4",
     "num.recovery.threads.per.data.dir": "1",
@@ -68,7 +68,7 @@ def properties(state: ClusterState, node: NodeState, security: dict[str, str] | 
         "controller.quorum.voters": state.quorum_voters,
         "controller.listener.names": "CONTROLLER",
         "log.dirs": str(data_dir),
-        **_SMALL_MACHINE,
+        **SMALL_MACHINE,
     }
     if node.role == "controller":
         props |= {

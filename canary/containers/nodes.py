@@ -124,6 +124,13 @@ def start(container: Container, port: int | None, timeout: float) -> None:
     _wait_serving(container, port, timeout)
 
 
+def restart(container: Container, port: int | None, stop_timeout: float, start_timeout: float) -> None:
+    """Stops a running node container gracefully and starts it again as it is; returns once it serves `port` (or
+    stayed up a few seconds), raises NodeStartError when it exits."""
+    container.stop(timeout=int(stop_timeout))
+    start(container, port, start_timeout)
+
+
 def _restore(container: Container, name: str) -> None:
     container.rename(name)
     container.start()

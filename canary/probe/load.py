@@ -28,7 +28,7 @@ from canary.kafka.health import metadata_and_brokers
 from canary.kafka.wait import wait_until
 from canary.lanes import broker_lane
 from canary.observations import BrokerReading, Lane
-from canary.probe.catch_up import Backlog, read_behind
+from canary.probe.catch_up import MIN_RECORDS, Backlog, behind_consumer, read_each_leader
 from canary.probe.topic import TopicSpec, reconcile
 
 LOAD_TOPIC = "__kafka_canary_load"
@@ -46,10 +46,6 @@ MIN_REPORTED = 50
 # compression and the brokers' own work see data like real records (a value repeated record after record compresses
 # to nothing: a broker recompressing with gzip did no work on it), more of them than a compression window holds.
 PAYLOADS = 64
-# At each reading the catch-up consumer reads this many seconds' worth of each partition's latest records back (within
-# the bounds): enough records to span many fetch responses, few enough that reading them costs the client little.
-CATCH_UP_S = 0.5
-CATCH_UP_RECORDS = (200, 20_000)
 
 
 def payloads(record_size: int, count: int = PAYLOADS) -> list[bytes]:
@@ -66,6 +62,9 @@ class LoadConfig:
     max_error_share: float = 0.05  # the load stops when more of its records fail (after 1,000 sent)
     interval: float = 5.0          # seconds between the per-broker latency readings (when `emit` is given)
     run_id: str = "load"
+    # Read back from behind per partition at each reading: enough to span several fetch responses
+    # (canary.probe.catch_up.behind_consumer), little beside what the load writes in an interval.
+    catch_up_bytes: int = 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.rate <= 0 or not 1 <= self.record_size <= 1_000_000:
@@ -126,9 +125,7 @@ class Load:
         self._consumer.assign([TopicPartition(LOAD_TOPIC, p, OFFSET_END) for p in self.partition_lane])
         loops = [self._produce_loop, self._consume_loop]
         if self.emit:
-            self._behind = Consumer({**base, "group.id": f"kafka-canary-load-behind-{int(time.time() * 1000)}",
-                                     "enable.auto.commit": False, "client.id": "kafka-canary-load-behind",
-                                     "fetch.max.bytes": 50 * 1024 * 1024})
+            self._behind = behind_consumer(base, c.catch_up_bytes, "kafka-canary-load-behind")
             loops += [self._report_loop, self._catch_up_loop]
         self._started = time.monotonic()
         for target in loops:
@@ -236,12 +233,16 @@ class Load:
                                         metric.name, read / seconds, at))
 
     def _catch_up_once(self) -> dict[int, tuple[int, float]]:
-        """Each partition's latest records read back from behind (canary.probe.catch_up), within half an interval."""
+        """Each partition's latest `catch_up_bytes` read back from behind, one leader at a time
+        (canary.probe.catch_up), within half an interval."""
         assert self._behind is not None
-        want = int(min(max(self._rate * CATCH_UP_S, CATCH_UP_RECORDS[0]), CATCH_UP_RECORDS[1]))
-        backlogs = [Backlog(LOAD_TOPIC, p, want) for p in self.partition_leader]
-        read = read_behind(self._behind, backlogs, self.config.interval / 2, self._stop)
-        return {partition: (c.bytes, c.seconds) for (_, partition), c in read.items()}
+        c = self.config
+        records = max(2 * MIN_RECORDS, c.catch_up_bytes // c.record_size + 1)
+        by_leader: dict[int, list[Backlog]] = {}
+        for partition, leader in sorted(self.partition_leader.items()):
+            by_leader.setdefault(leader, []).append(Backlog(LOAD_TOPIC, partition, records, c.catch_up_bytes))
+        read = read_each_leader(self._behind, by_leader, c.interval / 2, self._stop)
+        return {partition: (caught.bytes, caught.seconds) for (_, partition), caught in read.items()}
 
     def _produce_loop(self) -> None:
         """Paced in 10 ms ticks: every partition gets its due records each tick, so the lanes' load stays equal."""

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import KafkaException
 
 from canary.broker_metrics import USER_CATCH_UP
 from canary.kafka.admin import is_user_topic
@@ -26,7 +26,7 @@ from canary.kafka.clients import QUIET_LOGGER, admin_client
 from canary.kafka.health import metadata_and_brokers
 from canary.lanes import broker_lane
 from canary.observations import BrokerReading, Lane
-from canary.probe.catch_up import MIN_RECORDS, Backlog, Caught, Key, read_behind
+from canary.probe.catch_up import MIN_RECORDS, Backlog, Key, behind_consumer, read_each_leader
 
 SOURCE = "user-reads"
 # The record size assumed for a partition not read yet (a read then learns its real one).
@@ -57,13 +57,7 @@ class UserReads:
         self._thread: threading.Thread | None = None
         base = {"bootstrap.servers": config.bootstrap_servers, "logger": QUIET_LOGGER, **config.client}
         self._admin = admin_client(config.bootstrap_servers, config.client)
-        # Fetch responses of at most a quarter of what is read back: every read spans several of them, so a broker
-        # that caps or trickles its responses shows even on a partition that holds little.
-        per_fetch = max(64 * 1024, config.max_bytes // 4)
-        self._consumer = Consumer({**base, "group.id": f"kafka-canary-reads-{int(time.time() * 1000)}",
-                                   "enable.auto.commit": False, "client.id": "kafka-canary-reads",
-                                   "max.partition.fetch.bytes": per_fetch,
-                                   "fetch.max.bytes": max(per_fetch, 50 * 1024 * 1024)})
+        self._consumer = behind_consumer(base, config.max_bytes, "kafka-canary-reads")
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="user-reads", daemon=True)
@@ -90,14 +84,10 @@ class UserReads:
         at = float(int(time.time() * 1000))
         leaders, lanes = self._leaders()
         chosen = self._chosen(leaders)
-        # One leader at a time: read beside a slower one, a broker's records wait in the client's queue while it
-        # works through the others', and then time the client, not the broker. Half an interval for them all.
-        give_up = max(self.config.interval / 2 / max(len(chosen), 1), 0.5)
-        caught: dict[Key, Caught] = {}
-        for keys in chosen.values():
-            backlogs = [self._backlog(key) for key in keys]
-            caught |= read_behind(self._consumer, backlogs, give_up, self._stop, batch_wait_s=0)
-            self._too_few |= set(keys) - caught.keys()
+        caught = read_each_leader(self._consumer, {broker: [self._backlog(key) for key in keys]
+                                                   for broker, keys in chosen.items()},
+                                  self.config.interval / 2, self._stop)  # half an interval for them all
+        self._too_few |= {key for keys in chosen.values() for key in keys} - caught.keys()
         readings = []
         for key, c in sorted(caught.items()):
             self._record_size[key] = c.bytes / max(c.records - 1, 1)

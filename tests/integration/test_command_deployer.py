@@ -148,6 +148,35 @@ def test_a_broker_that_dies_after_its_roll_returned_fails_the_roll_then_not_at_t
     assert {n: broker_env(docker_client, n) for n in (1, 2, 3)} == before
 
 
+def test_a_roll_script_that_skips_an_unchanged_broker_cannot_give_the_canary_a_warm_control(docker_client, fleet,
+                                                                                            tmp_path) -> None:
+    """A roll script that leaves a node alone when nothing changes (as a handler that fires only on a changed file
+    would) rolls the control broker, which changes nothing, without restarting it: compared warm against the cold
+    canary, a harmless change would be rolled back. The broker's own start time says it was not restarted; the run
+    rolls the canary back and ends UNFINISHED, the change not judged, with what to fix."""
+    deployer = load_spec({"cluster": cluster_section(fleet), "change": {"config": {"num.io.threads": "6"}},
+                          "canary": {"count": 1}}).cluster.open_deployer()
+    control = next(b for b in deployer.brokers() if b.broker_id == 3)
+    # The script's record of broker 3's config, as its own last roll left it.
+    deployer.roll_broker(3, version=control.version, config=control.config, rack=None, client_delay_ms=0)
+    before = {n: broker_env(docker_client, n) for n in (1, 2, 3)}
+    container = nodes.find(docker_client, NAME)[("broker", 3)]
+    started = container.attrs["State"]["StartedAt"]
+    roll = "SKIP_UNCHANGED=1 " + cluster_section(fleet)["command"]["roll"]
+    run, result = rollout(fleet, tmp_path, "command-skips", {"config": {"num.io.threads": "6"}}, {"roll": roll},
+                          canary={"brokers": [2], "control": [3]})
+    assert (result.outcome, result.verdict) == ("UNFINISHED", "ROLLBACK"), result
+    assert "broker 3 was not restarted: its process started at" in result.reason, result
+    assert "restart a broker even when its version and config are the ones it runs" in result.reason
+    assert run.state.record.steps["verify"].result["status"] == "rolled_back"
+    assert {n: broker_env(docker_client, n) for n in (1, 2, 3)} == before
+    container.reload()
+    assert container.attrs["State"]["StartedAt"] == started  # the script did leave it running
+    skipped = [e for e in commands_run(run, "deployer command") if "not restarted" in e["output"]]
+    assert [e["step"] for e in skipped] == ["deploy-canary"]
+    assert [e["broker"] for e in commands_run(run, "broker not restarted")] == [3]
+
+
 def test_a_good_change_is_promoted_through_the_commands_with_no_message_lost(docker_client, fleet, tmp_path) -> None:
     run, result = rollout(fleet, tmp_path, "command-good", {"config": {"num.io.threads": "6"}})
     assert (result.outcome, result.verdict) == ("PROMOTE", "PROMOTE"), result
@@ -158,6 +187,8 @@ def test_a_good_change_is_promoted_through_the_commands_with_no_message_lost(doc
     rolls = commands_run(run, "deployer command")
     # The canary, then the control broker (canary.control: auto) restarted by the same roll command, nothing changed
     assert run.state.record.control_brokers == [3] and run.state.record.control_restarted == [3]
+    control = run.state.record.steps["deploy-canary"].result["controls_restarted"]
+    assert [c["broker"] for c in control] == [3] and control[0]["process_started"]  # its JVM's new start time
     assert [(e["step"], e["name"]) for e in rolls] == [("deploy-canary", "roll"), ("deploy-canary", "roll"),
                                                          ("promote", "roll"), ("promote", "roll"), ("promote", "roll")]
     steps = run.state.record.to_json()["steps"]

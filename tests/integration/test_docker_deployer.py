@@ -109,6 +109,21 @@ def test_a_roll_changes_version_config_and_rack_and_rolling_back_restores_the_ex
     assert next(b for b in deployer.brokers() if b.broker_id == 2) == before
 
 
+def test_a_roll_that_changes_nothing_still_restarts_the_broker(docker_client, deployer) -> None:
+    """A control broker is rolled as it is and must come back as fresh as the canary: the container is restarted
+    (it once was left running, warm against a cold canary, and a no-op was rolled back), its spec and labels kept."""
+    before = next(b for b in deployer.brokers() if b.broker_id == 1)
+    container = nodes.find(docker_client, NAME)[("broker", 1)]
+    original, started = spec_now(docker_client, "broker", 1), container.attrs["State"]["StartedAt"]
+    deployer.roll_broker(1, version=before.version, config=before.config, rack=before.rack, client_delay_ms=0)
+    container.reload()
+    assert container.attrs["State"]["StartedAt"] != started
+    assert container.attrs["RestartCount"] == 0 and container.status == "running"
+    assert spec_now(docker_client, "broker", 1) == original
+    wait_until(lambda: registered(deployer, 1), 90, "broker 1 registered again")
+    assert next(b for b in deployer.brokers() if b.broker_id == 1) == before
+
+
 def test_a_config_the_broker_refuses_puts_the_previous_container_back(docker_client, deployer) -> None:
     before = deployer.brokers()[2]
     original = spec_now(docker_client, "broker", 3)

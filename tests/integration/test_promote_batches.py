@@ -97,10 +97,11 @@ def test_a_rack_aware_fleet_is_promoted_rack_by_rack_and_min_isr_holds(cluster_f
 
 def test_a_wave_whose_look_sees_a_regression_rolls_the_promotion_back(cluster_factory, tmp_path):
     """The change hurts only on the promoted brokers (a 400 ms delay before their client listener): the canary
-    window promotes, the look after the first wave puts broker 1 against the rest and rolls everything back."""
+    window promotes, the look after the first wave puts broker 1 against broker 2, the look's control restarted
+    unchanged just before, and rolls everything back."""
     cluster = cluster_factory(brokers=4)
     spec = load_spec({"cluster": {"dir": str(cluster.directory)}, "change": {"config": {"num.io.threads": "6"}},
-                      "canary": {"brokers": [4], "control": "none"}, "fault": {"client_delay_ms": 400,
+                      "canary": {"brokers": [4], "control": [3]}, "fault": {"client_delay_ms": 400,
                                                                                  "on": "promoted"},
                       "probe": {"window": "40s", "interim_interval": "10s", "rate": 50, "preflight": "3s",
                                 "calibration": "10s"},
@@ -114,9 +115,11 @@ def test_a_wave_whose_look_sees_a_regression_rolls_the_promotion_back(cluster_fa
     assert [w["batches"] for w in promoted["plan"]["waves"]] == [[[1]], [[2], [3], [4]]]
     assert "look after promotion wave 1" in promoted["regressed"], promoted["regressed"]
     print(f"\n{promoted['regressed']}")
-    restarted = [e["broker"] for e in rollout.audit.entries()
+    assert [lk["control"] for lk in promoted["looks"]] == [2]
+    restarted = [(e["broker"], e["phase"]) for e in rollout.audit.entries()
                  if e["step"] == "promote" and e["action"] == "restart broker"]
-    assert restarted[0] == 1 and 2 not in restarted and 3 not in restarted  # wave 2 never started
+    assert restarted[:2] == [(1, "promoted"), (2, "control")], restarted
+    assert not [b for b, phase in restarted if phase == "promoted" and b != 1]  # wave 2 never started
     assert promoted["probe"]["lost"] == 0
     cluster.reload()
     assert {(n.node_id, n.config.get("num.io.threads"), n.client_delay_ms) for n in cluster.state.brokers} == {
@@ -126,7 +129,7 @@ def test_a_wave_whose_look_sees_a_regression_rolls_the_promotion_back(cluster_fa
 def test_a_promotion_killed_between_waves_resumes_with_the_next_wave(cluster_factory, tmp_path):
     cluster = cluster_factory(brokers=4)
     raw = {"cluster": {"dir": str(cluster.directory)}, "change": {"config": {"num.io.threads": "6"}},
-           "canary": {"brokers": [4], "control": "none"},
+           "canary": {"brokers": [4], "control": [3]},
            "probe": {"window": "40s", "interim_interval": "10s", "rate": 50, "preflight": "3s", "calibration": "10s"},
            "judge": {"engine": "inline", "config": FAST_JUDGE}, "capacity": "not_required",
            "timeouts": {"guard": "120s", "warm_up": "180s"},
@@ -146,20 +149,17 @@ def test_a_promotion_killed_between_waves_resumes_with_the_next_wave(cluster_fac
     assert resumed.state.record.steps["promote"].status == "running"  # the kill left it unfinished
     result = run_all(BROKER, resumed)
 
-    # The look after wave 1 judges the resumed promotion as it would have judged it uninterrupted: a promotion, or a
-    # rollback of wave 1 (a broker back for seconds against warm ones: its tails may be heavier, measured here once).
-    assert result.status in ("verified promoted", "verified rolled_back"), result
+    # The resumed look puts broker 1, back for seconds, against broker 2 restarted unchanged just before (without
+    # that control a resumed look once rolled this harmless change back: 463 vs 241 ms e2e p99, cold against warm).
     first, second = attempts(resumed, "promote")
     promoted = [[e["broker"] for e in run if e["action"] == "restart broker" and e["phase"] == "promoted"]
                 for run in (first, second)]
-    looks = [e["wave"] for e in second if e["action"] == "wave look started"]
+    looks = [(e["wave"], e["control"], e["verdict"], e["reason"]) for e in second if e["action"] == "wave look"]
     print(f"\nkilled during the look after wave 1: promoted {promoted[0]} before the kill, {promoted[1]} after; "
-          f"looks after the resume at waves {looks}; {result.outcome}")
+          f"looks after the resume: {looks}; {result.outcome}")
+    assert result.status == "verified promoted", (result, looks)
     assert promoted[0] == [1]  # wave 1: one broker of the three to promote
-    assert 1 not in promoted[1] and looks[0] == 1  # resumed at wave 1's look: broker 1 is never promoted twice
+    assert 1 not in promoted[1] and looks[0][:2] == (1, 2)  # resumed at wave 1's look: broker 1 never promoted twice
+    assert set(promoted[1]) == {2, 3, 4}  # the canary too: back to its own rack
     cluster.reload()
-    if result.status == "verified promoted":
-        assert set(promoted[1]) == {2, 3, 4}  # the canary too: back to its own rack
-        assert {n.config.get("num.io.threads") for n in cluster.state.brokers} == {"6"}
-    else:
-        assert promoted[1] == [] and {n.config.get("num.io.threads") for n in cluster.state.brokers} == {None}
+    assert {n.config.get("num.io.threads") for n in cluster.state.brokers} == {"6"}

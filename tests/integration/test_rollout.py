@@ -132,6 +132,8 @@ def test_good_canary_carries_its_share_of_real_traffic_promotes_the_fleet_and_fi
     # the highest id that is not a canary, restarted with nothing changed right after the canary.
     canary, control = rollout.state.record.canary_brokers, rollout.state.record.control_brokers
     assert control == [max({1, 2, 3} - {*canary})] and stepped["preflight"]["result"]["control_brokers"] == control
+    restarted = stepped["deploy-canary"]["result"]["controls_restarted"]  # proven by its JVM's new start time
+    assert [r["broker"] for r in restarted] == control and restarted[0]["process_started"], restarted
     assert stepped["preflight"]["result"]["broker_metrics"] == "deployer"
     readings = stepped["probe-window"]["result"]["broker_readings"]
     assert readings["written"] > 0 and readings["failed"] == 0, readings

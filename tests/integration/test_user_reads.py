@@ -1,16 +1,20 @@
-"""Catch-up reads of the user topics on real brokers: each broker's fetch path measured without any load, and a
-broker whose fetch path lost its capacity read back slower than the others in the same rounds."""
+"""Catch-up reads on real brokers: of the user topics, each broker's fetch path measured without any load, and a
+broker whose fetch path lost its capacity read back slower than the others in the same rounds; of the load's own
+topic (an idle cluster's only data), the same broker seen as slow."""
 
 from __future__ import annotations
 
 import statistics
+import time
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer, TopicPartition
 from waiting import wait_until
 
 from canary.kafka.admin import TopicAdmin
 from canary.observations import BrokerReading
+from canary.probe.catch_up import MIN_RECORDS, Backlog, behind_consumer, read_behind
+from canary.probe.load import Load, LoadConfig
 from canary.probe.topic import TopicSpec, reconcile
 from canary.probe.user_reads import UserReads, UserReadsConfig
 
@@ -78,3 +82,63 @@ def _led_by(admin: TopicAdmin, broker: int) -> bool:
     if all(broker in state.partitions[p].isr for p in mine):
         admin.elect("orders", mine)
     return False
+
+
+def test_the_loads_reads_from_behind_see_a_fetch_path_that_lost_its_capacity(cluster_factory):
+    """Broker 2 sends through 2 KiB socket buffers. The load's producer and its consumer at the head of the log keep
+    up with it; reading each partition's latest megabyte back shows it. (When a read fitted one fetch response it
+    timed the client's loop instead: every broker read back at about 1.5 GB/s, tiny buffers or not, and the gate
+    promoted the change on an idle cluster.)"""
+    cluster = cluster_factory(brokers=3)
+    cluster.restart_node(2, config={"socket.send.buffer.bytes": "2048", "socket.receive.buffer.bytes": "2048"})
+    readings: list[BrokerReading] = []
+    load = Load(LoadConfig(cluster.bootstrap_servers, 400, 1000, interval=2.0, run_id="load-catch-up"),
+                emit=readings.append)
+    load.start()
+    try:
+        wait_until(lambda: all(len(_catch_up(readings, b)) >= 4 for b in (1, 2, 3)), 120,
+                   "four catch-up readings through every broker")
+    finally:
+        summary = load.stop()
+    assert summary["lanes"]["baseline"]["failed"] == 0
+    rates = {b: statistics.median(_catch_up(readings, b)) for b in (1, 2, 3)}
+    assert rates[2] < 0.2 * min(rates[1], rates[3]), rates
+    print(f"\nthe load read back from behind, median bytes/s per leader: {rates}")
+
+
+def _catch_up(readings: list[BrokerReading], broker: int) -> list[float]:
+    return [r.value for r in readings if r.broker == broker and r.metric == "load_catch_up_bytes_per_s"]
+
+
+def test_a_partition_that_ends_in_a_transaction_marker_is_read_to_its_end_not_to_the_give_up(shared_cluster):
+    # A transactional service's partition: its last offset holds the commit marker, no record ever arrives there.
+    topic = f"txn-ends-{time.time_ns()}"
+    admin = TopicAdmin(shared_cluster.bootstrap_servers)
+    admin.create_topic(topic, [[1]], {})
+    wait_until(lambda: getattr(admin.observe(topic).partitions.get(0), "leader", -1) > 0, 30, "led")
+    producer = Producer({"bootstrap.servers": shared_cluster.bootstrap_servers, "transactional.id": topic})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for _ in range(MIN_RECORDS * 4):
+        producer.produce(topic, value=b"x" * 1000, partition=0)
+    producer.commit_transaction(30)
+    consumer = behind_consumer({"bootstrap.servers": shared_cluster.bootstrap_servers}, MB, "txn-reads")
+    give_up = 120.0
+    try:
+        # The marker is written after the commit returns; read_behind skips a partition whose end it cannot read in
+        # 2 s (a fresh consumer on a busy machine): wait until its end is readable and holds the marker.
+        def marker_written() -> bool:
+            try:
+                return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=5, cached=False)[1] == \
+                    MIN_RECORDS * 4 + 1
+            except KafkaException:
+                return False
+        wait_until(marker_written, 60, "the commit marker written")
+        started = time.monotonic()
+        caught = read_behind(consumer, [Backlog(topic, 0, MIN_RECORDS * 4 + 1)], give_up)
+        took = time.monotonic() - started
+    finally:
+        consumer.close()
+    assert caught[(topic, 0)].records == MIN_RECORDS * 4  # every record, the marker's offset holding none
+    # It ended at the partition's end: without, it waited for the marker's offset until it gave up (took == give_up).
+    assert took / give_up < 0.25 and caught[(topic, 0)].seconds < took

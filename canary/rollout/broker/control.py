@@ -9,7 +9,8 @@ in the lead step as the canary does. In the window the probe sends to the canary
 alone, so the control is the probe's baseline lane too (a restarted canary's first minute is slow on the probe's
 latencies as well: a no-op rolled back on e2e p99 at the first interim look, docs/bench.md); the other baseline
 brokers, untouched, are the reference of the comparison with before the change. A control broker runs the
-baseline throughout: rollback has nothing to undo on it, and promotion rolls it like any other broker.
+baseline throughout: rollback has nothing to undo on it, and promotion rolls it like any other broker. A run with
+control brokers gives each look between promotion waves a control of its own (canary.rollout.broker.wave_look).
 
 `canary.control`: `auto` takes one control broker (the highest id that is not a canary) when broker metrics are on
 and at least one broker would still be left untouched; `none` takes none; a list names them.

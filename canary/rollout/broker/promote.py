@@ -12,13 +12,14 @@ from canary.fields import format_duration, format_utc
 from canary.judge import ROLLBACK
 from canary.kafka import features
 from canary.rollout.broker.batches import BatchPlan, plan_batches, serial_plan
+from canary.rollout.broker.control import choose_control
 from canary.rollout.broker.drain import undrain
 from canary.rollout.broker.preflight import choose_canaries
 from canary.rollout.broker.probes import green_probe, watched
 from canary.rollout.broker.rolling import cluster_health, roll_batches, roll_controllers, roll_fleet
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.broker.verify import fleet_differences
-from canary.rollout.broker.wave_look import wave_look
+from canary.rollout.broker.wave_look import look_control, restart_look_control, wave_look
 from canary.rollout.broker.waves import Wave, plan_waves, wave_lines, wave_sizes
 from canary.rollout.core import Look, RolloutError, RunStatus, Verdict
 from canary.rollout.core.pause import wait_while_paused
@@ -47,7 +48,7 @@ def promote(run: Rollout, approve: bool = False, through_wave: int | None = None
         waves = promotion_waves(run, plan)
         result["plan"] = plan.to_dict() | {"waves": [w.to_dict() for w in waves]}
         run.audit.record(run.step, "promotion plan", approved=approve or approved, **result["plan"])
-        for line in plan.lines() + wave_lines(waves, run.spec.promote.look):
+        for line in plan.lines() + wave_lines(waves, run.spec.promote.look, bool(run.control_ids())):
             run.say("%s", line)
         undrain(run)  # what an attempt cut off midway drained comes back first
         result["rolled"], result["looks"] = [], []
@@ -60,10 +61,13 @@ def promote(run: Rollout, approve: bool = False, through_wave: int | None = None
             result["rolled"] += rolled
             if wave.number == len(waves) or not run.spec.promote.look or (wave.number in looked and not rolled):
                 continue
-            restore_preferred(run)  # the promoted brokers lead their partitions in the look
+            control = look_control(run, waves[wave.number:])
+            if control is not None:
+                restart_look_control(run, control)
+            restore_preferred(run)  # the promoted brokers (and the look's control) lead their partitions in the look
             promoted = [b for w in waves[:wave.number] for b in w.brokers]
-            look = wave_look(run, wave.number, promoted)
-            result["looks"].append({"wave": wave.number, **look.model_dump(
+            look = wave_look(run, wave.number, promoted, control)
+            result["looks"].append({"wave": wave.number, "control": control, **look.model_dump(
                 mode="json", include={"verdict", "reason", "failed", "at_s"})})
             if look.verdict == ROLLBACK:
                 regressed = (wave.number, look)
@@ -175,13 +179,16 @@ def promotion_waves(run: Rollout, plan: BatchPlan | None = None) -> list[Wave]:
 def plan_now(run: Rollout) -> dict:
     """The promotion as it would go now, changing nothing: the run's canaries (or those preflight would choose),
     the batches and their notes, then the controllers one at a time."""
+    chosen = bool(run.state.record.canary_brokers)
     canaries = run.state.record.canary_brokers or choose_canaries(run, run.deployer.brokers())
+    controls = run.control_ids() if chosen else choose_control(run, [b.broker_id for b in run.deployer.brokers()],
+                                                               canaries)
     plan = promotion_plan(run, canaries)
     waves = promotion_waves(run, plan)
     controllers = [c.node_id for c in run.deployer.controllers()]
     return {"canary_brokers": canaries, **plan.to_dict(), "waves": [w.to_dict() for w in waves],
             "controllers": controllers,
-            "lines": plan.lines() + wave_lines(waves, run.spec.promote.look) + [
+            "lines": plan.lines() + wave_lines(waves, run.spec.promote.look, bool(controls)) + [
                 f"then controllers {controllers}, one at a time, each only while a caught-up majority of the quorum "
                 f"remains"]}
 

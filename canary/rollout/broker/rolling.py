@@ -18,6 +18,7 @@ from canary.rollout.broker.desired import desired_state, is_as_desired
 from canary.rollout.broker.drain import drain, undrain
 from canary.rollout.broker.metrics import broker_metrics_source
 from canary.rollout.broker.recovery import Recovery
+from canary.rollout.broker.restarted import RestartCheck
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.core import RolloutError
 from canary.rollout.deployers.base import BrokerInfo
@@ -139,6 +140,7 @@ def roll_broker(run: Rollout, broker_id: int, phase: str, warm: bool, guarded: b
     run.say("rolling broker %s to %s %s", broker_id, phase, want["version"])
     run.audit.record(run.step, "restart broker", broker=broker_id, phase=phase, was_running=current.running,
                    before=current.to_dict(), after=want)
+    restart = RestartCheck(run, broker_id) if phase == "control" else None  # nothing else shows it restarted
     started = time.monotonic()
     run.deployer.roll_broker(broker_id, **want)
     alive = ProcessWatch(run, broker_id, started)
@@ -151,8 +153,9 @@ def roll_broker(run: Rollout, broker_id: int, phase: str, warm: bool, guarded: b
         return None if (racks[broker_id] or None) == (want["rack"] or None) else (
             f"broker {broker_id} still advertises rack {racks[broker_id]!r}")
     wait_until(f"broker {broker_id} registration", run.spec.timeouts.warm_up, registered, run.progress)
+    proof = restart.confirm() if restart is not None else None
     result = {"broker": broker_id, "phase": phase, "version": want["version"],
-              "registered_s": round(time.monotonic() - started, 1)}
+              "registered_s": round(time.monotonic() - started, 1)} | ({"process_started": proof} if proof else {})
     if warm:
         wait_in_isr(run, broker_id, run.spec.timeouts.warm_up)
         result["in_isr_s"] = round(time.monotonic() - started, 1)

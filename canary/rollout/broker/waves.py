@@ -60,9 +60,12 @@ def plan_waves(plan: BatchPlan, sizes: Sequence[str]) -> list[Wave]:
     return waves
 
 
-def wave_lines(waves: list[Wave], look_s: float) -> list[str]:
-    """The waves as the plan shows them before anything restarts."""
+def wave_lines(waves: list[Wave], look_s: float, controlled: bool = False) -> list[str]:
+    """The waves as the plan shows them before anything restarts (`controlled`: each look beside a control broker,
+    canary.rollout.broker.wave_look)."""
     if len(waves) < 2:
         return ["one wave: every batch in turn, no look between"]
     looks = f"a look of {look_s:g} s after each wave but the last" if look_s else "no look between waves"
+    if look_s and controlled:
+        looks += ", against the next wave's first broker restarted unchanged just before"
     return [f"{len(waves)} waves ({looks}):"] + [f"  wave {w.number}: brokers {w.brokers}" for w in waves]

@@ -321,8 +321,10 @@ def _promotion(entries: list[dict]) -> str:
     rows = []
     for w in waves:
         look = looks.get(w["wave"])
-        seen = (("regression: " if look.get("verdict") == "ROLLBACK" else "passed: ") + str(look.get("reason", ""))
-                if look else
+        against = f" (against control broker {look['control']}, restarted unchanged)" if look and look.get(
+            "control") is not None else ""
+        seen = (("regression" if look.get("verdict") == "ROLLBACK" else "passed") + against + ": "
+                + str(look.get("reason", "")) if look else
                 "none (the last wave)" if w["wave"] == len(waves) else "not yet")
         brokers = ", ".join(str(b) for batch in w["batches"] for b in batch)
         batches = " · ".join(str(list(b)) for b in w["batches"])

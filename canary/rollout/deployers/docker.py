@@ -165,6 +165,10 @@ class DockerDeployer:
         if previous and previous.same_node_as(new):  # back to what it was: exactly that spec
             new = previous.with_image(previous.image, **{PREVIOUS: current.to_json()})
         if new.same_node_as(current) and container.status == "running":
+            # Nothing to change, yet the roll restarts it (the Deployer contract): a control broker is restarted as
+            # it is, to be as fresh as the canary it is compared with. The container keeps its spec and labels.
+            nodes.restart(container, nodes.listener_port(current), self.settings.stop_timeout,
+                          self.settings.start_timeout)
             return
         nodes.replace(self.client, container, new, self.settings.stop_timeout, self.settings.start_timeout)
 

@@ -26,7 +26,17 @@ roll)
   awk 'index($0, "=") > 1 && $0 !~ /^#/ {
          k = substr($0, 1, index($0, "=") - 1); v = substr($0, index($0, "=") + 1)
          gsub(/_/, "__", k); gsub(/-/, "___", k); gsub(/\./, "_", k); print "KAFKA_" toupper(k) "=" v }' \
-    "$config" > "$NODES/$name.config.env"
+    "$config" > "$NODES/$name.config.env.new"
+  # SKIP_UNCHANGED=1: leave a running node alone when neither its version nor its config changes, as a handler that
+  # fires only on a changed file would.
+  if [ -n "${SKIP_UNCHANGED:-}" ] && cmp -s "$NODES/$name.config.env.new" "$NODES/$name.config.env" 2>/dev/null \
+     && [ "$(docker inspect -f '{{index .Config.Labels "io.kafka-canary.version"}} {{.State.Status}}' "$name")" \
+          = "$version running" ]; then
+    rm -f "$NODES/$name.config.env.new"
+    echo "$name unchanged, not restarted"
+    exit 0
+  fi
+  mv "$NODES/$name.config.env.new" "$NODES/$name.config.env"
   docker stop -t "${STOP_TIMEOUT:-60}" "$name" >/dev/null 2>&1 || true
   docker rm "$name" >/dev/null 2>&1 || true
   docker run -d --name "$name" --network host --env-file "$NODES/$name.env" --env-file "$NODES/$name.config.env" \

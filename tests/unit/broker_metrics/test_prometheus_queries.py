@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from canary.broker_metrics import CATALOGUE, BrokerMetricsError, PrometheusSource
+from canary.broker_metrics import CATALOGUE, BrokerMetricsError, ExporterSource, PrometheusSource
 from canary.broker_metrics.catalogue import label_regex, promql_string
 
 GAUGE = next(m for m in CATALOGUE if m.kind == "gauge")
@@ -33,6 +33,14 @@ def test_the_query_holds_the_docs_label_values_as_prometheus_reads_them():
                                       + "".join(f'{k}="{promql_string(v)}",' for k, v in sorted(GAUGE.labels.items()))
                                       + 'pod=~"kafka-0|kafka-1\\\\.example\\\\.com"})')
     assert "\\-" not in source.query_of(GAUGE)
+
+
+def test_a_source_narrowed_to_some_brokers_reads_those_alone():
+    prometheus = PrometheusSource("http://127.0.0.1:1", {1: "kafka-0", 2: "kafka-1", 3: "kafka-2"}, broker_label="pod")
+    assert prometheus.only([GAUGE], [2]).query_of(GAUGE).endswith('pod=~"kafka-1"})')
+    assert prometheus.only([GAUGE]).brokers == prometheus.brokers  # no list: all of them
+    agents = ExporterSource({1: "http://127.0.0.1:1", 2: "http://127.0.0.1:2"})
+    assert agents.only([GAUGE], iter([2, 7])).endpoints == {2: "http://127.0.0.1:2"}
 
 
 @pytest.fixture

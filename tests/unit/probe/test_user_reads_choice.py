@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import canary.probe.catch_up as catch_up
 import canary.probe.user_reads as user_reads
 from canary.kafka.admin import is_user_topic
 from canary.lanes import canary_rack
@@ -25,14 +26,14 @@ def _reads(monkeypatch, topics: dict[str, dict[int, int]], holding: dict[tuple[s
     is recorded with the leader group it was part of."""
     calls: list[list[Backlog]] = []
 
-    def read_behind(consumer, backlogs, give_up, stop, batch_wait_s=0.1):
+    def read_behind(consumer, backlogs, give_up, stop):
         calls.append(list(backlogs))
         return {(b.topic, b.partition): Caught(min(b.max_bytes or 0, holding[(b.topic, b.partition)] * 1000), 0.01,
                                                holding[(b.topic, b.partition)])
                 for b in backlogs if holding.get((b.topic, b.partition))}
 
     monkeypatch.setattr(user_reads, "metadata_and_brokers", lambda admin, timeout: _metadata(topics))
-    monkeypatch.setattr(user_reads, "read_behind", read_behind)
+    monkeypatch.setattr(catch_up, "read_behind", read_behind)
     emitted: list = []
     reads = UserReads(UserReadsConfig("127.0.0.1:1", max_bytes=100_000, partitions=2, interval=5.0, run_id="r"),
                       emit=emitted.append)

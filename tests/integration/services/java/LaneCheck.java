@@ -68,6 +68,7 @@ public class LaneCheck {
         long deadline = System.currentTimeMillis() + 120_000L;
         int total = 0;
         boolean reached = false;
+        boolean announced = false;  // "assigned" once: a rebalance empties the assignment before it fills it again
         try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(c)) {
             consumer.subscribe(List.of(topic));
             while (!java.nio.file.Files.exists(stop) && System.currentTimeMillis() < deadline) {
@@ -77,7 +78,8 @@ public class LaneCheck {
                 }
                 consumer.commitSync();
                 if (!reached) {  // the assignment as it stood when the last expected record came
-                    if (assigned.isEmpty() && !consumer.assignment().isEmpty()) {
+                    if (!announced && !consumer.assignment().isEmpty()) {
+                        announced = true;
                         System.out.println("assigned");
                         System.out.flush();
                     }

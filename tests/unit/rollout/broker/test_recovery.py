@@ -20,26 +20,6 @@ kafka_log_logmanager_value{name="remainingSegmentsToRecover",dir="/data/a",threa
 """
 
 
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@pytest.fixture
-def clock(monkeypatch) -> Clock:
-    c = Clock()
-    for module in (wait, recovery):
-        monkeypatch.setattr(module.time, "monotonic", c.monotonic)
-    monkeypatch.setattr(wait.time, "sleep", c.sleep)
-    return c
-
-
 def test_the_recovery_gauges_are_summed_over_directories_and_threads():
     series = parse_exposition(RECOVERING)
     logs, segments = RECOVERY

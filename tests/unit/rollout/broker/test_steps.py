@@ -363,10 +363,12 @@ class Looks:
 
     def __init__(self, regress_at: int | None = None, then=None):
         self.seen: list[tuple[int, list[int]]] = []
+        self.controls: list[int | None] = []
         self.regress_at, self.then = regress_at, then
 
-    def __call__(self, run: Rollout, wave: int, promoted: list[int]) -> Look:
+    def __call__(self, run: Rollout, wave: int, promoted: list[int], control: int | None = None) -> Look:
         self.seen.append((wave, promoted))
+        self.controls.append(control)
         run.audit.record(run.step, "wave look", wave=wave, verdict="ROLLBACK" if wave == self.regress_at else PROMOTE)
         if self.then:
             self.then(run)
@@ -387,6 +389,24 @@ def test_promote_in_waves_looks_after_each_wave_but_the_last(tmp_path, monkeypat
     assert looks.seen == [(1, [1, 2]), (2, [1, 2, 3])]
     assert cluster.rolls() == [1, 2, 3, 4, 5, 6] and run.state.status == RunStatus.PROMOTED
     assert [lk["wave"] for lk in result["looks"]] == [1, 2]
+
+
+def test_with_control_brokers_each_look_has_a_control_restarted_unchanged_just_before(tmp_path, monkeypatch):
+    cluster, run, _ = six_in_batches(tmp_path, promote=WAVES, canary={"brokers": [6], "control": [5]})
+    run.state.update(control_brokers=[5])
+    looks = Looks()
+    monkeypatch.setattr(promote, "wave_look", looks)
+    led_at_look: list[set[int]] = []
+    looks.then = lambda r: led_at_look.append({p.leader for p in cluster.partitions()})
+    result = promote.promote(run)
+    # The first broker of the next wave, restarted on the baseline just before each look, then promoted in its wave.
+    assert looks.seen == [(1, [1, 2]), (2, [1, 2, 3])] and looks.controls == [3, 4]
+    assert cluster.rolls() == [1, 2, 3, 3, 4, 4, 5, 6] and run.state.status == RunStatus.PROMOTED
+    controls = [e for e in run.audit.entries() if e["action"] == "restart broker" and e["phase"] == "control"]
+    assert [(e["broker"], e["after"]["config"]) for e in controls] == [(3, BASE), (4, BASE)]
+    assert all(led == {1, 2, 3, 4, 5, 6} for led in led_at_look)  # its leadership back before the look
+    assert [lk["control"] for lk in result["looks"]] == [3, 4]
+    assert "against the next wave's first broker restarted unchanged" in "\n".join(promote.plan_now(run)["lines"])
 
 
 def test_a_regression_at_a_look_rolls_the_promoted_waves_back_and_promotes_no_further(tmp_path, monkeypatch):

@@ -145,10 +145,11 @@ def test_a_promotion_in_waves_shows_each_wave_its_look_the_drain_and_the_pauses(
     audit.record("promote", "drained", brokers=[3, 4], drained=7, still_leading=[])
     audit.record("promote", "wave look", wave=1, verdict="PROMOTE", reason="no regression")
     audit.record("pause", "paused", by="alice", reason="SLO <red>")
-    audit.record("promote", "wave look", wave=2, verdict="ROLLBACK", reason="e2e_latency_p99: 480 vs 12 ms")
+    audit.record("promote", "wave look", wave=2, control=2, verdict="ROLLBACK", reason="e2e_latency_p99: 480 vs 12 ms")
     page = write_report(state, audit).read_text()
     assert "<h2>Promotion</h2>" in page
     assert "<td>1, 3, 4</td><td>[1] · [3, 4]</td><td>passed: no regression</td>" in page
-    assert "<td>regression: e2e_latency_p99: 480 vs 12 ms</td>" in page and "none (the last wave)" in page
+    assert ("<td>regression (against control broker 2, restarted unchanged): e2e_latency_p99: 480 vs 12 ms</td>"
+            in page and "none (the last wave)" in page)
     assert "7 partition leadership(s) moved off batches" in page and "paused by alice (SLO &lt;red&gt;)" in page
     assert "<p>the plan: broker 4 is down: started first, alone" in page
