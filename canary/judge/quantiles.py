@@ -17,7 +17,7 @@ from canary.judge.aggregates import Window
 from canary.judge.alpha import Alphas
 from canary.judge.config import MetricSpec
 from canary.judge.evidence import check_sufficiency, conclude, finite_or_none, format_value, slo_guard
-from canary.judge.stats import dkw_radius, tail_log_e, tail_log_rank_z
+from canary.judge.stats import dkw_radius, tail_log_e, tail_log_rank_z, tail_overdispersion
 from canary.observations import LANES, Lane
 
 # A quantile q is tested on the tail above the baseline's 1 - TAIL_SPAN x (1 - q) quantile (p99: from p90).
@@ -122,7 +122,12 @@ def _tail_test(result: dict, final: bool, test_alpha: float, tails: _Tails, q: f
     j_from = np.argmax(past_tail <= (1 - q_from) * past_tail[:, :1], axis=1)
     j_q = np.argmax(past_tail <= (1 - q) * past_tail[:, :1], axis=1)
     risk, surv = _risk_sets(tails, ready, j_from)
-    log_e = tail_log_e(risk["canary"], surv["canary"], risk["baseline"], surv["baseline"])
+    tables = (risk["canary"], surv["canary"], risk["baseline"], surv["baseline"])
+    # A run of one lane's messages delayed by one pause is one event, not hundreds: the evidence is divided by how
+    # much more the buckets vary than independent messages would (stats.tail_overdispersion).
+    dispersion = tail_overdispersion(*tables)
+    log_e = tail_log_e(*tables) / dispersion
+    result["test"]["overdispersion"] = finite_or_none(float(dispersion[-1])) if dispersion.size else None
     fixed = _tail_z(result, final, test_alpha * (1 - TAIL_E_SHARE), risk, surv)
     exceed = {lane: np.where(ready, np.take_along_axis(tails.tail[lane], j_q[:, None], axis=1)[:, 0], 0)
               for lane in LANES}

@@ -173,6 +173,27 @@ def _exact_tables_log_lr(steps: np.ndarray, narrow: np.ndarray, width: np.ndarra
 MIN_Z_VARIANCE = 10.0
 
 
+def _log_rank_terms(risk_c, surv_c, risk_b, surv_b) -> tuple[np.ndarray, np.ndarray]:
+    """Per table (look x step): the canary's count that went on minus its central hypergeometric mean (O - E),
+    and that count's variance V; both 0 where a table holds no information."""
+    risk_c, surv_c, risk_b, surv_b = (np.asarray(a, dtype=float) for a in (risk_c, surv_c, risk_b, surv_b))
+    n = risk_c + risk_b
+    went = surv_c + surv_b
+    use = (risk_c > 0) & (risk_b > 0) & (went > 0) & (went < n)
+    safe_n = np.where(use, n, 2.0)
+    o_minus_e = np.where(use, surv_c - risk_c * went / safe_n, 0.0)
+    var = np.where(use, risk_c * risk_b * went * (n - went) / (safe_n ** 2 * (safe_n - 1)), 0.0)
+    return o_minus_e, var
+
+
+def _spread_variance(o_minus_e: np.ndarray, var: np.ndarray) -> float | None:
+    """The buckets' own variance of their summed score (a one-sample t statistic's, buckets as the unit):
+    n x the sample variance of the per-bucket scores around their mean; None below two informative buckets."""
+    informative = var.sum(axis=1) > 0
+    scores = o_minus_e.sum(axis=1)[informative]
+    return float(scores.size * np.var(scores, ddof=1)) if scores.size >= 2 else None
+
+
 def tail_log_rank_z(risk_c, surv_c, risk_b, surv_b) -> tuple[float | None, float | None]:
     """The fixed-horizon companion of tail_log_e, on the same tables (same arguments): the stratified
     log-rank statistic Z = sum(O - E) / sqrt(sum V), O the canary's count that went on, E and V its
@@ -184,30 +205,51 @@ def tail_log_rank_z(risk_c, surv_c, risk_b, surv_b) -> tuple[float | None, float
     in advance, not under repeated looks: the judge uses it only at the final look. At that one time it is
     far sharper than an e-process, which pays for being valid at every look (and for its mixture).
     """
-    risk_c, surv_c, risk_b, surv_b = (np.asarray(a, dtype=float) for a in (risk_c, surv_c, risk_b, surv_b))
-    if risk_c.size == 0:
+    if np.asarray(risk_c).size == 0:
         return None, None
-    n = risk_c + risk_b
-    went = surv_c + surv_b
-    use = (risk_c > 0) & (risk_b > 0) & (went > 0) & (went < n)
-    safe_n = np.where(use, n, 2.0)
-    o_minus_e = np.where(use, surv_c - risk_c * went / safe_n, 0.0)
-    var = np.where(use, risk_c * risk_b * went * (n - went) / (safe_n ** 2 * (safe_n - 1)), 0.0)
+    o_minus_e, var = _log_rank_terms(risk_c, surv_c, risk_b, surv_b)
 
     def z(cols: slice) -> float | None:
         v = float(var[:, cols].sum())
         if v < MIN_Z_VARIANCE:
             return None
         # Messages of one bucket are not independent (a broker's pause delays a run of them), so the buckets'
-        # scores vary more than the hypergeometric variance says. Their own spread around their mean (a one-sample
-        # t statistic's variance, buckets as the unit) is used when it is the larger: a steady shift keeps its
-        # evidence, a few bursts no longer pass for it.
-        scores = o_minus_e[:, cols].sum(axis=1)[var[:, cols].sum(axis=1) > 0]
-        if scores.size >= 2:
-            v = max(v, float(scores.size * np.var(scores, ddof=1)))
-        return float(o_minus_e[:, cols].sum() / np.sqrt(v))
+        # scores vary more than the hypergeometric variance says. Their own spread is used when it is the
+        # larger: a steady shift keeps its evidence, a few bursts no longer pass for it.
+        spread = _spread_variance(o_minus_e[:, cols], var[:, cols])
+        return float(o_minus_e[:, cols].sum() / np.sqrt(max(v, spread or 0.0)))
 
     return z(slice(1, None)), z(slice(None))
+
+
+# The tail e-process counts for nothing before this many buckets have shown whether its evidence is steady.
+MIN_SPREAD_BUCKETS = 3
+
+
+def tail_overdispersion(risk_c, surv_c, risk_b, surv_b) -> np.ndarray:
+    """Per look (same arguments as tail_log_e): how many times more the buckets' log-rank scores so far vary
+    than their hypergeometric variance says (at least 1; inf before MIN_SPREAD_BUCKETS informative buckets),
+    the larger of the steps inside the tail and all steps.
+
+    tail_log_e treats every message as independent, but a broker's pause (a GC, a log roll, a page-cache
+    miss) delays a run of one lane's messages in one bucket: in an A/A rollout two such pauses on the canary
+    and one on the baseline made an e-value of millions. Dividing the log e-value by this factor (a
+    quasi-likelihood's dispersion) keeps a steady shift's evidence (every bucket a little worse: the scores
+    vary as the hypergeometric variance says, factor 1) and takes it from a few bursts (one bucket's score
+    far above the rest: a large factor)."""
+    o_minus_e, var = _log_rank_terms(risk_c, surv_c, risk_b, surv_b)
+    looks = o_minus_e.shape[0]
+    out = np.full(looks, np.inf)
+    informative = np.cumsum(var.sum(axis=1) > 0)
+    for t in np.flatnonzero(informative >= MIN_SPREAD_BUCKETS):
+        factors = [1.0]
+        for cols in (slice(1, None), slice(None)):
+            v = float(var[:t + 1, cols].sum())
+            spread = _spread_variance(o_minus_e[:t + 1, cols], var[:t + 1, cols])
+            if v > 0 and spread is not None:
+                factors.append(spread / v)
+        out[t] = max(factors)
+    return out
 
 
 _P_GRID = np.concatenate([[0.0], np.exp(np.linspace(np.log(1e-7), np.log(0.5), 800)),

@@ -64,6 +64,31 @@ def test_latency_regression_in_the_tail_is_a_critical_rollback_even_at_an_interi
     assert failed_metrics(judge(run(), final=False)) == []
 
 
+def paused(lane, buckets, per_bucket, pauses, partitions=1, held=30, pause_ms=300.0):
+    """lane_rows, but in each bucket of `pauses` a broker's pause held `held` messages for `pause_ms`."""
+    rows = lane_rows(lane, buckets, per_bucket, partitions=partitions)
+    for b in pauses:
+        rows += [(lane, b * BUCKET, "e2e_latency_ms", H.bin_of(5.0), -held),
+                 (lane, b * BUCKET, "e2e_latency_ms", H.bin_of(pause_ms), held)]
+    return rows
+
+
+def test_two_pauses_of_the_canary_against_one_of_the_baseline_are_not_a_regression():
+    # An A/A rollout's false rollback: the canary broker paused twice, the baseline once; counted message by
+    # message, the canary's p99 tail made an e-value in the billions at the first interim look.
+    rows = paused("canary", 30, 100, [8, 9]) + paused("baseline", 30, 200, [20], partitions=2, held=20)
+    for final in (False, True):
+        p99 = metric(judge(Aggregates.from_rows(rows, BUCKET, ["run-1"]), final=final), "e2e_latency_p99")
+        assert p99["decision"] == "PASS" and p99["canary"]["value"] > 10 * p99["baseline"]["value"]
+        assert p99["test"]["e_value"] < 20 and p99["test"]["overdispersion"] > 5
+
+
+def test_a_canary_that_pauses_again_and_again_is_rolled_back():
+    rows = paused("canary", 30, 100, range(4, 30, 2)) + paused("baseline", 30, 200, [20], partitions=2, held=20)
+    v = judge(Aggregates.from_rows(rows, BUCKET, ["run-1"]), final=False)
+    assert v["verdict"] == "ROLLBACK" and "e2e_latency_p99" in failed_metrics(v)
+
+
 def test_error_rate_regression_rolls_back_and_names_the_metric():
     v = judge(run(canary={"errors": 3}))
     assert v["verdict"] == "ROLLBACK"

@@ -6,7 +6,14 @@ import math
 
 import numpy as np
 
-from canary.judge.stats import RARE_GRID, one_sample_log_e, tail_log_e, tail_log_rank_z
+from canary.judge.stats import (
+    MIN_SPREAD_BUCKETS,
+    RARE_GRID,
+    one_sample_log_e,
+    tail_log_e,
+    tail_log_rank_z,
+    tail_overdispersion,
+)
 
 
 def tail_tables(rng, looks, n_c, n_b, hazard_c, hazard_b):
@@ -71,6 +78,29 @@ def test_tail_log_rank_z_is_large_for_a_heavier_canary_tail_and_none_without_inf
     assert tail_log_rank_z(rc, sc, rb, sb)[0] <= -3  # a lighter canary tail is negative evidence
     assert tail_log_rank_z(rc[:1, :3], sc[:1, :3], rb[:1, :3], sb[:1, :3]) == (None, None)
     assert tail_log_rank_z(np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3))) == (None, None)
+
+
+def test_independent_messages_are_not_overdispersed_a_steady_shift_neither():
+    rng = np.random.default_rng(16)
+    hazard = [0.9] + [0.15] * 12
+    for hazard_c in (hazard, [0.9] + [0.08] * 12):
+        factors = [tail_overdispersion(*tail_tables(rng, 27, 100, 200, hazard_c, hazard))[-1] for _ in range(100)]
+        assert 1 <= np.median(factors) < 1.4 and np.mean(np.array(factors) > 2) <= 0.05
+    factor = tail_overdispersion(*tail_tables(rng, 27, 100, 200, hazard, hazard))
+    assert np.isinf(factor[:MIN_SPREAD_BUCKETS - 1]).all() and np.isfinite(factor[MIN_SPREAD_BUCKETS - 1:]).all()
+
+
+def test_a_burst_of_one_lane_s_messages_is_one_event_not_hundreds():
+    # Identical lanes, but in two buckets a pause held 30 of the canary's 100 messages past every threshold.
+    rng = np.random.default_rng(17)
+    hazard = [0.9] + [0.15] * 12
+    rc, sc, rb, sb = tail_tables(rng, 27, 100, 200, hazard, hazard)
+    for b in (8, 9):
+        rc[b, 1:] = rc[b, 1:] + 30
+        sc[b] = sc[b] + 30
+    log_e, factor = tail_log_e(rc, sc, rb, sb), tail_overdispersion(rc, sc, rb, sb)
+    assert log_e.max() >= math.log(1e6)  # every message counted as independent
+    assert factor.max() > 10 and (log_e / factor).max() < math.log(20)
 
 
 def test_rare_event_guard_needs_two_events_at_a_tiny_tolerance():
