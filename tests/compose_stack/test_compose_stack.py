@@ -80,6 +80,22 @@ def _newest_run(s: Stack) -> dict:
     return json.loads(s.compose("exec", "-T", "airflow-scheduler", "python", "-c", script).stdout)
 
 
+def _explain(run: dict) -> str:
+    """What a run that went the wrong way decided and why, for the log (the run's record is gone with the stack):
+    the verdict's reason, each failed metric's, and each roll's registration and restart proof."""
+    verdict = run.get("verdict") or {}
+    lines = [f"verdict {verdict.get('verdict')}: {verdict.get('reason')}"]
+    lines += [f"  {m['name']}: {m['reason']}" for m in verdict.get("metrics", []) if m.get("decision") == "FAIL"]
+    for name, step in run.get("steps", {}).items():
+        result = step.get("result") if isinstance(step.get("result"), dict) else {}
+        rolls = [r for key in ("rolled", "controls_restarted") for r in (result.get(key) or [])
+                 if isinstance(r, dict) and "broker" in r]
+        lines += [f"  {name}: {step.get('status')} " + ", ".join(
+            f"broker {r['broker']} {r.get('phase')} registered {r.get('registered_s')} s"
+            f"{' started ' + r['process_started'] if r.get('process_started') else ''}" for r in rolls)]
+    return "\n".join(lines)
+
+
 def _lost(run: dict) -> list[int]:
     """Every count of acknowledged probe messages lost the run recorded: the window's per lane and each roll's."""
     window = [lane["lost"] for lane in (run["verdict"].get("probe") or {}).values()]
@@ -111,8 +127,10 @@ def test_the_compose_stack_rolls_its_own_brokers(stack, docker_client):
 
     # A good change: promoted to every broker, verified.
     code, out = _release(stack, GOOD_CONFIG)
-    assert code == 0, (out[-4000:], _newest_run(stack).get("verdict"))  # the verdict's reason: gone with the stack
     run = _newest_run(stack)
+    if code != 0:
+        print(out[-4000:], _explain(run), sep="\n", flush=True)
+    assert code == 0, _explain(run)
     assert run["verdict"]["verdict"] == "PROMOTE", run["verdict"]
     assert run["status"] == "verified promoted", run["status"]
     assert run["spec"]["cluster"]["deployer"] == "docker"
@@ -124,8 +142,10 @@ def test_the_compose_stack_rolls_its_own_brokers(stack, docker_client):
     # A bad change (the probe's messages no longer fit): rolled back on the canary, verified, the rest untouched.
     promoted = _brokers(stack, docker_client)
     code, out = _release(stack, BAD_CONFIG)
-    assert code == 1, out[-4000:]
     run = _newest_run(stack)
+    if code != 1:
+        print(out[-4000:], _explain(run), sep="\n", flush=True)
+    assert code == 1, _explain(run)
     assert run["verdict"]["verdict"] == "ROLLBACK", run["verdict"]
     assert run["status"] == "verified rolled_back", run["status"]
     assert "promote" not in run["steps"]
