@@ -238,18 +238,18 @@ def tail_overdispersion(risk_c, surv_c, risk_b, surv_b) -> np.ndarray:
     vary as the hypergeometric variance says, factor 1) and takes it from a few bursts (one bucket's score
     far above the rest: a large factor)."""
     o_minus_e, var = _log_rank_terms(risk_c, surv_c, risk_b, surv_b)
-    looks = o_minus_e.shape[0]
-    out = np.full(looks, np.inf)
+    factor = np.ones(o_minus_e.shape[0])
+    for cols in (slice(1, None), slice(None)):
+        # Running sums over the informative buckets: their count, scores, squared scores and variance.
+        informative = var[:, cols].sum(axis=1) > 0
+        score = np.where(informative, o_minus_e[:, cols].sum(axis=1), 0.0)
+        n, total, squares = np.cumsum(informative), np.cumsum(score), np.cumsum(score ** 2)
+        v = np.cumsum(var[:, cols].sum(axis=1))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            spread = n * (squares - total ** 2 / n) / (n - 1)  # n x the sample variance (ddof=1)
+            factor = np.maximum(factor, np.where((n >= 2) & (v > 0), spread / v, 1.0))
     informative = np.cumsum(var.sum(axis=1) > 0)
-    for t in np.flatnonzero(informative >= MIN_SPREAD_BUCKETS):
-        factors = [1.0]
-        for cols in (slice(1, None), slice(None)):
-            v = float(var[:t + 1, cols].sum())
-            spread = _spread_variance(o_minus_e[:t + 1, cols], var[:t + 1, cols])
-            if v > 0 and spread is not None:
-                factors.append(spread / v)
-        out[t] = max(factors)
-    return out
+    return np.where(informative >= MIN_SPREAD_BUCKETS, factor, np.inf)
 
 
 _P_GRID = np.concatenate([[0.0], np.exp(np.linspace(np.log(1e-7), np.log(0.5), 800)),
