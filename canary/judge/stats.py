@@ -186,12 +186,16 @@ def _log_rank_terms(risk_c, surv_c, risk_b, surv_b) -> tuple[np.ndarray, np.ndar
     return o_minus_e, var
 
 
-def _spread_variance(o_minus_e: np.ndarray, var: np.ndarray) -> float | None:
-    """The buckets' own variance of their summed score (a one-sample t statistic's, buckets as the unit):
-    n x the sample variance of the per-bucket scores around their mean; None below two informative buckets."""
+def _running_spread(o_minus_e: np.ndarray, var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per look, over the buckets so far: their hypergeometric variance sum(V), and their own variance of the
+    summed score (a one-sample t statistic's, buckets as the unit: n x the sample variance of the per-bucket scores
+    around their mean; nan below two informative buckets)."""
     informative = var.sum(axis=1) > 0
-    scores = o_minus_e.sum(axis=1)[informative]
-    return float(scores.size * np.var(scores, ddof=1)) if scores.size >= 2 else None
+    score = np.where(informative, o_minus_e.sum(axis=1), 0.0)
+    n, total, squares = np.cumsum(informative), np.cumsum(score), np.cumsum(score ** 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        spread = np.where(n >= 2, n * (squares - total ** 2 / n) / (n - 1), np.nan)
+    return np.cumsum(var.sum(axis=1)), spread
 
 
 def tail_log_rank_z(risk_c, surv_c, risk_b, surv_b) -> tuple[float | None, float | None]:
@@ -210,14 +214,14 @@ def tail_log_rank_z(risk_c, surv_c, risk_b, surv_b) -> tuple[float | None, float
     o_minus_e, var = _log_rank_terms(risk_c, surv_c, risk_b, surv_b)
 
     def z(cols: slice) -> float | None:
-        v = float(var[:, cols].sum())
+        hypergeometric, spread = _running_spread(o_minus_e[:, cols], var[:, cols])
+        v = float(hypergeometric[-1])
         if v < MIN_Z_VARIANCE:
             return None
         # Messages of one bucket are not independent (a broker's pause delays a run of them), so the buckets'
         # scores vary more than the hypergeometric variance says. Their own spread is used when it is the
         # larger: a steady shift keeps its evidence, a few bursts no longer pass for it.
-        spread = _spread_variance(o_minus_e[:, cols], var[:, cols])
-        return float(o_minus_e[:, cols].sum() / np.sqrt(max(v, spread or 0.0)))
+        return float(o_minus_e[:, cols].sum() / np.sqrt(np.fmax(v, spread[-1])))
 
     return z(slice(1, None)), z(slice(None))
 
@@ -240,14 +244,9 @@ def tail_overdispersion(risk_c, surv_c, risk_b, surv_b) -> np.ndarray:
     o_minus_e, var = _log_rank_terms(risk_c, surv_c, risk_b, surv_b)
     factor = np.ones(o_minus_e.shape[0])
     for cols in (slice(1, None), slice(None)):
-        # Running sums over the informative buckets: their count, scores, squared scores and variance.
-        informative = var[:, cols].sum(axis=1) > 0
-        score = np.where(informative, o_minus_e[:, cols].sum(axis=1), 0.0)
-        n, total, squares = np.cumsum(informative), np.cumsum(score), np.cumsum(score ** 2)
-        v = np.cumsum(var[:, cols].sum(axis=1))
+        v, spread = _running_spread(o_minus_e[:, cols], var[:, cols])
         with np.errstate(divide="ignore", invalid="ignore"):
-            spread = n * (squares - total ** 2 / n) / (n - 1)  # n x the sample variance (ddof=1)
-            factor = np.maximum(factor, np.where((n >= 2) & (v > 0), spread / v, 1.0))
+            factor = np.fmax(factor, np.where(v > 0, spread / v, 1.0))  # fmax: nan (one bucket) leaves it
     informative = np.cumsum(var.sum(axis=1) > 0)
     return np.where(informative >= MIN_SPREAD_BUCKETS, factor, np.inf)
 
