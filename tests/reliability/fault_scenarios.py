@@ -44,6 +44,7 @@ from canary.judge.config import DEFAULT_METRICS
 from canary.kafka.admin import TopicAdmin
 from canary.kafka.clients import PRODUCER_DEFAULTS, QUIET_LOGGER, admin_client
 from canary.observations import BROKER_KIND
+from canary.outcome import Outcome
 from canary.rollout import guard
 from canary.rollout.broker import BROKER, Rollout
 from canary.rollout.broker.spec import load_spec
@@ -650,10 +651,10 @@ def step_kills(cluster: LocalCluster, work: Path) -> Result:
             proc.wait()
             if result.fault_ms is None and record["killed"]:
                 result.fault_ms = record["kill_ms"]
-            for _ in range(3):  # the DAG retries a converging task twice; an error here is run again as well
+            for _ in range(3):  # the DAG retries a failed task twice: a step stopped unfinished is run again
                 retry = _cli(step, spec_file, run_dir, log, approve=step == "promote")
                 record["retry_exit"] = retry.wait(900)
-                if record["retry_exit"] != 2:
+                if record["retry_exit"] != Outcome.UNFINISHED.exit_code:
                     break
             record["attempts"] = json.loads((run_dir / "run.json").read_text())["steps"][step]["attempts"]
             finished = [e["ts_ms"] for e in audit_of(run_dir) if e["step"] == step and e["action"] == "step finished"]
