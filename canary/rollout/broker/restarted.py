@@ -6,7 +6,7 @@ and a harmless change is rolled back (docs/bench.md, "Compose stack")."""
 
 from __future__ import annotations
 
-from canary.broker_metrics import PROCESS_START, BrokerMetricsError, PrometheusSource
+from canary.broker_metrics import PROCESS_START, BrokerMetricsError, BrokerMetricsSource, PrometheusSource
 from canary.errors import InfrastructureError
 from canary.fields import format_utc
 from canary.kafka.wait import WaitTimeout, wait_until
@@ -34,9 +34,8 @@ class RestartCheck:
     def __init__(self, run: Rollout, broker_id: int):
         self.run = run
         self.broker_id = broker_id
-        source = broker_metrics_source(run)
-        self.source = source.only([PROCESS_START], [broker_id]) if source is not None else None
-        self.old_for_s = OLD_SHOWS_FOR_S["prometheus" if isinstance(source, PrometheusSource) else "agent"]
+        self.source = self._source()
+        self.old_for_s = OLD_SHOWS_FOR_S["prometheus" if isinstance(self.source, PrometheusSource) else "agent"]
         self.before = self._started()
 
     def confirm(self) -> str | None:
@@ -45,12 +44,15 @@ class RestartCheck:
         NotRestarted when its metrics keep giving the start time from before."""
         if self.before is None:
             return None
+        # Asked where the metrics are again: the roll may have given the broker's agent another port (the old one
+        # taken meanwhile, canary.cluster.processes), and the old address would never answer.
+        self.source = self._source()
         before, seen = self.before, []
 
         def answered() -> str | None:
             now = self._started()
             if now is None:
-                return f"broker {self.broker_id}'s metrics do not say when its process started"
+                return f"broker {self.broker_id}'s metrics do not say when its process started{self._why()}"
             seen.append(now)
             return None
 
@@ -78,6 +80,19 @@ class RestartCheck:
                 f"compared with: make the deployer's roll restart a broker even when its version and config are the "
                 f"ones it runs (docs/deployers.md), or run without control brokers (canary.control: none)") from None
         return format_utc(seen[-1] * 1000)
+
+    def _source(self) -> BrokerMetricsSource | None:
+        source = broker_metrics_source(self.run)
+        return source.only([PROCESS_START], [self.broker_id]) if source is not None else None
+
+    def _why(self) -> str:
+        """Why the start time could not be read, when the source can say (an agent that does not answer, where)."""
+        try:
+            if self.source is not None:
+                self.source.check()
+        except BrokerMetricsError as exc:
+            return f": {exc}"
+        return ""
 
     def _started(self) -> float | None:
         if self.source is None:

@@ -4,8 +4,11 @@ the cluster, and the steps' unit tests hand a run a fake that keeps the cluster 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Protocol
 
+from canary.errors import ClusterError
 from canary.kafka import config_validation, features, health
 from canary.kafka.admin import TopicAdmin, TopicState
 from canary.kafka.clients import admin_client
@@ -62,44 +65,66 @@ class ClusterAdmin(Protocol):
 
 
 class KafkaAdmin:
-    """ClusterAdmin on a real cluster: each call one short-lived admin client, as the steps' waits look again."""
+    """ClusterAdmin on a real cluster: each call one short-lived admin client, as the steps' waits look again. An
+    admin request that runs out of time is a ClusterError naming it: the bare TimeoutError of an admin future says
+    nothing of what was asked of whom."""
 
     def __init__(self, bootstrap_servers: str, client: dict[str, str] | None = None):
         self.bootstrap_servers = bootstrap_servers
         self.client = dict(client or {})
 
+    @contextmanager
+    def _asking(self, request: str) -> Iterator[None]:
+        try:
+            yield
+        except TimeoutError as exc:
+            raise ClusterError(f"{request}: the cluster at {self.bootstrap_servers} did not answer in time (a broker "
+                               f"restarting or overloaded answers late; the step looks again when run again)") from exc
+
     def partitions(self) -> list[guard.PartitionView]:
-        return guard.observe(self.bootstrap_servers, self.client)
+        with self._asking("reading the partitions and their min.insync.replicas"):
+            return guard.observe(self.bootstrap_servers, self.client)
 
     def registered(self) -> dict[int, str | None]:
-        return guard.registered(self.bootstrap_servers, self.client)
+        with self._asking("reading the registered brokers"):
+            return guard.registered(self.bootstrap_servers, self.client)
 
     def topics(self) -> set[str]:
-        return set(admin_client(self.bootstrap_servers, self.client).list_topics(timeout=15).topics)
+        with self._asking("listing the topics"):
+            return set(admin_client(self.bootstrap_servers, self.client).list_topics(timeout=15).topics)
 
     def topic(self, name: str) -> TopicState:
-        return TopicAdmin(self.bootstrap_servers, self.client).observe(name)
+        with self._asking(f"reading topic {name}"):
+            return TopicAdmin(self.bootstrap_servers, self.client).observe(name)
 
     def health(self, brokers: list[int], voters: list[int] | None = None) -> health.ClusterHealth:
-        return health.check(self.bootstrap_servers, brokers, client_config=self.client, expected_voters=voters)
+        with self._asking("checking the cluster's health"):
+            return health.check(self.bootstrap_servers, brokers, client_config=self.client, expected_voters=voters)
 
     def lagging_voters(self, voters: list[int]) -> list[int]:
-        return health.lagging_voters(self.bootstrap_servers, voters, client_config=self.client)
+        with self._asking("describing the metadata quorum"):
+            return health.lagging_voters(self.bootstrap_servers, voters, client_config=self.client)
 
     def reassignments(self) -> list[tuple[str, int]]:
-        return TopicAdmin(self.bootstrap_servers, self.client).all_reassignments()
+        with self._asking("listing the reassignments in flight"):
+            return TopicAdmin(self.bootstrap_servers, self.client).all_reassignments()
 
     def features(self) -> features.FeatureLevels:
-        return features.describe(self.bootstrap_servers, kafka_python_settings(self.client))
+        with self._asking("describing the feature levels"):
+            return features.describe(self.bootstrap_servers, kafka_python_settings(self.client))
 
     def finalize(self, wanted: dict[str, int]) -> dict[str, tuple[int, int]]:
-        return features.finalize(self.bootstrap_servers, wanted, client_config=kafka_python_settings(self.client))
+        with self._asking("finalizing the feature levels"):
+            return features.finalize(self.bootstrap_servers, wanted, client_config=kafka_python_settings(self.client))
 
     def elect(self, topic: str, partitions: list[int]) -> list[str]:
-        return TopicAdmin(self.bootstrap_servers, self.client).elect(topic, partitions)
+        with self._asking(f"electing preferred leaders of topic {topic}"):
+            return TopicAdmin(self.bootstrap_servers, self.client).elect(topic, partitions)
 
     def reassign(self, topic: str, targets: dict[int, list[int]]) -> None:
-        TopicAdmin(self.bootstrap_servers, self.client).reassign(topic, targets)
+        with self._asking(f"reordering replicas of topic {topic}"):
+            TopicAdmin(self.bootstrap_servers, self.client).reassign(topic, targets)
 
     def check_broker_config(self, broker_id: int, config: dict[str, str]) -> config_validation.BrokerCheck:
-        return config_validation.broker_check(self.bootstrap_servers, self.client, broker_id, config)
+        with self._asking(f"validating broker {broker_id}'s config"):
+            return config_validation.broker_check(self.bootstrap_servers, self.client, broker_id, config)

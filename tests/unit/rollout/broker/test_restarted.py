@@ -26,6 +26,10 @@ class StartTimes:
         self.asked = [m.series for m in metrics], list(brokers)
         return self
 
+    def check(self) -> None:
+        if isinstance(self.reads[0], Exception):
+            raise self.reads[0]
+
     def sample(self) -> list[BrokerSample]:
         now = self.reads.pop(0) if len(self.reads) > 1 else self.reads[0]
         if isinstance(now, Exception):
@@ -34,9 +38,13 @@ class StartTimes:
             [] if now is None else [BrokerSample(2, "process_start_time_s", now, 0)])
 
 
-def check_with(monkeypatch, source: StartTimes | None) -> tuple[RestartCheck, list]:
+def check_with(monkeypatch, source: StartTimes | None, after_roll: StartTimes | None = None
+               ) -> tuple[RestartCheck, list]:
+    """A check made before the roll, reading `source`; where the deployer says the metrics are after it:
+    `after_roll`, else the same source."""
     audited: list = []
-    monkeypatch.setattr(restarted, "broker_metrics_source", lambda run: source)
+    sources = iter([source, after_roll or source])
+    monkeypatch.setattr(restarted, "broker_metrics_source", lambda run: next(sources))
     run = SimpleNamespace(step="deploy-canary", progress=None,
                           audit=SimpleNamespace(record=lambda step, what, **kw: audited.append((what, kw))))
     return RestartCheck(run, 2), audited  # type: ignore[arg-type]
@@ -56,6 +64,15 @@ def test_a_restarted_broker_whose_metrics_answer_late_is_waited_for_not_taken_fo
     check, audited = check_with(monkeypatch, StartTimes(BEFORE, *[None] * int(late), BEFORE + 40))
     assert check.confirm() == "2026-11-18T11:07:20Z"
     assert audited == [] and late <= clock.now < restarted.ANSWERS_WITHIN_S
+
+
+def test_the_start_time_is_read_where_the_metrics_are_after_the_roll(monkeypatch, clock):
+    # The roll gave the agent another port (the old one was taken while the broker was down): the old address never
+    # answers again, and reading it would leave the restart unconfirmed.
+    old_port = StartTimes(BEFORE, BrokerMetricsError("connection refused"))
+    check, audited = check_with(monkeypatch, old_port, after_roll=StartTimes(BEFORE + 40))
+    assert check.confirm() == "2026-11-18T11:07:20Z"
+    assert audited == [] and clock.now < restarted.OLD_SHOWS_FOR_S["agent"]
 
 
 def test_a_roll_that_left_the_process_running_fails_the_step_and_says_what_to_fix(monkeypatch, clock):
@@ -81,8 +98,11 @@ def test_without_a_start_time_before_the_roll_there_is_nothing_to_check(monkeypa
 
 
 def test_a_start_time_unreadable_after_the_roll_is_audited_not_fatal(monkeypatch, clock):
-    check, audited = check_with(monkeypatch, StartTimes(BEFORE, BrokerMetricsError("agent down")))
+    check, audited = check_with(monkeypatch, StartTimes(BEFORE, BrokerMetricsError("broker 2: cannot read its "
+                                                                                    "metrics at http://…: Timeout")))
     assert check.confirm() is None
     assert clock.now >= restarted.ANSWERS_WITHIN_S
     assert [what for what, _ in audited] == ["restart not confirmed"]
-    assert "do not say when its process started" in audited[0][1]["reason"]
+    # and why: what the source says of its agent
+    assert "do not say when its process started: broker 2: cannot read its metrics at http://…: Timeout" in \
+        audited[0][1]["reason"]
