@@ -80,9 +80,19 @@ def start_time(pid: int) -> int | None:
     except OSError:
         return None
     fields = stat.rsplit(")", 1)[1].split()
-    if fields[0] in ("Z", "X"):
+    if fields[0] in ("Z", "X") and not _threads_left(pid):
         return None
     return int(fields[19])
+
+
+def _threads_left(pid: int) -> bool:
+    """Whether threads of a process whose main thread has exited still run: a killed JVM's main thread is a zombie
+    at once, its other threads a moment later, and its sockets stay open until the last one is gone (a restart that
+    binds the same port in between finds it taken)."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except OSError:
+        return False
 
 
 def args(pid: int) -> list[str]:
