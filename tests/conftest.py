@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -78,6 +79,12 @@ def spark():
         yield session
     finally:
         session.stop()
+
+
+def pytest_configure(config) -> None:
+    # SIGTERM (a CI job's time limit, a `kill`) stops the suite as Ctrl-C does: the running test's fixtures torn down
+    # and the sweep below run, so no broker a test restarted, nor its delay proxy, outlives the suite.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
