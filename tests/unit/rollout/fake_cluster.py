@@ -222,12 +222,18 @@ class FakeProbe:
 
 
 class VirtualClock:
-    """time.monotonic and time.sleep on a clock of its own: the steps' waits and timeouts run in no real time."""
+    """time.monotonic and time.sleep on a clock of its own: the steps' waits and timeouts run in no real time.
+    Only the test's own thread is on it: a thread left by an earlier test (a client's poller) that sleeps would
+    otherwise move the clock by hours and see it stand still."""
 
-    def __init__(self, monkeypatch):
-        self.now = 1000.0
-        monkeypatch.setattr(time, "monotonic", lambda: self.now)
-        monkeypatch.setattr(time, "sleep", self.sleep)
+    def __init__(self, monkeypatch, start: float = 1000.0):
+        self.now = start
+        self._owner = threading.get_ident()
+        real_monotonic, real_sleep = time.monotonic, time.sleep
+        monkeypatch.setattr(time, "monotonic",
+                            lambda: self.now if threading.get_ident() == self._owner else real_monotonic())
+        monkeypatch.setattr(time, "sleep",
+                            lambda s: self._advance(s) if threading.get_ident() == self._owner else real_sleep(s))
 
-    def sleep(self, seconds: float) -> None:
+    def _advance(self, seconds: float) -> None:
         self.now += seconds

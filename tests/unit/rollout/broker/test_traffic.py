@@ -127,12 +127,8 @@ class FakeRun:
 
 
 @pytest.fixture
-def fake_metrics(monkeypatch):
+def fake_metrics(monkeypatch, clock):
     from canary.rollout.broker import traffic
-
-    clock = {"now": 0.0}
-    monkeypatch.setattr(traffic.time, "sleep", lambda s: clock.__setitem__("now", clock["now"] + s))
-    monkeypatch.setattr(traffic.time, "monotonic", lambda: clock["now"])
 
     def use(source):
         monkeypatch.setattr(traffic, "broker_metrics_source", lambda run: source)
@@ -147,7 +143,7 @@ def test_the_lead_step_waits_until_the_canary_carries_its_share(fake_metrics):
     source = FakeSource([brokers(leading_nothing)] * 3 + [brokers(BUSY)])
     clock = fake_metrics(source)
     found = wait_for_fair_share(FakeRun())
-    assert found["fair"] and source.samples == 4 and clock["now"] == 15.0
+    assert found["fair"] and source.samples == 4 and clock.now == 15.0
 
 
 def test_the_lead_step_stops_waiting_at_its_bound_or_at_once_on_an_idle_cluster(fake_metrics):
@@ -156,13 +152,13 @@ def test_the_lead_step_stops_waiting_at_its_bound_or_at_once_on_an_idle_cluster(
     leading_nothing = {"bytes_in_per_s": 1_000.0, "bytes_out_per_s": 0.0, "produce_requests_per_s": 10.0}
     clock = fake_metrics(FakeSource([brokers(leading_nothing)]))
     found = wait_for_fair_share(FakeRun(wait=30.0))
-    assert not found["fair"] and found["representative"] and clock["now"] <= 30.0
+    assert not found["fair"] and found["representative"] and clock.now <= 30.0
     idle = {"bytes_in_per_s": 2_000.0, "bytes_out_per_s": 2_000.0, "produce_requests_per_s": 50.0}
     source = FakeSource([{b: idle for b in (1, 2, 3, 4)}])
     clock = fake_metrics(source)
-    clock["now"] = 0.0
+    clock.now = 0.0
     found = wait_for_fair_share(FakeRun(wait=60.0))
-    assert not found["representative"] and source.samples == 2 and clock["now"] == 5.0
+    assert not found["representative"] and source.samples == 2 and clock.now == 5.0
 
 
 def test_the_window_judges_the_share_against_the_control_which_takes_the_same_probe():
