@@ -12,7 +12,9 @@ import pytest
 
 from canary.demo import BAD_CONFIG, airflow_command, airflow_env, demo_params, run_dag_test, run_outcome
 
-pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+# `make faults`: the compose stack's bad release runs this DAG to a verified ROLLBACK in CI, and the live Airflow
+# test runs it to PROMOTE through a person's approval.
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.slow]
 
 
 def test_bad_canary_is_rolled_back_and_verified(cluster_factory, tmp_path, monkeypatch):

@@ -177,6 +177,7 @@ def test_a_roll_script_that_skips_an_unchanged_broker_cannot_give_the_canary_a_w
     assert [e["broker"] for e in commands_run(run, "broker not restarted")] == [3]
 
 
+@pytest.mark.slow  # `make faults`: a whole promotion (~150 s); the rolls it makes are the ones the tests above make
 def test_a_good_change_is_promoted_through_the_commands_with_no_message_lost(docker_client, fleet, tmp_path) -> None:
     run, result = rollout(fleet, tmp_path, "command-good", {"config": {"num.io.threads": "6"}})
     assert (result.outcome, result.verdict) == ("PROMOTE", "PROMOTE"), result
