@@ -230,10 +230,11 @@ class VirtualClock:
         self.now = start
         self._owner = threading.get_ident()
         real_monotonic, real_sleep = time.monotonic, time.sleep
-        monkeypatch.setattr(time, "monotonic",
-                            lambda: self.now if threading.get_ident() == self._owner else real_monotonic())
-        monkeypatch.setattr(time, "sleep",
-                            lambda s: self._advance(s) if threading.get_ident() == self._owner else real_sleep(s))
+        monkeypatch.setattr(time, "monotonic", lambda: self.now if self._ours() else real_monotonic())
+        monkeypatch.setattr(time, "sleep", lambda s: self._advance(s) if self._ours() else real_sleep(s))
+
+    def _ours(self) -> bool:
+        return threading.get_ident() == self._owner
 
     def _advance(self, seconds: float) -> None:
         self.now += seconds
