@@ -3,13 +3,16 @@ PostgreSQL, two Celery workers that share no directory, the run storage on a rea
 tests/object_store.py), the analysis on a Spark standalone cluster started from pyspark's own scripts. Triggered
 through the REST API by the release hook, as a release pipeline does:
 
-- a good change is promoted and verified while every step runs on the other worker than the step before it
-  (the task instances' hostnames and queues, and each worker's own log, say which ran what);
-- then a worker is killed (SIGKILL, with everything it started) while it runs the probe window; its task is retried
-  on the other worker once that one takes over its queue, and the rollout still converges, nothing lost;
+- a good change is rolled out with every step on the other worker than the step before it (the task instances'
+  hostnames and queues, and each worker's own log, say which ran what);
+- a worker is killed (SIGKILL, with everything it started) while it runs the probe window; its task is retried on the
+  other worker once that one takes over its queue, and the rollout still converges: promoted and verified, nothing
+  lost;
 - the report page is served from the object store, in headless Chromium behind Airflow's login.
 
-`make test-distributed` runs it (CI does, after `make test`, which leaves it out: it takes about 7 minutes).
+One rollout shows both, the steps alternating up to the kill and all on the survivor after it (two rollouts cost CI
+five more minutes and showed nothing more). `make test-distributed` runs it (CI does, after `make test`, which leaves
+it out: it takes about 8 minutes).
 """
 
 from __future__ import annotations
@@ -35,17 +38,19 @@ QUEUES = {task: "queue_a" if i % 2 == 0 else "queue_b" for i, task in enumerate(
     "route_verdict": "queue_a", "verdict_promote": "queue_b", "verdict_rollback": "queue_b",
     "ask_a_person": "queue_a", "rollback": "queue_a"}
 WORKER = {"queue_a": "worker-a", "queue_b": "worker-b"}
+RUN = "distributed_1"
 # The demo's window (canary.demo.demo_params): enough probe traffic for the judge in a minute; the cluster carries
 # no traffic of its own, so the probe alone judges (capacity: not_required).
 PARAMS = {"judge_config": FAST_JUDGE, "probe_rate": 50, "preflight_probe": "3s", "calibration_probe": "12s",
           "interim_interval": "20s", "capacity": "not_required"}
 
 
-def _rollout(airflow: CeleryAirflow, run_id: str, threads: int, wait: bool = True):
+def _trigger(airflow: CeleryAirflow, run_id: str, threads: int):
+    """The release hook starts the rollout and returns; `release --follow` waits for it."""
     args = ["--cluster", "kafka_canary_default", "--config", f"num.io.threads={threads}", "--window", "60s",
             "--engine", "spark", "--run-id", run_id, "--poll", "3",
             *[a for k, v in PARAMS.items() for a in ("--param", f"{k}={json.dumps(v)}")]]
-    return release(airflow.stack, *args, *(["--wait"] if wait else []), timeout=1500)
+    return release(airflow.stack, *args, timeout=300)
 
 
 def _task_instances(airflow: CeleryAirflow, run_id: str) -> dict[str, dict]:
@@ -89,50 +94,49 @@ def test_a_rollout_on_celery_workers_sharing_no_disk_promotes_and_survives_a_kil
             airflow.start_worker("worker-b", ["queue_b"])
             airflow.stack.wait_ready(timeout=600)
 
-            # 1. A good change, every step on the other worker than the step before.
+            # A good change, each step on the other worker than the step before, until worker a dies while it runs
+            # the probe window; worker b takes over its queue and the task is retried there.
             started = time.monotonic()
-            promoted = _rollout(airflow, "distributed_1", threads=6)
-            print(f"\ndistributed rollout, trigger to verified: {time.monotonic() - started:.1f} s")
-            # The verdict's reason is gone with the run's storage once the test ends: the message carries it.
-            assert promoted.returncode == 0, (promoted.stdout[-3000:] + promoted.stderr[-3000:],
-                                              _run_state(s3, bucket, "distributed_1").get("verdict"))
-            assert "PROMOTE" in promoted.stdout
-            assert _threads(cluster) == {"6"}
-            tis = _task_instances(airflow, "distributed_1")
-            ran = [t for t in CHAIN if tis[t]["state"] == "success"]
-            assert ran == CHAIN, {t: tis[t]["state"] for t in CHAIN}
-            for task in CHAIN:
-                assert tis[task]["queue"] == QUEUES[task] and tis[task]["hostname"] == WORKER[QUEUES[task]], tis[task]
-            assert all(tis[a]["hostname"] != tis[b]["hostname"] for a, b in zip(CHAIN, CHAIN[1:], strict=False))
-            for name, worker in airflow.workers.items():  # "Executing workload in Celery: … log_path='…'"
-                log = worker.log.read_text()
-                executed = {t for t in CHAIN if f"run_id=distributed_1/task_id={t}/attempt=" in log}
-                assert executed == {t for t in CHAIN if WORKER[QUEUES[t]] == name}, (name, log[-3000:])
-            state = _run_state(s3, bucket, "distributed_1")
-            assert state["verdict"]["verdict"] == "PROMOTE" and state["steps"]["verify"]["status"] == "done"
-
-            # 2. Worker a dies while it runs the probe window; worker b takes over its queue, the task is retried.
-            follow = _rollout(airflow, "distributed_2", threads=8, wait=False)
-            assert follow.returncode == 0, follow.stdout[-2000:] + follow.stderr[-2000:]
+            triggered = _trigger(airflow, RUN, threads=6)
+            assert triggered.returncode == 0, triggered.stdout[-2000:] + triggered.stderr[-2000:]
             deadline = time.monotonic() + 900
-            while _task_instances(airflow, "distributed_2").get("probe_window", {}).get("state") != "running":
+            while _task_instances(airflow, RUN).get("probe_window", {}).get("state") != "running":
                 assert time.monotonic() < deadline, "the probe window never started"
                 time.sleep(3)
             time.sleep(15)  # well inside the 60 s window
             airflow.kill_worker("worker-a")
             airflow.add_queue("worker-b", "queue_a")
-            followed = release(airflow.stack, "--follow", "distributed_2", "--poll", "3", timeout=1500)
+            followed = release(airflow.stack, "--follow", RUN, "--poll", "3", timeout=1500)
+            print(f"\ndistributed rollout, trigger to verified: {time.monotonic() - started:.1f} s")
+            # The verdict's reason is gone with the run's storage once the test ends: the message carries it.
             assert followed.returncode == 0, (followed.stdout[-3000:] + followed.stderr[-3000:],
-                                              _run_state(s3, bucket, "distributed_2").get("verdict"))
-            assert "PROMOTE" in followed.stdout and _threads(cluster) == {"8"}
-            tries = _tries(airflow, "distributed_2", "probe_window")
+                                              _run_state(s3, bucket, RUN).get("verdict"))
+            assert "PROMOTE" in followed.stdout
+            assert _threads(cluster) == {"6"}
+
+            tis = _task_instances(airflow, RUN)
+            assert [t for t in CHAIN if tis[t]["state"] == "success"] == CHAIN, {t: tis[t]["state"] for t in CHAIN}
+            killed = CHAIN.index("probe_window")
+            before, after = CHAIN[:killed], CHAIN[killed + 1:]
+            for task in CHAIN:
+                assert tis[task]["queue"] == QUEUES[task], tis[task]
+            for task in before:
+                assert tis[task]["hostname"] == WORKER[QUEUES[task]], tis[task]
+            assert all(tis[a]["hostname"] != tis[b]["hostname"] for a, b in zip(before, before[1:], strict=False))
+            assert {tis[task]["hostname"] for task in after} == {"worker-b"}, {t: tis[t]["hostname"] for t in after}
+            tries = _tries(airflow, RUN, "probe_window")
             assert [t["hostname"] for t in tries][:1] == ["worker-a"] and tries[-1]["hostname"] == "worker-b", tries
             assert tries[-1]["state"] == "success" and len(tries) >= 2
-            state = _run_state(s3, bucket, "distributed_2")
+            # "Executing workload in Celery: … log_path='…'": each worker's own log says which steps it ran.
+            ran = {name: {t for t in CHAIN if f"run_id={RUN}/task_id={t}/attempt=" in worker.log.read_text()}
+                   for name, worker in airflow.workers.items()}
+            assert ran["worker-a"] == {t for t in before if QUEUES[t] == "queue_a"} | {"probe_window"}, ran
+            assert ran["worker-b"] == {t for t in before if QUEUES[t] == "queue_b"} | {"probe_window", *after}, ran
+            state = _run_state(s3, bucket, RUN)
             assert state["verdict"]["verdict"] == "PROMOTE" and state["steps"]["verify"]["status"] == "done"
             assert state["steps"]["probe-window"]["attempts"] >= 2
 
-            # 3. The report, from the object store, through the API server's plugin, in a browser.
-            check_report_in_browser(airflow.stack, "distributed_1", "PROMOTE")
+            # The report, from the object store, through the API server's plugin, in a browser.
+            check_report_in_browser(airflow.stack, RUN, "PROMOTE")
         finally:
             airflow.stop()
