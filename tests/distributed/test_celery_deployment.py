@@ -10,9 +10,8 @@ through the REST API by the release hook, as a release pipeline does:
   lost;
 - the report page is served from the object store, in headless Chromium behind Airflow's login.
 
-One rollout shows both, the steps alternating up to the kill and all on the survivor after it (two rollouts cost CI
-five more minutes and showed nothing more). `make test-distributed` runs it (CI does, after `make test`, which leaves
-it out: it takes about 8 minutes).
+One rollout shows both: the steps alternate up to the kill and all run on the survivor after it. `make
+test-distributed` runs it (CI does, after `make test`, which leaves it out: it takes about 8 minutes).
 """
 
 from __future__ import annotations
@@ -128,8 +127,9 @@ def test_a_rollout_on_celery_workers_sharing_no_disk_promotes_and_survives_a_kil
             assert [t["hostname"] for t in tries][:1] == ["worker-a"] and tries[-1]["hostname"] == "worker-b", tries
             assert tries[-1]["state"] == "success" and len(tries) >= 2
             # "Executing workload in Celery: … log_path='…'": each worker's own log says which steps it ran.
-            ran = {name: {t for t in CHAIN if f"run_id={RUN}/task_id={t}/attempt=" in worker.log.read_text()}
-                   for name, worker in airflow.workers.items()}
+            logs = {name: worker.log.read_text() for name, worker in airflow.workers.items()}
+            ran = {name: {t for t in CHAIN if f"run_id={RUN}/task_id={t}/attempt=" in log}
+                   for name, log in logs.items()}
             assert ran["worker-a"] == {t for t in before if QUEUES[t] == "queue_a"} | {"probe_window"}, ran
             assert ran["worker-b"] == {t for t in before if QUEUES[t] == "queue_b"} | {"probe_window", *after}, ran
             state = _run_state(s3, bucket, RUN)
