@@ -6,8 +6,12 @@ capacity only when the canary carried its share, measured the same way for real 
 client bytes in and out and produce requests per second (Kafka's BrokerTopicMetrics count client traffic only, not
 replication), each canary broker against the median baseline broker. Bytes follow the partitions a broker leads
 (each record lands on its partition's leader), so when the brokers lead different numbers of the user topics'
-partitions (8 partitions over 3 brokers: 3, 3 and 2) a canary's bytes are compared per partition it leads; produce
-requests do not (a producer sends one request per broker for all the partitions it leads there), so they are not.
+partitions (8 partitions over 3 brokers: 3, 3 and 2) a canary's bytes are compared per partition it leads. Produce
+requests follow leadership only in part: a producer sends one request per broker per send for all the partitions it
+leads there, so a busy producer's requests do not grow with the partitions, while a light one (its batches of
+different partitions ready at different times) sends about one per partition. So a canary broker's requests are fair
+anywhere between the two: within the tolerance of the baseline broker's, unweighed, or of its share weighed by the
+partitions it leads (`fair_requests` in the result when the two differ).
 
 - **fair**: every measure the baseline brokers serve is within `traffic.tolerance` of theirs;
 - **representative**: the baseline brokers take at least `traffic.min_bytes_per_s` of client bytes in each, so the
@@ -62,7 +66,8 @@ def share(per_broker: PerBroker, canaries: Collection[int], settings: TrafficSec
     """The canary brokers' share of client traffic from each broker's mean of MEASURES, against the median of the
     `reference` brokers (the control brokers in the window: they take the same probe traffic), else of every
     non-canary broker; `led`: how many user-topic partitions each broker leads, which a canary broker's byte shares
-    are weighed by (its share for the partitions it leads). Returns (JSON-able): the canary brokers' values, the
+    are weighed by (its share for the partitions it leads; its produce requests' fair range spans the weighed and
+    the unweighed share, see the module's docstring). Returns (JSON-able): the canary brokers' values, the
     median reference broker's, each canary broker's share per measure served, whether the traffic is representative
     and the share fair, and a one-sentence reason."""
     canary = {b: v for b, v in per_broker.items() if b in canaries}
@@ -89,8 +94,16 @@ def share(per_broker: PerBroker, canaries: Collection[int], settings: TrafficSec
                                    f"needs (traffic.min_bytes_per_s): the brokers' capacity metrics measured idle "
                                    f"brokers; add load, or roll while the cluster carries its real traffic"}
     low, high = 1 - settings.tolerance, 1 + settings.tolerance
-    off = [f"broker {b} {m.removesuffix('_per_s').replace('_', ' ')} {s:.2f}× a baseline broker's"
-           for b, shares in result["share"].items() for m, s in shares.items() if not low <= s <= high]
+    ranges = {b: _fair_requests(weights.get(int(b), 1.0), low, high) for b in result["share"]}
+    if "produce_requests_per_s" in served and weights:
+        result["fair_requests"] = {b: [round(lo, 3), round(hi, 3)] for b, (lo, hi) in ranges.items()}
+    off = []
+    for b, shares in result["share"].items():
+        for m, s in shares.items():
+            lo, hi = (low, high) if m in _BYTES else ranges[b]
+            if not lo <= s <= hi:
+                off.append(f"broker {b} {m.removesuffix('_per_s').replace('_', ' ')} {s:.2f}× a baseline broker's"
+                           + ("" if (lo, hi) == (low, high) else f" (fair for what it leads: {lo:.2f}–{hi:.2f}×)"))
     if off:
         return result | {"representative": True,
                          "reason": f"the canary does not carry its share of client traffic ({'; '.join(off[:4])}; "
@@ -104,6 +117,12 @@ def share(per_broker: PerBroker, canaries: Collection[int], settings: TrafficSec
 
 
 _BYTES = ("bytes_in_per_s", "bytes_out_per_s")
+
+
+def _fair_requests(weight: float, low: float, high: float) -> tuple[float, float]:
+    """The fair range of a canary broker's produce-request share: from the unweighed share's bounds to those of the
+    share weighed by the partitions it leads, whichever way its weight goes."""
+    return low * min(1.0, weight), high * max(1.0, weight)
 
 
 def _leadership_weights(led: Mapping[int, int], canary: Collection[int], refs: Collection[int]) -> dict[int, float]:

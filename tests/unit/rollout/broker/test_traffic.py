@@ -175,9 +175,9 @@ def test_the_window_judges_the_share_against_the_control_which_takes_the_same_pr
 
 
 
-def test_bytes_are_weighed_by_the_partitions_each_broker_leads_and_requests_are_not():
+def test_bytes_are_weighed_by_the_partitions_each_broker_leads_and_requests_shown_unweighed():
     """8 partitions over 3 brokers: the canary leads 3, the control 2. Its bytes are 1.5x the control's for 1.5x the
-    partitions: fair; its produce requests, one per producer and broker whatever the partitions, are not weighed."""
+    partitions: fair; its produce requests' share is shown as measured."""
     per_broker = {1: dict(BUSY), 2: {k: v * 1.5 for k, v in BUSY.items() if k != "produce_requests_per_s"} | {
         "produce_requests_per_s": 310.0}, 3: dict(BUSY)}
     tight = TrafficSection(tolerance=0.2)
@@ -188,3 +188,31 @@ def test_bytes_are_weighed_by_the_partitions_each_broker_leads_and_requests_are_
     assert weighed["share"]["2"] == {"bytes_in_per_s": 1.0, "bytes_out_per_s": 1.0, "produce_requests_per_s": 1.033}
     same = share(per_broker, [2], SETTINGS, reference=[3], led={2: 2, 3: 2})
     assert "leads" not in same and same["share"]["2"]["bytes_in_per_s"] == 1.5
+
+
+@pytest.mark.parametrize(("canary_leads", "control_leads", "requests", "fair"), [
+    (3, 2, 1.51, True),   # the plain fleet's broker 3 with ProducerPerformance: one request per partition's batch
+    (2, 3, 0.76, True),   # broker 2 there: fewer partitions, fewer requests
+    (3, 2, 1.0, True),    # a busy producer: one request per broker per send, whatever it leads
+    (3, 2, 2.3, False),   # beyond 1.5 x 1.5
+    (3, 2, 0.45, False),  # below the unweighed range: more partitions never mean fewer requests
+    (2, 2, 1.51, False),  # leading as many as the control, it is held to the plain tolerance
+])
+def test_produce_requests_are_fair_between_the_unweighed_and_the_leadership_weighed_share(
+        canary_leads, control_leads, requests, fair):
+    """A light producer sends about one request per partition's batch, a busy one one per broker per send, so the
+    canary's produce-request share is fair anywhere between the two expectations."""
+    weight = canary_leads / control_leads
+    canary = {"bytes_in_per_s": BUSY["bytes_in_per_s"] * weight, "bytes_out_per_s": BUSY["bytes_out_per_s"] * weight,
+              "produce_requests_per_s": BUSY["produce_requests_per_s"] * requests}
+    result = share({1: dict(BUSY), 2: canary, 3: dict(BUSY)}, [2], SETTINGS, reference=[3],
+                   led={1: 3, 2: canary_leads, 3: control_leads})
+    assert result["fair"] is fair, result["reason"]
+    assert result["share"]["2"]["produce_requests_per_s"] == pytest.approx(requests)
+    if canary_leads != control_leads:
+        low, high = result["fair_requests"]["2"]
+        assert (low, high) == pytest.approx((0.5 * min(1, weight), 1.5 * max(1, weight)), abs=1e-3)
+        if not fair:
+            assert f"produce requests {requests:.2f}× a baseline broker's (fair for what it leads" in result["reason"]
+    else:
+        assert "fair_requests" not in result
