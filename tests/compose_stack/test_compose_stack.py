@@ -96,6 +96,18 @@ def _explain(run: dict) -> str:
     return "\n".join(lines)
 
 
+def _timeline(run: dict) -> str:
+    """Each step's time and each roll's time to register, for the log: where the stack's release spends its time."""
+    parts = []
+    for name, step in run.get("steps", {}).items():
+        took = ((step.get("finished_ms") or 0) - (step.get("started_ms") or 0)) / 1000
+        result = step.get("result") if isinstance(step.get("result"), dict) else {}
+        rolls = [f"{r['broker']}:{r.get('registered_s')}" for key in ("rolled", "controls_restarted")
+                 for r in (result.get(key) or []) if isinstance(r, dict) and "broker" in r]
+        parts.append(f"{name} {took:.0f} s" + (f" (registered s: {', '.join(rolls)})" if rolls else ""))
+    return "steps: " + "; ".join(parts)
+
+
 def _lost(run: dict) -> list[int]:
     """Every count of acknowledged probe messages lost the run recorded: the window's per lane and each roll's."""
     window = [lane["lost"] for lane in (run["verdict"].get("probe") or {}).values()]
@@ -128,6 +140,7 @@ def test_the_compose_stack_rolls_its_own_brokers(stack, docker_client):
     # A good change: promoted to every broker, verified.
     code, out = _release(stack, GOOD_CONFIG)
     run = _newest_run(stack)
+    print(_timeline(run), flush=True)
     if code != 0:
         print(out[-4000:], _explain(run), sep="\n", flush=True)
     assert code == 0, _explain(run)
@@ -143,6 +156,7 @@ def test_the_compose_stack_rolls_its_own_brokers(stack, docker_client):
     promoted = _brokers(stack, docker_client)
     code, out = _release(stack, BAD_CONFIG)
     run = _newest_run(stack)
+    print(_timeline(run), flush=True)
     if code != 1:
         print(out[-4000:], _explain(run), sep="\n", flush=True)
     assert code == 1, _explain(run)
