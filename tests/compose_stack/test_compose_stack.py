@@ -28,14 +28,16 @@ RUNS = "/opt/airflow/kafka-canary/runs"
 
 @pytest.fixture(scope="module")
 def stack(docker_client, tmp_path_factory):
+    started = time.monotonic()
     built = stack_images.build(docker_client, Path.home() / ".cache" / "kafka-canary")
+    print(f"\nstack images built or found: {time.monotonic() - started:.0f} s", flush=True)
     s = Stack.write(tmp_path_factory.mktemp("compose"), built.environment())
     s.down()  # what an earlier, killed run may have left
     started = time.monotonic()
     try:
         s.up()
         healthy = s.wait_healthy(docker_client, LONG_RUNNING)
-        print(f"\ncompose stack up to healthy: {time.monotonic() - started:.0f} s ({healthy:.0f} s after `up -d` "
+        print(f"compose stack up to healthy: {time.monotonic() - started:.0f} s ({healthy:.0f} s after `up -d` "
               f"returned)", flush=True)
         yield s
     finally:
