@@ -5,7 +5,8 @@ on SQLite) driving the broker rollout DAG on a real cluster, seen the way its us
   refused trigger-form params are clear errors and start nothing;
 - a rollout whose verdict is INCONCLUSIVE waits for a person (release exits 3); the person approves through the
   human-in-the-loop API; `release --follow` then exits 0 once the fleet is promoted and verified — real scheduler,
-  real Spark (SparkSubmitOperator), real brokers;
+  real brokers; the judge inline (the Spark analysis in a live Airflow is the distributed test's, on a standalone
+  Spark cluster, and the client DAG's);
 - the report page, behind Airflow's login, opened in headless Chromium, shows the verdict and that the release
   pipeline started the run; the DAG run's "Canary report" tab leads to it.
 """
@@ -106,10 +107,10 @@ def test_release_hook_person_in_the_loop_and_report_page_on_a_live_airflow(clust
                   "preflight_probe": "3s", "interim_interval": "10s", "capacity": "required", "load_rate": 0,
                   "broker_metrics": {"enabled": False}}
         asked = release(stack, "--cluster", "kafka_canary_default", "--config", "num.io.threads=6",
-                         "--window", "40s", "--engine", "spark", "--run-id", run_id, "--wait", "--poll", "2",
+                         "--window", "40s", "--engine", "inline", "--run-id", run_id, "--wait", "--poll", "2",
                          *[a for k, v in params.items() for a in ("--param", f"{k}={json.dumps(v)}")])
         assert asked.returncode == 3, asked.stdout[-3000:] + asked.stderr[-3000:]
-        assert "a person must decide" in asked.stdout and "spark_analysis: success" in asked.stdout, asked.stdout
+        assert "a person must decide" in asked.stdout and "spark_analysis: skipped" in asked.stdout, asked.stdout
         judged = api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/judge/xcomEntries/"
                                     "return_value", params={"deserialize": "true"}).json()["value"]
         judged = json.loads(judged) if isinstance(judged, str) else judged
