@@ -82,6 +82,13 @@ def _newest_run(s: Stack) -> dict:
     return json.loads(s.compose("exec", "-T", "airflow-scheduler", "python", "-c", script).stdout)
 
 
+def _rolls(step: dict) -> list[dict]:
+    """The broker rolls a step's result records: its brokers rolled and its control brokers restarted."""
+    result = step.get("result") if isinstance(step.get("result"), dict) else {}
+    return [r for key in ("rolled", "controls_restarted") for r in (result.get(key) or [])
+            if isinstance(r, dict) and "broker" in r]
+
+
 def _explain(run: dict) -> str:
     """What a run that went the wrong way decided and why, for the log (the run's record is gone with the stack):
     the verdict's reason, each failed metric's, and each roll's registration and restart proof."""
@@ -89,12 +96,9 @@ def _explain(run: dict) -> str:
     lines = [f"verdict {verdict.get('verdict')}: {verdict.get('reason')}"]
     lines += [f"  {m['name']}: {m['reason']}" for m in verdict.get("metrics", []) if m.get("decision") == "FAIL"]
     for name, step in run.get("steps", {}).items():
-        result = step.get("result") if isinstance(step.get("result"), dict) else {}
-        rolls = [r for key in ("rolled", "controls_restarted") for r in (result.get(key) or [])
-                 if isinstance(r, dict) and "broker" in r]
         lines += [f"  {name}: {step.get('status')} " + ", ".join(
             f"broker {r['broker']} {r.get('phase')} registered {r.get('registered_s')} s"
-            f"{' started ' + r['process_started'] if r.get('process_started') else ''}" for r in rolls)]
+            f"{' started ' + r['process_started'] if r.get('process_started') else ''}" for r in _rolls(step))]
     return "\n".join(lines)
 
 
@@ -103,9 +107,7 @@ def _timeline(run: dict) -> str:
     parts = []
     for name, step in run.get("steps", {}).items():
         took = ((step.get("finished_ms") or 0) - (step.get("started_ms") or 0)) / 1000
-        result = step.get("result") if isinstance(step.get("result"), dict) else {}
-        rolls = [f"{r['broker']}:{r.get('registered_s')}" for key in ("rolled", "controls_restarted")
-                 for r in (result.get(key) or []) if isinstance(r, dict) and "broker" in r]
+        rolls = [f"{r['broker']}:{r.get('registered_s')}" for r in _rolls(step)]
         parts.append(f"{name} {took:.0f} s" + (f" (registered s: {', '.join(rolls)})" if rolls else ""))
     return "steps: " + "; ".join(parts)
 
