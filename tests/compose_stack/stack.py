@@ -72,8 +72,8 @@ def _health(*test: str) -> dict:
     return {"test": ["CMD", *test]}
 
 
-def _shell_health(command: str) -> dict:
-    return {"test": ["CMD-SHELL", command]}
+def _listening(port: int) -> dict:
+    return _health("bash", "-c", f"exec 3<>/dev/tcp/{LOCAL}/{port}")
 
 
 def override(ports: Ports, prometheus_config: Path, docker_socket: str, docker_gid: int) -> dict:
@@ -104,9 +104,7 @@ def override(ports: Ports, prometheus_config: Path, docker_socket: str, docker_g
         "network_mode": "host",
         "environment": {"KAFKA_LISTENERS": f"CONTROLLER://{LOCAL}:{ports.controller}",
                         "KAFKA_CONTROLLER_QUORUM_VOTERS": voters},
-        "healthcheck": _shell_health(f"KAFKA_HEAP_OPTS=-Xmx128m /opt/kafka/bin/kafka-metadata-quorum.sh "
-                                     f"--bootstrap-controller {LOCAL}:{ports.controller} describe --status "
-                                     f">/dev/null")}
+        "healthcheck": _listening(ports.controller)}
     for b in BROKERS:
         listeners = f"INTERNAL://{LOCAL}:{ports.internal[b]},HOST://{LOCAL}:{ports.host[b]}"
         agent = f"{images.METRICS_AGENT}={LOCAL}:{ports.metrics[b]}:{images.METRICS_CONFIG}"
@@ -116,19 +114,18 @@ def override(ports: Ports, prometheus_config: Path, docker_socket: str, docker_g
                             "KAFKA_CONTROLLER_QUORUM_VOTERS": voters, "KAFKA_OPTS": f"-javaagent:{agent}",
                             "KAFKA_HEAP_OPTS": "-Xms256m -Xmx256m"},
             "labels": {"io.kafka-canary.metrics-port": str(ports.metrics[b])},
-            "healthcheck": _shell_health(f"KAFKA_HEAP_OPTS=-Xmx128m /opt/kafka/bin/kafka-broker-api-versions.sh "
-                                         f"--bootstrap-server {LOCAL}:{ports.internal[b]} >/dev/null")}
+            "healthcheck": _listening(ports.internal[b])}
     services["spark-master"] = {
         "network_mode": "host",
         "command": ["/opt/spark/bin/spark-class", "org.apache.spark.deploy.master.Master", "--host", LOCAL,
                     "--port", str(ports.spark), "--webui-port", str(ports.spark_ui)],
-        "healthcheck": _health("bash", "-c", f"exec 3<>/dev/tcp/{LOCAL}/{ports.spark}")}
+        "healthcheck": _listening(ports.spark)}
     services["spark-worker"] = {
         "network_mode": "host",
         "command": ["/opt/spark/bin/spark-class", "org.apache.spark.deploy.worker.Worker", "--host", LOCAL,
                     "--cores", "1", "--memory", "1g", "--work-dir", "/tmp/spark-work",
                     "--webui-port", str(ports.spark_worker_ui), f"spark://{LOCAL}:{ports.spark}"],
-        "healthcheck": _health("bash", "-c", f"exec 3<>/dev/tcp/{LOCAL}/{ports.spark_worker_ui}")}
+        "healthcheck": _listening(ports.spark_worker_ui)}
     services["kafka-canary-probe"] = {
         "network_mode": "host",
         "command": ["probe", "--bootstrap-servers", ports.bootstrap, "--http-port", str(ports.probe),
