@@ -70,7 +70,7 @@ test-compose: setup $(DOCKERD) $(COMPOSE)
 	$(BIN)/pytest -s -m compose tests/compose_stack
 
 # Airflow beyond one machine (tests/distributed): Debian's PostgreSQL and redis-server on loopback, two Celery workers
-# sharing no disk, run storage on a real S3 server, Spark standalone (docs/production.md); about 7 minutes.
+# sharing no disk, run storage on a real S3 server, Spark standalone (docs/production.md); about 8 minutes.
 REDIS := /usr/bin/redis-server
 $(REDIS):
 	@command -v apt-get >/dev/null || { echo "error: install redis-server and PostgreSQL"; exit 1; }

@@ -13,6 +13,7 @@ import requests
 from canary.airflow_stack import AirflowStack
 
 KAFKA_CANARY = str(Path(sys.executable).parent / "kafka-canary")
+DAG = "kafka_broker_canary"
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 
@@ -85,3 +86,51 @@ def check_report_in_browser(stack: AirflowStack, run_id: str, *shown: str) -> No
         assert "verified" in text, text[:2000]
     finally:
         browser.quit()
+
+
+def answer(stack: AirflowStack, run_id: str, option: str) -> None:
+    """Answers the rollout's question as a person in the UI would: should Airflow lose the answer to its race (the
+    task then fails and its retry asks again), the person sees the question again and answers it again."""
+    task = f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/ask_a_person"
+    answered = set()
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        ti = api(stack, "GET", task).json()
+        if ti["state"] == "awaiting_input" and ti["try_number"] not in answered:
+            answered_now = api(stack, "PATCH", f"{task}/-1/hitlDetails", json={"chosen_options": [option]})
+            assert answered_now.status_code == 200, answered_now.text
+            answered.add(ti["try_number"])
+        elif ti["state"] in ("success", "failed", "skipped"):
+            assert answered, f"ask_a_person ended {ti['state']} before it was answered"
+            return
+        time.sleep(2)
+    raise AssertionError(f"ask_a_person did not finish within 300 s of the answers to tries {sorted(answered)}")
+
+
+def task_logs(stack: AirflowStack, run_id: str, *task_ids: str) -> str:
+    """The last lines of each try's log of `task_ids`, for a failure's message."""
+    lines = []
+    for task_id in task_ids:
+        for attempt in (1, 2, 3):
+            log = api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{attempt}",
+                      params={"full_content": "true"}, headers={"Accept": "text/plain"})
+            if log.status_code == 200:
+                lines += [f"--- {task_id} try {attempt}", log.text[-3000:]]
+    return "\n".join(lines)
+
+
+def rolls(step: dict) -> list[dict]:
+    """The broker rolls a step's result records (run.json): its brokers rolled and its control brokers restarted."""
+    result = step.get("result") if isinstance(step.get("result"), dict) else {}
+    return [r for key in ("rolled", "controls_restarted") for r in (result.get(key) or [])
+            if isinstance(r, dict) and "broker" in r]
+
+
+def timeline(run: dict) -> str:
+    """Each step's time and each roll's time to register (run.json), for the log: where a release spends its time."""
+    parts = []
+    for name, step in run.get("steps", {}).items():
+        took = ((step.get("finished_ms") or 0) - (step.get("started_ms") or 0)) / 1000
+        rolled = [f"{r['broker']}:{r.get('registered_s')}" for r in rolls(step)]
+        parts.append(f"{name} {took:.0f} s" + (f" (registered s: {', '.join(rolled)})" if rolled else ""))
+    return "steps: " + "; ".join(parts)

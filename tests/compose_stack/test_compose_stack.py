@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from live_airflow import rolls, timeline
 
 from canary.containers import env
 from canary.demo import BAD_CONFIG, GOOD_CONFIG, demo_params
@@ -82,13 +83,6 @@ def _newest_run(s: Stack) -> dict:
     return json.loads(s.compose("exec", "-T", "airflow-scheduler", "python", "-c", script).stdout)
 
 
-def _rolls(step: dict) -> list[dict]:
-    """The broker rolls a step's result records: its brokers rolled and its control brokers restarted."""
-    result = step.get("result") if isinstance(step.get("result"), dict) else {}
-    return [r for key in ("rolled", "controls_restarted") for r in (result.get(key) or [])
-            if isinstance(r, dict) and "broker" in r]
-
-
 def _explain(run: dict) -> str:
     """What a run that went the wrong way decided and why, for the log (the run's record is gone with the stack):
     the verdict's reason, each failed metric's, and each roll's registration and restart proof."""
@@ -98,27 +92,17 @@ def _explain(run: dict) -> str:
     for name, step in run.get("steps", {}).items():
         lines += [f"  {name}: {step.get('status')} " + ", ".join(
             f"broker {r['broker']} {r.get('phase')} registered {r.get('registered_s')} s"
-            f"{' started ' + r['process_started'] if r.get('process_started') else ''}" for r in _rolls(step))]
+            f"{' started ' + r['process_started'] if r.get('process_started') else ''}" for r in rolls(step))]
     return "\n".join(lines)
-
-
-def _timeline(run: dict) -> str:
-    """Each step's time and each roll's time to register, for the log: where the stack's release spends its time."""
-    parts = []
-    for name, step in run.get("steps", {}).items():
-        took = ((step.get("finished_ms") or 0) - (step.get("started_ms") or 0)) / 1000
-        rolls = [f"{r['broker']}:{r.get('registered_s')}" for r in _rolls(step)]
-        parts.append(f"{name} {took:.0f} s" + (f" (registered s: {', '.join(rolls)})" if rolls else ""))
-    return "steps: " + "; ".join(parts)
 
 
 def _lost(run: dict) -> list[int]:
     """Every count of acknowledged probe messages lost the run recorded: the window's per lane and each roll's."""
     window = [lane["lost"] for lane in (run["verdict"].get("probe") or {}).values()]
-    rolls = [step["result"]["probe"]["lost"] for step in run["steps"].values()
-             if isinstance(step.get("result"), dict) and isinstance(step["result"].get("probe"), dict)
-             and "lost" in step["result"]["probe"]]
-    return window + rolls
+    rolled = [step["result"]["probe"]["lost"] for step in run["steps"].values()
+              if isinstance(step.get("result"), dict) and isinstance(step["result"].get("probe"), dict)
+              and "lost" in step["result"]["probe"]]
+    return window + rolled
 
 
 def _brokers(s: Stack, client) -> dict[int, dict[str, str]]:
@@ -144,7 +128,7 @@ def test_the_compose_stack_rolls_its_own_brokers(stack, docker_client):
     # A good change: promoted to every broker, verified.
     code, out = _release(stack, GOOD_CONFIG)
     run = _newest_run(stack)
-    print(_timeline(run), flush=True)
+    print(timeline(run), flush=True)
     if code != 0:
         print(out[-4000:], _explain(run), sep="\n", flush=True)
     assert code == 0, _explain(run)
@@ -160,7 +144,7 @@ def test_the_compose_stack_rolls_its_own_brokers(stack, docker_client):
     promoted = _brokers(stack, docker_client)
     code, out = _release(stack, BAD_CONFIG)
     run = _newest_run(stack)
-    print(_timeline(run), flush=True)
+    print(timeline(run), flush=True)
     if code != 1:
         print(out[-4000:], _explain(run), sep="\n", flush=True)
     assert code == 1, _explain(run)

@@ -3,15 +3,19 @@ PostgreSQL, two Celery workers that share no directory, the run storage on a rea
 tests/object_store.py), the analysis on a Spark standalone cluster started from pyspark's own scripts. Triggered
 through the REST API by the release hook, as a release pipeline does:
 
-- a good change is rolled out with every step on the other worker than the step before it (the task instances'
+- a change is rolled out with every step on the other worker than the step before it (the task instances'
   hostnames and queues, and each worker's own log, say which ran what);
 - a worker is killed (SIGKILL, with everything it started) while it runs the probe window; its task is retried on the
-  other worker once that one takes over its queue, and the rollout still converges: promoted and verified, nothing
-  lost;
-- the report page is served from the object store, in headless Chromium behind Airflow's login.
+  other worker once that one takes over its queue;
+- the verdict cannot decide (capacity required, not judged): the DAG asks a person, `release --follow` says so and
+  exits 3; the person approves in the human-in-the-loop API (what the UI's Required actions page calls), and the
+  rollout converges: promoted and verified, nothing lost;
+- the report page is served from the object store, in headless Chromium behind Airflow's login, and says the
+  release pipeline started the run; the DAG run's "Canary report" tab leads to it.
 
-One rollout shows both: the steps alternate up to the kill and all run on the survivor after it. `make
-test-distributed` runs it (CI does, after `make test`, which leaves it out: it takes about 8 minutes).
+One rollout shows all of it: the steps alternate up to the kill and all run on the survivor after it. `make
+test-distributed` runs it (CI does, after `make test`, which leaves it out: it takes about 8 minutes). A verdict the
+gate reaches by itself on Spark standalone in a live Airflow is the compose stack's (`make test-compose`).
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ import json
 import time
 
 import pytest
+import requests
 from celery_airflow import CeleryAirflow
-from live_airflow import api, check_report_in_browser, release
+from live_airflow import DAG, answer, api, check_report_in_browser, release, task_logs, timeline
 from object_store import s3_server
 from services import postgres, redis, spark_standalone
 
@@ -29,7 +34,6 @@ from canary.demo import FAST_JUDGE
 from canary.storage import open_store
 
 pytestmark = [pytest.mark.integration, pytest.mark.distributed]
-DAG = "kafka_broker_canary"
 # Consecutive rollout steps alternate between the two workers' queues (gate tasks go where they fall).
 CHAIN = ["preflight", "deploy_canary", "warm_up", "lead", "probe_window", "analysis_request", "spark_analysis",
          "judge", "promote", "verify", "report"]
@@ -38,10 +42,15 @@ QUEUES = {task: "queue_a" if i % 2 == 0 else "queue_b" for i, task in enumerate(
     "ask_a_person": "queue_a", "rollback": "queue_a"}
 WORKER = {"queue_a": "worker-a", "queue_b": "worker-b"}
 RUN = "distributed_1"
-# The demo's window (canary.demo.demo_params): enough probe traffic for the judge in a minute; the cluster carries
-# no traffic of its own, so the probe alone judges (capacity: not_required).
-PARAMS = {"judge_config": FAST_JUDGE, "probe_rate": 50, "preflight_probe": "3s", "calibration_probe": "12s",
-          "interim_interval": "20s", "capacity": "not_required"}
+# The demo's window (canary.demo.demo_params), probed at 50 messages/s: enough for the judge in a minute. The probe's
+# latencies are not judged, nor the brokers' metrics (a busy machine's swings must not decide here), and the
+# cluster carries no traffic of its own, so capacity (required) is not judged: the verdict is INCONCLUSIVE and a
+# person decides.
+UNDECIDABLE = FAST_JUDGE | {"metrics": {m: {"enabled": False} for m in (
+    "e2e_latency_p50", "e2e_latency_p95", "e2e_latency_p99", "produce_latency_p99")}}
+PARAMS = {"judge_config": UNDECIDABLE, "on_inconclusive": "ask", "probe_rate": 50, "preflight_probe": "3s",
+          "calibration_probe": "12s", "interim_interval": "20s", "capacity": "required", "load_rate": 0,
+          "broker_metrics": {"enabled": False}}
 
 
 def _trigger(airflow: CeleryAirflow, run_id: str, threads: int):
@@ -105,12 +114,29 @@ def test_a_rollout_on_celery_workers_sharing_no_disk_promotes_and_survives_a_kil
             time.sleep(15)  # well inside the 60 s window
             airflow.kill_worker("worker-a")
             airflow.add_queue("worker-b", "queue_a")
-            followed = release(airflow.stack, "--follow", RUN, "--poll", "3", timeout=1500)
-            print(f"\ndistributed rollout, trigger to verified: {time.monotonic() - started:.1f} s")
+            # The verdict cannot decide: release says a person must, and exits 3.
+            asked = release(airflow.stack, "--follow", RUN, "--poll", "3", timeout=1500)
+            assert asked.returncode == 3, (asked.stdout[-3000:] + asked.stderr[-3000:],
+                                           _run_state(s3, bucket, RUN).get("verdict"))
+            assert "a person must decide" in asked.stdout, asked.stdout
+            judged = api(airflow.stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{RUN}/taskInstances/judge/xcomEntries/"
+                                               "return_value", params={"deserialize": "true"}).json()["value"]
+            judged = json.loads(judged) if isinstance(judged, str) else judged
+            assert judged["verdict"] == "INCONCLUSIVE", judged
+            # The person approves a few seconds later, as a person would: an answer within a second of the task
+            # parking races the scheduler's bookkeeping in Airflow 3.3 (the DAG retries the question if it loses).
+            time.sleep(5)
+            answer(airflow.stack, RUN, "Promote")
+            followed = release(airflow.stack, "--follow", RUN, "--poll", "3", timeout=900)
+            state = _run_state(s3, bucket, RUN)
+            print(f"\ndistributed rollout, trigger to verified: {time.monotonic() - started:.1f} s\n{timeline(state)}")
             # The verdict's reason is gone with the run's storage once the test ends: the message carries it.
-            assert followed.returncode == 0, (followed.stdout[-3000:] + followed.stderr[-3000:],
-                                              _run_state(s3, bucket, RUN).get("verdict"))
-            assert "PROMOTE" in followed.stdout
+            assert followed.returncode == 0, (followed.stdout[-3000:] + followed.stderr[-3000:], state.get("steps"),
+                                              task_logs(airflow.stack, RUN, "ask_a_person", "promote"))
+            assert "PROMOTE" in followed.stdout and "  promote: success" in followed.stdout, followed.stdout
+            chosen = api(airflow.stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{RUN}/taskInstances/ask_a_person/"
+                                               "xcomEntries/skipmixin_key", params={"deserialize": "true"}).json()
+            assert "promote" in str(chosen["value"]) and "rollback" not in str(chosen["value"])  # the person's branch
             assert _threads(cluster) == {"6"}
 
             tis = _task_instances(airflow, RUN)
@@ -133,10 +159,18 @@ def test_a_rollout_on_celery_workers_sharing_no_disk_promotes_and_survives_a_kil
             assert ran["worker-a"] == {t for t in before if QUEUES[t] == "queue_a"} | {"probe_window"}, ran
             assert ran["worker-b"] == {t for t in before if QUEUES[t] == "queue_b"} | {"probe_window", *after}, ran
             state = _run_state(s3, bucket, RUN)
-            assert state["verdict"]["verdict"] == "PROMOTE" and state["steps"]["verify"]["status"] == "done"
+            assert state["verdict"]["verdict"] == "INCONCLUSIVE" and state["verdict"]["engine"] == "spark"
+            assert state["steps"]["verify"]["status"] == "done"
             assert state["steps"]["probe-window"]["attempts"] >= 2
 
-            # The report, from the object store, through the API server's plugin, in a browser.
-            check_report_in_browser(airflow.stack, RUN, "PROMOTE")
+            # The report, from the object store, through the API server's plugin: private without Airflow's login;
+            # the DAG run's "Canary report" tab leads to it; in a browser it says who started the run and how it
+            # ended.
+            report = f"/kafka-canary/runs/{RUN}/report.html"
+            assert requests.get(airflow.stack.url + report, timeout=30).status_code in (401, 403)
+            tab = api(airflow.stack, "GET", f"/kafka-canary/dag-runs/{DAG}/{RUN}", allow_redirects=False)
+            assert (tab.status_code, tab.headers.get("location")) == (307, report)
+            check_report_in_browser(airflow.stack, RUN, "INCONCLUSIVE", "promoted",
+                                    f"Started by the release pipeline, by {airflow.stack.username}")
         finally:
             airflow.stop()
