@@ -134,3 +134,26 @@ def timeline(run: dict) -> str:
         rolled = [f"{r['broker']}:{r.get('registered_s')}" for r in rolls(step)]
         parts.append(f"{name} {took:.0f} s" + (f" (registered s: {', '.join(rolled)})" if rolled else ""))
     return "steps: " + "; ".join(parts)
+
+
+def task_timeline(stack: AirflowStack, run_id: str) -> str:
+    """Each task instance's start and end, in seconds from the DAG run's start, for the log: where a DAG run spends
+    its time between the steps (scheduling, queueing, retries) as well as in them."""
+    from datetime import datetime
+
+    def at(stamp: str | None) -> datetime | None:
+        return datetime.fromisoformat(stamp) if stamp else None
+
+    run = api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}").json()
+    began = at(run.get("start_date"))
+    listed = api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances",
+                 params={"limit": 100}).json()["task_instances"]
+    parts = []
+    for ti in sorted(listed, key=lambda t: t.get("start_date") or "~"):
+        start, end = at(ti.get("start_date")), at(ti.get("end_date"))
+        if began is None or start is None:
+            continue
+        took = f"{(start - began).total_seconds():.0f}-{(end - began).total_seconds():.0f}" if end else \
+            f"{(start - began).total_seconds():.0f}-"
+        parts.append(f"{ti['task_id']} {took} ({ti['state']}, try {ti.get('try_number')})")
+    return "tasks, s from the run's start: " + "; ".join(parts)

@@ -26,7 +26,7 @@ import time
 import pytest
 import requests
 from celery_airflow import CeleryAirflow
-from live_airflow import DAG, answer, api, check_report_in_browser, release, task_logs, timeline
+from live_airflow import DAG, answer, api, check_report_in_browser, release, task_logs, task_timeline, timeline
 from object_store import s3_server
 from services import postgres, redis, spark_standalone
 
@@ -129,7 +129,8 @@ def test_a_rollout_on_celery_workers_sharing_no_disk_promotes_and_survives_a_kil
             answer(airflow.stack, RUN, "Promote")
             followed = release(airflow.stack, "--follow", RUN, "--poll", "3", timeout=900)
             state = _run_state(s3, bucket, RUN)
-            print(f"\ndistributed rollout, trigger to verified: {time.monotonic() - started:.1f} s\n{timeline(state)}")
+            print(f"\ndistributed rollout, trigger to verified: {time.monotonic() - started:.1f} s\n{timeline(state)}\n"
+                  f"{task_timeline(airflow.stack, RUN)}")
             # The verdict's reason is gone with the run's storage once the test ends: the message carries it.
             assert followed.returncode == 0, (followed.stdout[-3000:] + followed.stderr[-3000:], state.get("steps"),
                                               task_logs(airflow.stack, RUN, "ask_a_person", "promote"))
