@@ -55,12 +55,12 @@ demo: setup
 	$(BIN)/kafka-canary demo $(if $(BAD),--bad) $(if $(UPGRADE),--upgrade)
 
 # The fault suite and the other slow tests (pytest -m slow: real rollouts under faults, ~20 min) run with `make faults`.
-# Tests that start no cluster (unit, reliability) on two workers; those on real brokers one at a time, alone on the
-# machine (their gates judge latencies).
-ON_BROKERS := tests/integration tests/e2e tests/distributed tests/compose_stack
+# The unit tests and those that judge no latency or rate (marked parallel) on two workers, a module's tests on one;
+# then the rest of the tests on real brokers one at a time, alone on the machine: their gates judge latencies.
+IN_MAKE_TEST := not slow and not compose and not distributed
 test: setup lint $(CHROMEDRIVER) $(PROMTOOL) $(SSHD) $(if $(filter 1,$(KAFKA_CANARY_SKIP_DOCKER)),,$(DOCKERD))
-	$(BIN)/pytest -n 2 -m "not slow and not compose and not distributed" $(addprefix --ignore=,$(ON_BROKERS))
-	$(BIN)/pytest -m "not slow and not compose and not distributed" $(addprefix --ignore=,tests/unit tests/reliability)
+	$(BIN)/pytest -n 2 --dist loadfile -m "$(IN_MAKE_TEST) and (parallel or not integration)"
+	$(BIN)/pytest -m "$(IN_MAKE_TEST) and integration and not parallel"
 
 # docker-compose.yaml up for real on images built here (tests/compose_stack), the broker rollout DAG triggered through its
 # REST API; Debian's docker-compose (v1) unless the engine's CLI has Compose v2. CI runs it after `make test`.

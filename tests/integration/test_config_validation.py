@@ -8,7 +8,7 @@ from canary.cluster.config_definitions import definition_check
 from canary.cluster.distribution import BASELINE_VERSION, TARGET_VERSION
 from canary.kafka.config_validation import broker_check
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 
 VALUES = {"num.io.threads": ".nan", "num.network.threads": "0", "replica.fetch.min.bytes": "abc",
           "message.max.bytes": "100", "a.custom.note": "x", "log.cleaner.dedupe.buffer.size": "1",

@@ -17,7 +17,7 @@ import pytest
 from installing import clean_env, run, wheel_venv
 from observation_files import probe_run, write_judge, write_lines
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from canary.cluster.local import LocalCluster
 from canary.errors import ClusterStateError, PortInUseError, SetupError, UnknownNodeError
 from canary.roundtrip import ensure_topic, round_trip
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 KAFKA_CANARY = str(Path(sys.executable).parent / "kafka-canary")
 
 

@@ -17,7 +17,7 @@ from prometheus_client.openmetrics.exposition import generate_latest as openmetr
 from canary.clients.metrics import ClientMetrics
 from canary.probe.metrics import ProbeMetrics
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 PROMTOOL = "/usr/bin/promtool"
 
 

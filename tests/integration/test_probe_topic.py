@@ -15,7 +15,7 @@ from canary.probe.config import ProbeConfig
 from canary.probe.runner import Probe
 from canary.probe.topic import TopicSpec, reconcile
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 
 MUTATING = ("create_topic", "add_partitions", "reassign", "elect", "set_configs")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from installing import REPO, clean_env, run, wheel_venv
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 
 

@@ -23,6 +23,9 @@ from canary.kafka.clients import admin_client
 
 from .bad_inputs import CASES, DOC, ERROR_CODES, Case, Cli, MissingFile, Obs, RawSpec, render
 
+# The cases on a real cluster judge no latency: they run beside the unit tests (pytest -n 2).
+pytestmark = pytest.mark.parallel
+
 KAFKA_CANARY = str(Path(sys.executable).parent / "kafka-canary")
 NO_CLUSTER = "/nonexistent/kafka-canary-cluster"
 # Small enough data for the judge to decide: the good run below is PROMOTE, so an exclusion is visibly not silent.
