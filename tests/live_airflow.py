@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import requests
@@ -136,24 +138,32 @@ def timeline(run: dict) -> str:
     return "steps: " + "; ".join(parts)
 
 
+def task_instances(stack: AirflowStack, run_id: str) -> dict[str, dict]:
+    """The DAG run's task instances (each one's latest try), by task id."""
+    listed = api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances",
+                 params={"limit": 100}).json()["task_instances"]
+    return {ti["task_id"]: ti for ti in listed}
+
+
+def xcom(stack: AirflowStack, run_id: str, task_id: str, key: str = "return_value"):
+    """A task's XCom value as Airflow keeps it (JSON text decoded)."""
+    value = api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/{key}",
+                params={"deserialize": "true"}).json()["value"]
+    return json.loads(value) if isinstance(value, str) else value
+
+
 def task_timeline(stack: AirflowStack, run_id: str) -> str:
     """Each task instance's start and end, in seconds from the DAG run's start, for the log: where a DAG run spends
     its time between the steps (scheduling, queueing, retries) as well as in them."""
-    from datetime import datetime
+    began = api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}").json().get("start_date")
+    if not began:
+        return "tasks: the run has not started"
 
-    def at(stamp: str | None) -> datetime | None:
-        return datetime.fromisoformat(stamp) if stamp else None
+    def since(stamp: str | None) -> str:
+        return f"{(datetime.fromisoformat(stamp) - datetime.fromisoformat(began)).total_seconds():.0f}" if stamp else ""
 
-    run = api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}").json()
-    began = at(run.get("start_date"))
-    listed = api(stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances",
-                 params={"limit": 100}).json()["task_instances"]
-    parts = []
-    for ti in sorted(listed, key=lambda t: t.get("start_date") or "~"):
-        start, end = at(ti.get("start_date")), at(ti.get("end_date"))
-        if began is None or start is None:
-            continue
-        took = f"{(start - began).total_seconds():.0f}-{(end - began).total_seconds():.0f}" if end else \
-            f"{(start - began).total_seconds():.0f}-"
-        parts.append(f"{ti['task_id']} {took} ({ti['state']}, try {ti.get('try_number')})")
-    return "tasks, s from the run's start: " + "; ".join(parts)
+    started = sorted((ti for ti in task_instances(stack, run_id).values() if ti.get("start_date")),
+                     key=lambda ti: ti["start_date"])
+    return "tasks, s from the run's start: " + "; ".join(
+        f"{ti['task_id']} {since(ti['start_date'])}-{since(ti.get('end_date'))} ({ti['state']}, try "
+        f"{ti.get('try_number')})" for ti in started)

@@ -26,7 +26,18 @@ import time
 import pytest
 import requests
 from celery_airflow import CeleryAirflow
-from live_airflow import DAG, answer, api, check_report_in_browser, release, task_logs, task_timeline, timeline
+from live_airflow import (
+    DAG,
+    answer,
+    api,
+    check_report_in_browser,
+    release,
+    task_instances,
+    task_logs,
+    task_timeline,
+    timeline,
+    xcom,
+)
 from object_store import s3_server
 from services import postgres, redis, spark_standalone
 
@@ -59,12 +70,6 @@ def _trigger(airflow: CeleryAirflow, run_id: str, threads: int):
             "--engine", "spark", "--run-id", run_id, "--poll", "3",
             *[a for k, v in PARAMS.items() for a in ("--param", f"{k}={json.dumps(v)}")]]
     return release(airflow.stack, *args, timeout=300)
-
-
-def _task_instances(airflow: CeleryAirflow, run_id: str) -> dict[str, dict]:
-    listed = api(airflow.stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances",
-                 params={"limit": 100}).json()["task_instances"]
-    return {ti["task_id"]: ti for ti in listed}
 
 
 def _tries(airflow: CeleryAirflow, run_id: str, task_id: str) -> list[dict]:
@@ -108,7 +113,7 @@ def test_a_rollout_on_celery_workers_sharing_no_disk_promotes_and_survives_a_kil
             triggered = _trigger(airflow, RUN, threads=6)
             assert triggered.returncode == 0, triggered.stdout[-2000:] + triggered.stderr[-2000:]
             deadline = time.monotonic() + 900
-            while _task_instances(airflow, RUN).get("probe_window", {}).get("state") != "running":
+            while task_instances(airflow.stack, RUN).get("probe_window", {}).get("state") != "running":
                 assert time.monotonic() < deadline, "the probe window never started"
                 time.sleep(3)
             time.sleep(15)  # well inside the 60 s window
@@ -119,9 +124,7 @@ def test_a_rollout_on_celery_workers_sharing_no_disk_promotes_and_survives_a_kil
             assert asked.returncode == 3, (asked.stdout[-3000:] + asked.stderr[-3000:],
                                            _run_state(s3, bucket, RUN).get("verdict"))
             assert "a person must decide" in asked.stdout, asked.stdout
-            judged = api(airflow.stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{RUN}/taskInstances/judge/xcomEntries/"
-                                               "return_value", params={"deserialize": "true"}).json()["value"]
-            judged = json.loads(judged) if isinstance(judged, str) else judged
+            judged = xcom(airflow.stack, RUN, "judge")
             assert judged["verdict"] == "INCONCLUSIVE", judged
             # The person approves a few seconds later, as a person would: an answer within a second of the task
             # parking races the scheduler's bookkeeping in Airflow 3.3 (the DAG retries the question if it loses).
@@ -135,12 +138,11 @@ def test_a_rollout_on_celery_workers_sharing_no_disk_promotes_and_survives_a_kil
             assert followed.returncode == 0, (followed.stdout[-3000:] + followed.stderr[-3000:], state.get("steps"),
                                               task_logs(airflow.stack, RUN, "ask_a_person", "promote"))
             assert "PROMOTE" in followed.stdout and "  promote: success" in followed.stdout, followed.stdout
-            chosen = api(airflow.stack, "GET", f"/api/v2/dags/{DAG}/dagRuns/{RUN}/taskInstances/ask_a_person/"
-                                               "xcomEntries/skipmixin_key", params={"deserialize": "true"}).json()
-            assert "promote" in str(chosen["value"]) and "rollback" not in str(chosen["value"])  # the person's branch
+            chosen = xcom(airflow.stack, RUN, "ask_a_person", "skipmixin_key")
+            assert "promote" in str(chosen) and "rollback" not in str(chosen)  # the person's branch, as Airflow kept it
             assert _threads(cluster) == {"6"}
 
-            tis = _task_instances(airflow, RUN)
+            tis = task_instances(airflow.stack, RUN)
             assert [t for t in CHAIN if tis[t]["state"] == "success"] == CHAIN, {t: tis[t]["state"] for t in CHAIN}
             killed = CHAIN.index("probe_window")
             before, after = CHAIN[:killed], CHAIN[killed + 1:]
