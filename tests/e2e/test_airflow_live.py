@@ -20,7 +20,7 @@ from live_airflow import DAG, api, release
 
 from canary.airflow_stack import AirflowStack
 
-pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.parallel]
 
 
 def _cluster_state(cluster) -> dict:

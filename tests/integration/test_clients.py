@@ -41,7 +41,7 @@ from canary.kafka.clients import QUIET_LOGGER
 from canary.lanes import canary_rack
 from canary.observations import OBSERVATIONS_TOPIC, Observation
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 
 CANARY_BROKER = 3
 

@@ -18,7 +18,7 @@ from canary.clients import ClientMetrics, LaneConsumer, LaneProducer
 from canary.kafka.clients import QUIET_LOGGER
 from canary.lanes import canary_rack
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 
 TARGET_VERSION = "4.1.2"
 

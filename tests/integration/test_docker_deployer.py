@@ -23,7 +23,7 @@ from canary.rollout.core import run_all
 from canary.rollout.deployers.base import DockerSettings
 from canary.rollout.deployers.docker import DockerDeployer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 NAME = f"kct{os.getpid()}"
 
 

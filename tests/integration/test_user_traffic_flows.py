@@ -11,7 +11,7 @@ from canary import process
 from canary.cluster import distribution
 from canary.cluster.traffic import TrafficSpec, UserTraffic, ensure_topic, parse_consumer, parse_producer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 # Light (the suite shares two cores), yet enough for the tools' 5 s reports to show records flowing.
 SPEC = TrafficSpec("traffic-orders", records_per_s=300, record_size=500, partitions=6, replication_factor=3)
 
