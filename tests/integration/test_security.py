@@ -28,7 +28,7 @@ from canary.kafka.clients import admin_client
 from canary.kafka.secrets import MASK
 from canary.roundtrip import ensure_topic, round_trip
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.parallel]
 KAFKA_CANARY = str(Path(sys.executable).parent / "kafka-canary")
 UP_SECONDS: dict[str, float] = {}
 
