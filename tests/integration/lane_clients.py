@@ -53,20 +53,24 @@ class Sent:
     acked_at: dict[tuple[str, int], float] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     keys: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
+    # The producer's delivery callbacks run on its polling thread while a test reads: one lock for both.
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def callback(self, i: int, key: str | None):
         def delivered(err, msg) -> None:
             if err is not None:
                 self.errors.append(err.str())
                 return
-            self.acked[(self.name, i)] = msg.partition()
-            self.acked_at[(self.name, i)] = time.time()
-            if key is not None:
-                self.keys[key].add(msg.partition())
+            with self.lock:
+                self.acked[(self.name, i)] = msg.partition()
+                self.acked_at[(self.name, i)] = time.time()
+                if key is not None:
+                    self.keys[key].add(msg.partition())
         return delivered
 
     def partitions(self, since: float = 0.0, until: float = float("inf")) -> set[int]:
-        return {p for k, p in self.acked.items() if since <= self.acked_at[k] < until}
+        with self.lock:
+            return {p for k, p in self.acked.items() if since <= self.acked_at[k] < until}
 
 
 def produce(producer: LaneProducer, sent: Sent, topic: str, start: int, count: int, keyed_every: int = 2) -> None:
