@@ -12,7 +12,7 @@ production broker's log recovery, rehearsed), while Kafka's ProducerPerformance 
 preflight, deploy-canary (broker 2) and warm-up run as steps; the verdict is then recorded as PROMOTE by the bench
 (the gate is not what is measured here), and promote and verify run as steps with `promote.max_batch` and
 `promote.drain` as the case says. The probe runs through every roll, as in a real rollout. Printed per run: the
-plan's batches, the promote step's seconds (its brokers' rolls and the post-promotion probe), the acknowledged
+plan's batches, the promote step's seconds (its brokers' rolls), the acknowledged
 messages the probe lost during the rolls, the seconds spent rolling batches (from a batch's drain to its return to
 every ISR with its leadership back) and in the looks between waves, the probe's produce and e2e p99 during the
 rolls against the same probe's between them, and the fewest in-sync replicas above min.insync.replicas the roll's

@@ -33,7 +33,7 @@ from canary.rollout.core import run_all
 
 
 def lost_and_acked(rollout: Rollout) -> tuple[int, int]:
-    """Across every probe run of the rollout (preflight, deploy, gate, promote/rollback, post-promotion, verify)."""
+    """Across every probe run of the rollout (preflight, deploy, gate, promote/rollback, verify)."""
     lost = acked = 0
     for e in rollout.audit.entries():
         if e["action"] in ("probe", "probe during the rolls"):

@@ -11,6 +11,9 @@ from canary.kafka.wait import POLL, wait_until
 from canary.rollout import guard
 from canary.rollout.core import ClusterRun
 
+ELECTION_SETTLE = 2 * POLL  # how long an election is looked for before what is still off is elected again
+SETTLE_POLL = 0.2  # seconds between two looks at the metadata after an election or a reorder
+
 
 def leaders(run: ClusterRun) -> dict[str, dict]:
     return {p.name: {"leader": p.leader, "preferred": p.replicas[0] if p.replicas else -1}
@@ -26,20 +29,23 @@ def elect_preferred(run: ClusterRun, names: list[str]) -> list[str]:
 
 
 def elect_until_led(run: ClusterRun, select: Callable[[list[guard.PartitionView]], list[str]], timeout: float = 60.0
-                     ) -> tuple[list[str], list[str]]:
+                    ) -> tuple[list[str], list[str]]:
     """Preferred leader elections for the partitions `select` picks, repeated until none is left or `timeout`
     passes (a preferred replica still catching up is not electable yet). Returns (elected, still off)."""
     elected: list[str] = []
     deadline = time.monotonic() + timeout
-    while True:
-        off = select(run.partitions())
-        if not off or time.monotonic() > deadline:
-            return elected, off
+    off = select(run.partitions())
+    while off and time.monotonic() <= deadline:
         run.say("preferred leader election for %d partition(s)", len(off))
         failures = elect_preferred(run, off)
         run.audit.record(run.step, "preferred leader election", partitions=off, failures=failures)
         elected += [n for n in off if n not in elected]
-        time.sleep(2 * POLL)
+        # A KRaft election shows in the metadata within milliseconds: looked for every SETTLE_POLL, so a roll does
+        # not wait a fixed pause per election; what is still off after ELECTION_SETTLE is elected again.
+        settled = time.monotonic() + ELECTION_SETTLE
+        while (off := select(run.partitions())) and time.monotonic() < settled:
+            time.sleep(SETTLE_POLL)
+    return elected, off
 
 
 def reorder(run: ClusterRun, targets: dict[str, list[int]], action: str, timeout: float) -> list[str]:
@@ -58,7 +64,7 @@ def reorder(run: ClusterRun, targets: dict[str, list[int]], action: str, timeout
         moving = {f"{t}-{n}" for t, n in run.admin.reassignments()}
         off = sorted(n for n, reps in targets.items() if list(seen[n].replicas) != reps or n in moving)
         return f"replica order of {len(off)} partition(s) not updated yet ({', '.join(off[:5])})" if off else None
-    wait_until(action, timeout, shown, run.progress)
+    wait_until(action, timeout, shown, run.progress, poll=SETTLE_POLL)
     _, off = elect_until_led(run, lambda parts: [p.name for p in parts if p.name in targets and p.replicas
                                                  and p.leader != p.replicas[0]], timeout=timeout)
     return off

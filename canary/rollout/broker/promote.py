@@ -34,7 +34,7 @@ def promote(run: Rollout, approve: bool = False, through_wave: int | None = None
     against the rest, and a regression there rolls the promoted waves back (the verdict becomes ROLLBACK). Probes
     throughout. Resumable: brokers already promoted are not restarted, a wave whose look passed is not looked at
     again. `through_wave`: stop after that wave and its look (the Airflow DAG's task per wave); the controllers, the
-    preferred leaders and the post-promotion probe come with the last wave. Never finalizes: that is the finalize
+    preferred leaders come with the last wave. Never finalizes: that is the finalize
     step's, after `promote.bake` (finalize_fleet)."""
     entries = run.audit.entries()  # what earlier attempts and waves left: an approval, the looks that passed
     approved = any(e["action"] == "promotion plan" and e.get("approved") for e in entries)
@@ -80,8 +80,9 @@ def promote(run: Rollout, approve: bool = False, through_wave: int | None = None
     if not last:
         return result | {"waves_done": through_wave, "waves": len(waves)}
     restore_preferred(run)
+    # No probe of its own here: verify, the next step, checks the promoted state and then runs a green probe, and a
+    # second one back to back found nothing the first would not (it cost every promotion a preflight probe's time).
     run.state.update(status=RunStatus.PROMOTED)
-    result["post_promotion_probe"] = green_probe(run, "post-promotion")
     if target and run.spec.finalize:
         due = (time.time() + run.spec.promote.bake) * 1000  # promote ends now (its step record is written after)
         result["finalize"] = f"after the bake, from {format_utc(due)}: `kafka-canary rollout finalize`"
