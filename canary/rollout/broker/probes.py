@@ -1,4 +1,4 @@
-"""The probe in each phase of a broker rollout: short green probes (preflight, after promote, verify) and the
+"""The probe in each phase of a broker rollout: short green probes (preflight, verify, finalize) and the
 probe that watches every roll for lost acknowledged messages. Each also reads the brokers' own metrics into its
 observations file, so every phase of the run keeps them (the window's are judged)."""
 

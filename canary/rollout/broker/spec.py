@@ -119,7 +119,7 @@ class ProbeSection(SpecSection):
     window: Annotated[float, Duration(10, DAY)] = 120.0            # seconds of probe traffic judged
     interim_interval: Annotated[float, Duration(5, DAY)] = 30.0    # seconds between interim looks (fail fast)
     rate: float = Field(20.0, strict=True, ge=0.1, le=10_000)      # messages/s per partition (data in 2 min)
-    preflight: Annotated[float, Duration(2, 600)] = 10.0           # the baseline probe in preflight and after promote
+    preflight: Annotated[float, Duration(2, 600)] = 10.0           # the green probes: preflight, verify, finalize
     # Preflight's probe runs at least this long: each broker's latency before the change, which the window's latency
     # quantiles are calibrated by (canary/judge/README.md; p99 needs about 30 s at 20 msg/s per partition).
     calibration: Annotated[float, Duration(0, 600)] = 30.0
