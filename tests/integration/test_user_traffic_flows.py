@@ -4,7 +4,7 @@ consumer reads them back, and stop() leaves no tool running."""
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from waiting import wait_until
 
 from canary import process
@@ -17,10 +17,16 @@ SPEC = TrafficSpec("traffic-orders", records_per_s=300, record_size=500, partiti
 
 
 def _end_offsets(bootstrap: str, spec: TrafficSpec) -> int:
+    """The records in the topic; 0 while a broker answers with a retriable error (a topic made a moment ago: its
+    leaders are not yet known everywhere), so a wait asks again."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "traffic-test-offsets"})
     try:
         return sum(consumer.get_watermark_offsets(TopicPartition(spec.topic, p), timeout=10)[1]
                    for p in range(spec.partitions))
+    except KafkaException as exc:
+        if exc.args[0].retriable():
+            return 0
+        raise
     finally:
         consumer.close()
 
