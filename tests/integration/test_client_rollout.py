@@ -207,8 +207,8 @@ def test_bad_v2_is_rolled_back_and_its_malformed_records_never_reach_the_baselin
     # at the rollback the held record, and what the canary wrote behind it, go to the baseline (docs/clients.md).
     # Anywhere else, none of the canary's poison reaches the baseline.
     left = {int(p): n for p, n in r.state.record.to_json()["steps"]["rollback"]["result"].get("drain_left", {}).items()}
-    held = {p: min(e["offset"] for name, lines in processed.items() if "canary" in name for e in lines
-                   if e["partition"] == p and not e["ok"] and e["id"] in fleet_written, default=None)
+    held = {p: min((e["offset"] for name, lines in processed.items() if "canary" in name for e in lines
+                    if e["partition"] == p and not e["ok"] and e["id"] in fleet_written), default=None)
             for p in left}
     print(f"partitions the canary held at a record of the fleet's, drained no further: {held} ({left} short)")
     assert None not in held.values(), f"the rollback's drain stopped short ({left}) where no record was held: {held}"
