@@ -134,7 +134,8 @@ class Window:
                            for lane in LANES}
 
     def broker_readings(self, metric: str, settle_s: float = 0.0) -> Readings:
-        """The brokers' readings of `metric` from `settle_s` after the warm-up, up to the end of the last bucket."""
+        """The brokers' readings of `metric` from `settle_s` after the warm-up (before it when negative), up to the end
+        of the last bucket."""
         if not self.buckets:
             return {}
         return self.agg.broker_readings(metric, self.warmup_end + settle_s * 1000,

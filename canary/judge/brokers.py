@@ -25,6 +25,7 @@ comparison with before the change leaves them out. See canary/judge/README.md.
 
 from __future__ import annotations
 
+from collections import defaultdict, deque
 from collections.abc import Callable
 
 import numpy as np
@@ -50,8 +51,9 @@ def judged_unit(metric: MetricSpec) -> str:
 
 
 def judged_readings(readings_of: Callable[[str], Readings], metric: MetricSpec) -> Readings:
-    """The readings of `metric` as it is judged: an idle share as its busy share (1 - idle), and with `per` divided
-    by the broker's work at the same reading (left out where the broker did less than the work's floor)."""
+    """The readings of `metric` as it is judged: an idle share as its busy share (1 - idle), with `per` divided
+    by the broker's work at the same reading (left out where the broker did less than the work's floor), and with
+    `span_s` a mean over the span."""
     busy = metric.source in IDLE_SHARES
     work = WORK[metric.per] if metric.per else None
     done = {m: readings_of(m) for m in work.metrics} if work else {}
@@ -69,7 +71,29 @@ def judged_readings(readings_of: Callable[[str], Readings], metric: MetricSpec) 
             row[broker] = (lane, value)
         if row:
             judged[at] = row
-    return judged
+    return _over_span(judged, metric.span_s)
+
+
+def _over_span(readings: Readings, span_s: float) -> Readings:
+    """Each broker's value at a reading as its mean over its readings of the last `span_s` seconds, from the first
+    reading whose span the readings cover whole (a burst at the first reading would otherwise weigh as a span)."""
+    if not span_s or not readings:
+        return readings
+    span_ms, first = span_s * 1000, next(iter(readings))
+    recent: dict[int, deque[tuple[int, float]]] = defaultdict(deque)
+    spanned: Readings = {}
+    for at, values in readings.items():
+        row: dict[int, tuple[str, float]] = {}
+        for broker, (lane, value) in values.items():
+            kept = recent[broker]
+            kept.append((at, value))
+            while kept[0][0] <= at - span_ms:
+                kept.popleft()
+            if at - first >= span_ms:
+                row[broker] = (lane, sum(v for _, v in kept) / len(kept))
+        if row:
+            spanned[at] = row
+    return spanned
 
 
 CONTROL = "control"
@@ -81,7 +105,8 @@ def _settled(window: Window, metric: MetricSpec) -> Callable[[str], Readings]:
     control = set(window.config.control_brokers)
 
     def readings(source: str) -> Readings:
-        taken = window.broker_readings(source, metric.settle_s)
+        # A spanned metric's first judged reading averages the span before it (judged_readings).
+        taken = window.broker_readings(source, metric.settle_s - metric.span_s)
         if not control:
             return taken
         return {at: {b: (CONTROL if b in control and lane == "baseline" else lane, v)

@@ -34,9 +34,9 @@ from canary.probe.topic import TopicSpec, reconcile
 LOAD_TOPIC = "__kafka_canary_load"
 # Short retention: the load's data is worthless a minute later. No segment size of its own: the load must meet the
 # brokers' own log settings as user topics do (a canary with log.segment.bytes cut to 1 MiB rolls a segment several
-# times a second under load, which a topic override would hide); its segments close every 10 s instead, so retention
-# can drop them.
-LOAD_TOPIC_SPEC = TopicSpec(LOAD_TOPIC, segment_bytes=None, segment_ms=10_000, retention_bytes=64 * 1024 * 1024,
+# times a second under load, which a topic override would hide); its segments close every minute instead, so
+# retention can drop them. Not more often: every roll is a log flush, and the brokers' flushes are judged.
+LOAD_TOPIC_SPEC = TopicSpec(LOAD_TOPIC, segment_bytes=None, segment_ms=60_000, retention_bytes=64 * 1024 * 1024,
                             retention_ms=10 * 60 * 1000)
 # Latencies kept per lane for the summary's quantiles (enough for a p99 of a few minutes' load).
 MAX_LATENCIES = 200_000

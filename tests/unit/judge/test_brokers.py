@@ -265,3 +265,32 @@ def test_with_a_control_broker_the_canary_is_judged_fresh_against_fresh():
 def test_the_control_brokers_travel_with_the_judges_config():
     config = config_from_dict(JudgeConfig(control_brokers=[2, 5]).to_dict())
     assert config.control_brokers == [2, 5] and JudgeConfig().control_brokers == []
+
+
+FLUSHES = "broker_log_flushes_per_s"
+
+
+def bursts(every: dict[int, int], buckets: int = 12) -> list[BrokerReading]:
+    """Log flushes as segments roll: each broker's every n-th reading holds a burst (1.5/s over its 4-6 s
+    interval), its other readings none; 0: no burst at all."""
+    out = []
+    for r in readings({b: 0.0 for b in every}, metric="log_flushes_per_s", buckets=buckets):
+        n, at = every[r.broker], 2 * (r.ts // BUCKET) + (r.ts % BUCKET > BUCKET // 2 - 1_000)
+        out.append(dataclasses.replace(r, value=1.5) if n and at % n == r.broker % n else r)
+    return out
+
+
+def test_log_flushes_in_bursts_are_judged_over_a_span_of_readings():
+    """1 MiB segments at an idle cluster's safe load: the canary rolls its segments together every other reading
+    (0.75 flushes/s on average, 0 at every other reading), the baseline's every 24th (their segments close on
+    time): judged reading by reading the canary's median is 0 and it PASSes; each reading as the mean of the last
+    20 s, it FAILs. The same bursts in every lane PASS, whatever their phase."""
+    segments = bursts({1: 2, 2: 24, 3: 24})
+    m = metric(verdict_of(segments), FLUSHES)
+    assert m["decision"] == "FAIL", m["reason"]
+    assert 0.6 < m["canary"]["value"] < 0.9 and m["baseline"]["value"] < 0.2
+    unspanned = config_from_dict({"metrics": {FLUSHES: {"span_s": 0.0, "abs_floor": 0.1}}})
+    assert metric(verdict_of(segments, unspanned), FLUSHES)["decision"] == "PASS"
+    alike = metric(verdict_of(bursts({1: 3, 2: 3, 3: 3})), FLUSHES)
+    assert alike["decision"] == "PASS", alike["reason"]
+    assert metric(verdict_of(bursts({1: 0, 2: 0, 3: 0})), FLUSHES)["decision"] == "PASS"

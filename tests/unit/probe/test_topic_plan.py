@@ -153,5 +153,5 @@ def test_a_broker_heading_an_orphan_too_keeps_its_own_partition_and_the_returnin
 
 def test_the_load_topic_meets_the_brokers_segment_size_and_closes_segments_by_time():
     load, probe = LOAD_TOPIC_SPEC.configs(3), TopicSpec("__kafka_canary").configs(3)
-    assert "segment.bytes" not in load and load["segment.ms"] == "10000" and load["retention.bytes"] == str(64 << 20)
+    assert "segment.bytes" not in load and load["segment.ms"] == "60000" and load["retention.bytes"] == str(64 << 20)
     assert probe["segment.bytes"] == str(4 << 20) and "segment.ms" not in probe
