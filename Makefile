@@ -55,7 +55,7 @@ $(DOCKERD):
 demo: setup
 	$(BIN)/kafka-canary demo $(if $(BAD),--bad) $(if $(UPGRADE),--upgrade)
 
-# The fault suite and the other slow tests (pytest -m slow: real rollouts under faults, ~20 min) run with `make faults`.
+# The fault suite and the other slow tests (pytest -m slow: real rollouts under faults, about an hour) run with `make faults`.
 # The unit tests and those that judge no latency or rate (marked parallel) on two workers, a module's tests on one;
 # then the rest of the tests on real brokers one at a time, alone on the machine: their gates judge latencies.
 IN_MAKE_TEST := not slow and not compose and not distributed
