@@ -245,6 +245,10 @@ CASES: tuple[Case, ...] = (
     Case("spec-judge-text-number", "rollout spec", "judge threshold as text",
          {"judge": {"config": {"metrics": {"e2e_latency_p99": {"rel_floor": "big"}}}}},
          "judge.config: metrics.e2e_latency_p99.rel_floor: Input should be a valid number (got 'big')"),
+    Case("spec-judge-span-not-broker", "rollout spec", "a judge span on a metric that is not a broker's",
+         {"judge": {"config": {"metrics": {"e2e_latency_p99": {"span_s": 20}}}}},
+         "judge.config: metrics.e2e_latency_p99: per, compare, settle_s and span_s are for broker metrics, not "
+         "quantile"),
     Case("spec-run-id-spaces", "rollout spec", "run id with spaces", {"run_id": "my rollout"},
          "run_id: 'my rollout' must be 1-100 letters"),
     Case("spec-config-line-break", "rollout spec", "a config value with a line break (a second line injected)",

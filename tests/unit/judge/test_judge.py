@@ -455,6 +455,15 @@ def test_among_is_for_rate_metrics():
         config_from_dict({"metrics": {"processing_error_rate": {"among": "everything"}}})
 
 
+def test_a_span_is_for_broker_metrics_and_never_negative():
+    with pytest.raises(ConfigError, match="settle_s and span_s are for broker metrics, not quantile"):
+        config_from_dict({"metrics": {"e2e_latency_p99": {"span_s": 20.0}}})
+    with pytest.raises(ConfigError, match="broker_log_flushes_per_s.span_s"):
+        config_from_dict({"metrics": {"broker_log_flushes_per_s": {"span_s": -1}}})
+    assert config_from_dict({"metrics": {"broker_log_flushes_per_s": {"span_s": 30}}}).metrics[
+        "broker_log_flushes_per_s"].span_s == 30
+
+
 def test_a_service_that_silently_drops_one_record_in_a_hundred_is_rolled_back():
     """Processed, committed, never written on: no error and no loss anywhere else; the records' outputs show it."""
     def lane(name, dropped):
