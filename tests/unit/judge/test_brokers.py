@@ -275,7 +275,7 @@ def bursts(every: dict[int, int], buckets: int = 12) -> list[BrokerReading]:
     interval), its other readings none; 0: no burst at all."""
     out = []
     for r in readings({b: 0.0 for b in every}, metric="log_flushes_per_s", buckets=buckets):
-        n, at = every[r.broker], 2 * (r.ts // BUCKET) + (r.ts % BUCKET > BUCKET // 2 - 1_000)
+        n, at = every[r.broker], 2 * (r.ts // BUCKET) + (r.ts % BUCKET) // 4_000  # the reading's index
         out.append(dataclasses.replace(r, value=1.5) if n and at % n == r.broker % n else r)
     return out
 
