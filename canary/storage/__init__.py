@@ -8,6 +8,7 @@ ETag, a lock file on disk), so two tries of a task never overwrite each other's 
 one object per entry on object stores, so concurrent writers never lose a line.
 """
 
-from canary.storage.store import Conflict, Store, StoreError, open_store
+from canary.storage.store import Conflict, Store, StoreError
+from canary.storage.url import open_store
 
 __all__ = ["Conflict", "Store", "StoreError", "open_store"]

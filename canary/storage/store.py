@@ -8,14 +8,10 @@ import os
 import re
 import shutil
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from canary.errors import CanaryError
-from canary.kafka.secrets import refuse_credentials
 
-_SCHEME = re.compile(r"^([a-z][a-z0-9+.-]*)://", re.IGNORECASE)
 # What LocalStore's own writes leave beside an object for a moment: `.run.json.lock`, `.run.json.1234.tmp`.
 _BOOKKEEPING = re.compile(r"^\..+\.(lock|\d+\.tmp)$")
 
@@ -104,22 +100,6 @@ def valid_key(key: str) -> str:
     if not key or key.startswith("/") or any(p in ("", ".", "..") for p in parts):
         raise StoreError(f"not a key of a run's storage: {key!r}")
     return key
-
-
-def open_store(url: str | Path, options: Mapping[str, Any] | None = None) -> Store:
-    """The store at `url`: a path or `file://…` on this disk; `s3://bucket/prefix` through fsspec (`options`: the
-    filesystem's settings, e.g. endpoint_url, key, secret; default: the usual AWS environment and files)."""
-    text = str(url)
-    match = _SCHEME.match(text)
-    if match:  # a plain path is no URL: an @ in it is a file name's
-        refuse_credentials(text, "give an object store's credentials as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
-                                 "(or ~/.aws/credentials, or the store's options)", where="storage URL")
-    scheme = match.group(1).lower() if match else "file"
-    if scheme == "file":
-        return LocalStore(Path(text[len("file://"):] if match else text).expanduser())
-    from canary.storage.objects import ObjectStore  # fsspec and its S3 client load only when used
-
-    return ObjectStore(text, scheme, dict(options or {}))
 
 
 class LocalStore(Store):
