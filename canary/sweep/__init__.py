@@ -39,7 +39,8 @@ guards the judge's SLO share of alpha, so one sweep's false-alarm chance stays w
 
 The modules, one job each: `config` (SweepConfig, the sweep's judge config), `history` (SweepRecord, the Parquet
 history store), `compare` (the reference and what the judge compares), `decide` (the verdict), `summary` (one
-sweep's figures), `trend`, `report` (report.html), `alerts`, `run` (run_sweep) and `cli` (`kafka-canary sweep`).
+sweep's figures), `trend`, `result` (SweepResult, SweepBrief), `report` (report.html), `alerts`,
+`run` (run_sweep) and `cli` (`kafka-canary sweep`).
 """
 
 from canary.sweep.alerts import WEBHOOK_ENV, Alert, send_alert
@@ -55,7 +56,8 @@ from canary.sweep.config import (
     sweep_judge_config,
 )
 from canary.sweep.history import HistoryEntry, HistoryStore, SweepRecord, rows_of
-from canary.sweep.run import SweepBrief, SweepResult, run_sweep
+from canary.sweep.result import SweepBrief, SweepResult
+from canary.sweep.run import run_sweep
 
 __all__ = ["DEGRADED", "HEALTHY", "HISTORY_ENV", "SWEEP_JUDGE", "WEBHOOK_ENV", "Alert", "HistoryEntry", "HistoryStore",
            "SweepBrief", "SweepConfig", "SweepError", "SweepRecord", "SweepResult", "cluster_key", "history_root",

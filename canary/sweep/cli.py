@@ -16,7 +16,8 @@ from canary.rollout.core.run import runs_url
 from canary.storage import open_store
 from canary.sweep.alerts import WEBHOOK_ENV, Alert, send_alert
 from canary.sweep.config import DEFAULT_HISTORY, DEGRADED, HISTORY_ENV, SWEEP_OUTCOMES, SweepConfig, history_root
-from canary.sweep.run import SweepBrief, run_sweep
+from canary.sweep.result import SweepBrief
+from canary.sweep.run import run_sweep
 from canary.sweep.summary import ms_text, percent_text
 
 

@@ -5,18 +5,13 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from canary.judge.report import effect_text, img_tag, lane_value
 from canary.sweep.decide import relabel
 from canary.sweep.history import SCHEMA_VERSION
+from canary.sweep.result import RESULT_SCHEMA, SweepResult
 from canary.sweep.summary import summary_text, when_text
 from canary.sweep.trend import UNKNOWN_COLOUR, VERDICT_COLOURS
-
-if TYPE_CHECKING:  # run.py writes the report
-    from canary.sweep.run import SweepResult
-
-RESULT_SCHEMA = "kafka-canary/sweep-result"
 
 _STYLE = """body{font:14px/1.4 system-ui,sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse}
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top;font-size:90%}th{background:#f3f3f3}
