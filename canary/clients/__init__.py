@@ -3,8 +3,8 @@ instance of a service produces only to canary partitions and consumes only canar
 only the others. Docs: docs/clients.md.
 
 Modules: `view` (partitions by lane from cluster metadata, following leadership), `partitioner` (the partition
-rules: lane filter, key stability, fallback), `producer` (LaneProducer), `consumer` (LaneConsumer), `metrics`
-(Prometheus), `observe` (observations into the observations topic).
+rules: lane filter, key stability, fallback), `producer` (LaneProducer), `consumer` (LaneConsumer), `holds` (the
+records a consumer holds for a retry), `metrics` (Prometheus), `observe` (observations into the observations topic).
 """
 
 from canary.clients.consumer import LaneConsumer, lane_assignment

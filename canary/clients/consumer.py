@@ -44,13 +44,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import OFFSET_INVALID, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as TP
 
 from canary.clients import outputs
+from canary.clients.holds import HeldRecords, Partition
 from canary.clients.metrics import ClientMetrics
 from canary.clients.observe import ClientObserver, open_sink, run_id_for
 from canary.clients.view import LaneSource, LaneView, TopicLanes
@@ -60,18 +60,6 @@ from canary.observations import LANES, Lane
 from canary.probe.sink import ObservationSink
 
 log = logging.getLogger(__name__)
-
-Partition = tuple[str, int]
-RETRY_FIRST_S, RETRY_MAX_S = 0.1, 0.5  # a held record's retries: often enough that the judge sees the errors
-
-
-@dataclass
-class _Held:
-    """A partition paused at a record whose processing failed."""
-    offset: int
-    retry_at: float      # monotonic seconds
-    attempts: int
-    resumed: bool = False
 
 
 def lane_assignment(views: Iterable[TopicLanes], lane: Lane, instance: int = 0, instances: int = 1,
@@ -152,7 +140,7 @@ class LaneConsumer:
         self._stored: dict[Partition, int] = {}
         self._last: tuple[Message | None, float] = (None, 0.0)
         self._failed: Message | None = None  # the last record whose processing raised: never stored
-        self._held: dict[Partition, _Held] = {}  # partitions paused at a record that failed, until its retry
+        self._held = HeldRecords(self._consumer, self.client_id)  # paused at a record that failed, until its retry
         self._writes = False  # its processing has written a record (canary.clients.outputs)
         self._lock = threading.Lock()
         self._reassign()
@@ -181,7 +169,7 @@ class LaneConsumer:
             self._consumer.incremental_unassign([TP(t, p) for t, p in sorted(gone)])
             for key in gone:
                 self._stored.pop(key, None)
-                self._held.pop(key, None)
+                self._held.release(key)
             log.info("lane consumer %s: %s left the %s lane; committed and released", self.client_id, sorted(gone),
                      self.lane)
         if new:
@@ -232,11 +220,8 @@ class LaneConsumer:
         """The next record of this lane's partitions, or None within `timeout` seconds. Fetch errors are counted
         (kafka_canary_client_consume_error) and make the view refresh; a fatal one is raised (KafkaException)."""
         self._reassign()
-        self._retry_due()
-        waiting = [h.retry_at for h in self._held.values() if not h.resumed]
-        if waiting:  # wake for the next retry, not after the whole timeout
-            timeout = max(0.0, min(timeout, min(waiting) - time.monotonic()))
-        msg = self._consumer.poll(timeout)
+        self._held.retry_due()
+        msg = self._consumer.poll(self._held.poll_timeout(timeout))  # wakes for the next retry
         if self._sink is not None:
             self._sink.poll(0)
         if msg is None:
@@ -253,11 +238,7 @@ class LaneConsumer:
         key = (msg.topic(), msg.partition())
         if key not in self.assignment:  # fetched just before the partition left the lane: its new lane reads it
             return None
-        held = self._held.get(key)
-        if held is not None and (not held.resumed or msg.offset() != held.offset):  # fetched before the hold
-            if held.resumed:  # the rewind did not take: ask again
-                with contextlib.suppress(KafkaException):
-                    self._consumer.seek(TP(key[0], key[1], held.offset))
+        if self._held.drops(key, msg.offset()):  # fetched before the hold, or the rewind did not take
             return None
         m = self.metrics
         m.child(m.consumed, self.client_id, key[0], str(key[1]), self.lane).inc()
@@ -286,42 +267,17 @@ class LaneConsumer:
         key = (topic, partition)
         if key not in self.assignment:
             return
-        held = self._held.get(key)
-        if held is not None and offset >= held.offset:  # never past a held record
+        if self._held.blocks(key, offset):  # never past a held record
             return
         self._stored[key] = max(self._stored.get(key, 0), offset + 1)
         with contextlib.suppress(KafkaException):  # partition released meanwhile: its new owner re-reads it
             self._consumer.store_offsets(offsets=[TP(topic, partition, offset + 1)])
 
     def _hold(self, msg: Message) -> None:
-        """Pauses `msg`'s partition and rewinds it to `msg`, to be retried after a backoff (_retry_due)."""
-        topic, partition, offset = position(msg)
-        key = (topic, partition)
-        if key not in self.assignment:
-            return
-        before = self._held.get(key)
-        attempts = before.attempts + 1 if before is not None and before.offset == offset else 1
-        delay = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (attempts - 1))
-        self._held[key] = _Held(offset, time.monotonic() + delay, attempts)
-        tp = TP(topic, partition, offset)
-        with contextlib.suppress(KafkaException):  # released meanwhile: its next owner starts at the commit
-            self._consumer.pause([tp])
-            self._consumer.seek(tp)
-        if attempts == 1:
-            log.warning("lane consumer %s: %s-%d held at offset %d, whose processing failed; retried until it "
-                        "succeeds or the partition goes to another instance", self.client_id, topic, partition,
-                        offset)
-
-    def _retry_due(self) -> None:
-        """Resumes the held partitions whose retry is due, at their held record."""
-        now = time.monotonic()
-        for (topic, partition), held in list(self._held.items()):
-            if held.retry_at <= now and not held.resumed:
-                tp = TP(topic, partition, held.offset)
-                with contextlib.suppress(KafkaException):
-                    self._consumer.seek(tp)
-                    self._consumer.resume([tp])
-                held.resumed = True
+        """Holds `msg` (canary.clients.holds) while its partition is still this consumer's."""
+        topic, partition, _ = position(msg)
+        if (topic, partition) in self.assignment:
+            self._held.hold(msg)
 
     @contextlib.contextmanager
     def processing(self, msg: Message) -> Iterator[None]:
@@ -344,9 +300,8 @@ class LaneConsumer:
                 raise
         self._processed(msg, receive_ts, (time.perf_counter() - started) * 1000, None, self._outputs(written[0]))
         topic, partition, offset = position(msg)
-        held = self._held.get((topic, partition))
-        if held is not None and held.offset == offset:  # its retry succeeded
-            del self._held[(topic, partition)]
+        if self._held.at((topic, partition), offset):  # its retry succeeded
+            self._held.release((topic, partition))
         self.store(msg)
 
     def _outputs(self, written: int) -> int | None:
@@ -399,8 +354,7 @@ class LaneConsumer:
         if self._observer is not None:
             kind, ts = msg.timestamp()
             send_ts = ts if kind != TIMESTAMP_NOT_AVAILABLE and ts > 0 else receive_ts
-            held = self._held.get((topic, partition))
-            if error is not None and held is not None and held.offset == offset:
+            if error is not None and self._held.at((topic, partition), offset):
                 send_ts = receive_ts  # a failed retry is an event of its own: judged when it happened
             self._observer.processed(topic, partition, self.view.get(topic).leader_of(partition), offset, send_ts,
                                      receive_ts, elapsed_ms, lag, error, written)
