@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 # A partition with fewer records than this to read back is not timed: too few to span fetch responses.
 MIN_RECORDS = 50
@@ -79,55 +79,80 @@ def read_behind(consumer: Consumer, backlogs: list[Backlog], give_up_s: float,
     does (never spinning beside the probe, whose latencies a busy loop in its process would slow), so a record counts
     as arrived when it did. A partition whose last offsets hold no record (a transaction's marker) ends at its end.
     Gives up on the records not read within `give_up_s`: a broker that slow has shown what it does."""
-    ends: dict[Key, int] = {}
-    budget: dict[Key, int | None] = {}
-    starts = []
-    for b in backlogs:
-        try:
-            low, high = consumer.get_watermark_offsets(TopicPartition(b.topic, b.partition), timeout=2, cached=False)
-        except KafkaException:
-            continue
-        start = max(low, high - b.records)
-        if high - start >= MIN_RECORDS:
-            ends[(b.topic, b.partition)] = high
-            budget[(b.topic, b.partition)] = b.max_bytes
-            starts.append(TopicPartition(b.topic, b.partition, start))
-    if not ends:
+    reading = _Reading.of(consumer, backlogs)
+    if not reading.ends:
         return {}
-    first: dict[Key, float] = {}
-    latest: dict[Key, float] = {}
-    last: dict[Key, float] = {}
-    read = dict.fromkeys(ends, 0)
-    records = dict.fromkeys(ends, 0)
-    consumer.assign(starts)
+    consumer.assign(reading.starts)
     deadline = time.monotonic() + give_up_s
     try:
-        while len(last) < len(ends) and time.monotonic() < deadline and not (stop and stop.is_set()):
+        while (len(reading.last) < len(reading.ends) and time.monotonic() < deadline
+               and not (stop and stop.is_set())):
             batch = consumer.consume(10_000, timeout=0)
             if not batch:
                 one = consumer.poll(min(0.05, max(deadline - time.monotonic(), 0)))  # returns as one arrives
                 batch = [one] if one is not None else []
             for msg in batch:
-                key, offset = (msg.topic(), msg.partition()), msg.offset()
-                if key not in ends or key in last:
-                    continue
-                error = msg.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF and key in latest:
-                        last[key] = latest[key]
-                    continue
-                if offset is None:
-                    continue
-                now = latest[key] = time.monotonic()
-                records[key] += 1
-                if key in first:
-                    read[key] += len(msg.value() or b"")
-                else:
-                    first[key] = now
-                limit = budget[key]
-                if offset >= ends[key] - 1 or (limit is not None and read[key] >= limit):
-                    last[key] = now
+                reading.take(msg)
     finally:
         consumer.unassign()
-    now = time.monotonic()
-    return {k: Caught(read[k], max(last.get(k, now) - first[k], 1e-6), records[k]) for k in first if read[k]}
+    return reading.caught(time.monotonic())
+
+
+class _Reading:
+    """The backlogs read_behind reads: per partition the offset it ends at and its byte budget, and as records
+    arrive when its first, its latest and its last came (monotonic seconds), the bytes after its first record and
+    how many records came."""
+
+    def __init__(self, ends: dict[Key, int], budget: dict[Key, int | None], starts: list[TopicPartition]):
+        self.ends, self.budget, self.starts = ends, budget, starts
+        self.first: dict[Key, float] = {}
+        self.latest: dict[Key, float] = {}
+        self.last: dict[Key, float] = {}
+        self.read = dict.fromkeys(ends, 0)
+        self.records = dict.fromkeys(ends, 0)
+
+    @classmethod
+    def of(cls, consumer: Consumer, backlogs: list[Backlog]) -> _Reading:
+        """The backlogs with at least MIN_RECORDS to read, each from its latest `records` records."""
+        ends: dict[Key, int] = {}
+        budget: dict[Key, int | None] = {}
+        starts = []
+        for b in backlogs:
+            try:
+                low, high = consumer.get_watermark_offsets(TopicPartition(b.topic, b.partition), timeout=2,
+                                                           cached=False)
+            except KafkaException:
+                continue
+            start = max(low, high - b.records)
+            if high - start >= MIN_RECORDS:
+                ends[(b.topic, b.partition)] = high
+                budget[(b.topic, b.partition)] = b.max_bytes
+                starts.append(TopicPartition(b.topic, b.partition, start))
+        return cls(ends, budget, starts)
+
+    def take(self, msg: Message) -> None:
+        """One record (or a partition's end) as it arrived."""
+        key, offset = (msg.topic(), msg.partition()), msg.offset()
+        if key not in self.ends or key in self.last:
+            return
+        error = msg.error()
+        if error is not None:
+            if error.code() == KafkaError._PARTITION_EOF and key in self.latest:
+                self.last[key] = self.latest[key]
+            return
+        if offset is None:
+            return
+        now = self.latest[key] = time.monotonic()
+        self.records[key] += 1
+        if key in self.first:
+            self.read[key] += len(msg.value() or b"")
+        else:
+            self.first[key] = now
+        limit = self.budget[key]
+        if offset >= self.ends[key] - 1 or (limit is not None and self.read[key] >= limit):
+            self.last[key] = now
+
+    def caught(self, now: float) -> dict[Key, Caught]:
+        """Each partition whose records brought bytes after the first: its bytes, seconds and records."""
+        return {k: Caught(self.read[k], max(self.last.get(k, now) - self.first[k], 1e-6), self.records[k])
+                for k in self.first if self.read[k]}
