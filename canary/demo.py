@@ -195,10 +195,8 @@ def run_demo(brokers: int = 4, version: str = BASELINE_VERSION, directory: Path 
     home.mkdir(parents=True, exist_ok=True)
     env = airflow_env(home, runs, cluster_dir, project)
     started = time.monotonic()
-    change = ", ".join(f"{k}={v}" for k, v in (BAD_CONFIG if bad else {} if upgrade else GOOD_CONFIG).items())
-    change = ", ".join(filter(None, [f"Kafka {version} → {TARGET_VERSION}" if upgrade else "", change]))
-    print(f"demo in {workdir}: {'a BAD' if bad else 'a good'} canary ({change}) on a {brokers}-broker cluster",
-          flush=True)
+    print(f"demo in {workdir}: {'a BAD' if bad else 'a good'} canary ({_change_text(bad, upgrade, version)}) on a "
+          f"{brokers}-broker cluster", flush=True)
     # The metadata database is set up while the brokers start: both take a while, neither needs the other.
     migrate = subprocess.Popen([airflow_command(), "db", "migrate"], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
@@ -213,11 +211,7 @@ def run_demo(brokers: int = 4, version: str = BASELINE_VERSION, directory: Path 
         traffic.start()
         print(f"user traffic: {traffic.spec.describe()}; Kafka's ProducerPerformance and ConsumerPerformance, "
               f"logs in {traffic.log_dir}", flush=True)
-        output, _ = migrate.communicate(timeout=600)
-        (home / "db-migrate.log").write_text(output)
-        if migrate.returncode != 0:
-            print(output[-3000:])
-            print(f"error: `airflow db migrate` failed (exit {migrate.returncode})")
+        if not _migrated(migrate, home):
             return Outcome.ERROR.exit_code
         setup_s = time.monotonic() - started
         print(f"set up in {setup_s:.1f}s; bootstrap servers {cluster.bootstrap_servers}", flush=True)
@@ -234,18 +228,7 @@ def run_demo(brokers: int = 4, version: str = BASELINE_VERSION, directory: Path 
             print("error: no rollout ran (see the log)")
             return Outcome.ERROR.exit_code
         record, run_dir = found
-        verdict = record.verdict
-        states = ", ".join(f"{t} {s or 'none'}" + (f" (try {n})" if n > 1 else "") for t, s, n in task_states(home))
-        print(f"tasks:   {states}")
-        print(f"VERDICT: {verdict.verdict if verdict else 'none'} ({verdict.engine if verdict else None}) — "
-              f"{verdict.reason if verdict else None}")
-        if verdict and verdict.traffic:
-            print(f"judged:  {verdict.traffic.get('reason')}")
-        print(f"status:  {record.status} (outcome {record.outcome()})")
-        print(f"report:  {run_dir / 'report.html'}")
-        analysis = run_dir / verdict.analysis if verdict and verdict.analysis else None
-        if analysis and (analysis / "report.html").exists():
-            print(f"analysis report: {analysis / 'report.html'}")
+        _show_outcome(record, run_dir, home)
         # The demo shows a whole rollout: verified either way is its success; anything else stopped it unfinished.
         return 0 if code == 0 and record.status.verified else Outcome.UNFINISHED.exit_code
     finally:
@@ -254,6 +237,39 @@ def run_demo(brokers: int = 4, version: str = BASELINE_VERSION, directory: Path 
                 print(traffic.stop().line(), flush=True)
         finally:
             _teardown(cluster, keep, started, rollout_s)
+
+
+def _change_text(bad: bool, upgrade: bool, version: str) -> str:
+    """The demo's change as its first line says it: the upgrade, the config the canary gets."""
+    change = ", ".join(f"{k}={v}" for k, v in (BAD_CONFIG if bad else {} if upgrade else GOOD_CONFIG).items())
+    return ", ".join(filter(None, [f"Kafka {version} → {TARGET_VERSION}" if upgrade else "", change]))
+
+
+def _migrated(migrate: subprocess.Popen, home: Path) -> bool:
+    """Waits for `airflow db migrate` (its output in the home's db-migrate.log); False, said, when it failed."""
+    output, _ = migrate.communicate(timeout=600)
+    (home / "db-migrate.log").write_text(output)
+    if migrate.returncode != 0:
+        print(output[-3000:])
+        print(f"error: `airflow db migrate` failed (exit {migrate.returncode})")
+        return False
+    return True
+
+
+def _show_outcome(record: RunRecord, run_dir: Path, home: Path) -> None:
+    """What the rollout came to: its tasks' states, the verdict, the status and where the reports are."""
+    verdict = record.verdict
+    states = ", ".join(f"{t} {s or 'none'}" + (f" (try {n})" if n > 1 else "") for t, s, n in task_states(home))
+    print(f"tasks:   {states}")
+    print(f"VERDICT: {verdict.verdict if verdict else 'none'} ({verdict.engine if verdict else None}) — "
+          f"{verdict.reason if verdict else None}")
+    if verdict and verdict.traffic:
+        print(f"judged:  {verdict.traffic.get('reason')}")
+    print(f"status:  {record.status} (outcome {record.outcome()})")
+    print(f"report:  {run_dir / 'report.html'}")
+    analysis = run_dir / verdict.analysis if verdict and verdict.analysis else None
+    if analysis and (analysis / "report.html").exists():
+        print(f"analysis report: {analysis / 'report.html'}")
 
 
 def _teardown(cluster: LocalCluster, keep: bool, started: float, rollout_s: float) -> None:
