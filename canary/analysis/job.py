@@ -135,6 +135,20 @@ def _bin(x):
         (F.floor(F.log(x / H.UNIT) / H.LN_BASE) + 1).cast("int"))
 
 
+def _in_scope(obs: DataFrame, from_ms: int | None, to_ms: int | None, run_id: str | None) -> DataFrame:
+    """The observations of run `run_id` sent in [from_ms, to_ms) (a None bound: none), and those no window or run
+    can claim (no run id, no send time, a time in the future), which transform counts as excluded."""
+    in_scope = F.lit(True)
+    no_window = F.col("send_ts").isNull() | F.coalesce(F.col("bad_reason") == "future_timestamp", F.lit(False))
+    if from_ms is not None:
+        in_scope &= no_window | (F.col("send_ts") >= from_ms)
+    if to_ms is not None:
+        in_scope &= no_window | (F.col("send_ts") < to_ms)
+    if run_id is not None:
+        in_scope &= F.col("run_id").isNull() | (F.col("run_id") == run_id)
+    return obs.where(in_scope)
+
+
 def transform(obs: DataFrame, bucket_ms: int, from_ms: int | None = None, to_ms: int | None = None,
               run_id: str | None = None) -> DataFrame:
     """Per lane × time bucket × metric × histogram bin counts (columns AGGREGATE_COLUMNS).
@@ -146,15 +160,7 @@ def transform(obs: DataFrame, bucket_ms: int, from_ms: int | None = None, to_ms:
     lane `_bad`, metric `bad.<reason>`, bucket -1 when their time is unknown. Observations sent outside
     [from_ms, to_ms) or of another run are left out silently (they belong to other windows and runs), except
     those whose time is in the future: no window holds them, so they are counted here."""
-    in_scope = F.lit(True)
-    no_window = F.col("send_ts").isNull() | F.coalesce(F.col("bad_reason") == "future_timestamp", F.lit(False))
-    if from_ms is not None:
-        in_scope &= no_window | (F.col("send_ts") >= from_ms)
-    if to_ms is not None:
-        in_scope &= no_window | (F.col("send_ts") < to_ms)
-    if run_id is not None:
-        in_scope &= F.col("run_id").isNull() | (F.col("run_id") == run_id)
-    obs = obs.where(in_scope)
+    obs = _in_scope(obs, from_ms, to_ms, run_id)
     reading = F.coalesce(F.col("kind") == BROKER_KIND, F.lit(False))
     # A broker reading keeps its own time (ms) as its key: the judge compares the brokers reading by reading.
     bucket = F.when(reading & F.col("bad_reason").isNull(), F.floor(F.col("send_ts"))).otherwise(
