@@ -1,6 +1,5 @@
 """The plugin serves only report files of runs in the run storage and of sweeps in the history, only to authenticated
-users; a DAG run's tab opens its report; what started a DAG run; the report link and the run id mapping; the
-warm-up trigger's serialize() mirrors its constructor."""
+users; a DAG run's tab opens its report; what started a DAG run; the report link and the run id mapping."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ from fastapi.testclient import TestClient
 from kafka_canary_provider import plugin
 from kafka_canary_provider.links import RolloutReportLink
 from kafka_canary_provider.runs import airflow_origin, rollout_run_id, spec_from_params
-from kafka_canary_provider.triggers.warm_up import LearnerWarmUpTrigger
 
 from canary.release import RELEASE_NOTE
 from canary.rollout.broker.spec import load_spec
@@ -236,64 +234,3 @@ def test_spec_from_params():
     assert brokers.canary.brokers == [3] and brokers.canary.count is None
     config_only = load_spec(spec_from_params({**params, "target_version": None}, {"dir": "/c"}, "run-1"))
     assert config_only.change.version is None
-
-
-def test_warm_up_trigger_serialize_mirrors_init():
-    trigger = LearnerWarmUpTrigger("kafka_canary_default", [3, 4], timeout=120, poll_interval=1.5, started_at=10.0)
-    classpath, kwargs = trigger.serialize()
-    assert classpath == "kafka_canary_provider.triggers.warm_up.LearnerWarmUpTrigger"
-    again = LearnerWarmUpTrigger(**kwargs)
-    assert again.serialize() == (classpath, kwargs)
-    assert "password" not in str(kwargs)
-
-
-def _run_trigger(trigger) -> list:
-    import asyncio
-
-    async def collect():
-        return [event async for event in trigger.run()]
-
-    return asyncio.run(collect())
-
-
-def test_warm_up_trigger_fires_once_the_brokers_are_in_isr(monkeypatch):
-    looks = iter(["broker 4 not yet in the ISR of 2 partition(s)", RuntimeError("broker restarting"), None])
-
-    def missing(self):
-        look = next(looks)
-        if isinstance(look, Exception):
-            raise look
-        return look
-
-    monkeypatch.setattr(LearnerWarmUpTrigger, "_missing", missing)
-    events = _run_trigger(LearnerWarmUpTrigger("c", [4], timeout=60, poll_interval=0.01))
-    assert len(events) == 1 and events[0].payload["status"] == "in_isr"
-    assert events[0].payload["broker_ids"] == [4]
-
-
-def test_warm_up_trigger_times_out_with_what_is_missing(monkeypatch):
-    monkeypatch.setattr(LearnerWarmUpTrigger, "_missing", lambda self: "broker 4 not registered yet")
-    events = _run_trigger(LearnerWarmUpTrigger("c", [4], timeout=0.05, poll_interval=0.01))
-    assert [e.payload["status"] for e in events] == ["timeout"]
-    assert events[0].payload["missing"] == "broker 4 not registered yet"
-
-
-class _FakeTI:
-    def __init__(self, xcoms: dict):
-        self.xcoms = xcoms
-
-    def xcom_pull(self, task_ids: str, key: str = "return_value"):
-        return self.xcoms.get((task_ids, key))
-
-
-@pytest.mark.parametrize(("xcoms", "expected"), [
-    ({("ask", "return_value"): ["promote"]}, ["promote"]),
-    ({("ask", "return_value"): "rollback"}, ["rollback"]),
-    # Airflow 3.3 resumes a task parked for a person's input without its return value: the branch record decides.
-    ({("ask", "skipmixin_key"): {"followed": ["promote"]}}, ["promote"]),
-    ({}, []),
-])
-def test_a_persons_choice_is_read_from_the_branch_record_too(xcoms, expected):
-    from kafka_canary_provider.operators.rollout import followed_branches
-
-    assert followed_branches(_FakeTI(xcoms), "ask") == expected

@@ -1,21 +1,84 @@
-"""The connection's password in an Airflow run of the rollout: it becomes sasl.password for the clients, Airflow's
-secrets masker hides it in the task's log lines, and no step operator's result (XCom) or run file holds it."""
+"""The rollout's operators (operators/rollout.py). The report task reads the run's record: the outcome and exit code
+come from its status (an unfinished run fails the DAG run and still leaves its summary in XCom for `kafka-canary
+release`). The connection's password in an Airflow run of the rollout: it becomes sasl.password for the clients,
+Airflow's secrets masker hides it in the task's log lines, and no step operator's result (XCom) or run file holds
+it. A person's choice is read from the branch record too."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import logging
+from pathlib import Path
 
 import pytest
 from airflow.sdk._shared.secrets_masker import _secrets_masker
+from airflow.sdk.exceptions import AirflowException
 from airflow.sdk.log import mask_logs
-from kafka_canary_provider.operators.rollout import AnalysisRequestOperator, PreflightOperator
+from kafka_canary_provider.operators.rollout import AnalysisRequestOperator, PreflightOperator, RolloutReportOperator
 from kafka_canary_provider.runs import run_file
 
 from canary.cluster.state import ClusterState, NodeState
 from canary.kafka.secrets import MASK
+from canary.outcome import Outcome
 from canary.rollout.broker import BROKER, Rollout
+from canary.rollout.core import RolloutRun, RunStatus, Verdict
+from canary.rollout.core.run import RunState
+
+# ----- the report task -----
+
+
+class _Run:
+    """What the report task reads of a rollout: its run state, run id and run directory."""
+
+    def __init__(self, run_dir: Path):
+        self.state = RunState.open(run_dir, "r1", {"change": {"config": {"a.b": "1"}}})
+        self.run_id, self.run_dir = "r1", self.state.run_dir
+
+    local = RolloutRun.local
+
+
+class _TaskInstance:
+    def __init__(self) -> None:
+        self.pushed: dict[str, object] = {}
+
+    def xcom_push(self, key: str, value: object) -> None:
+        self.pushed[key] = value
+
+
+def _report(run: _Run) -> tuple[dict | None, _TaskInstance, Exception | None]:
+    ti = _TaskInstance()
+    try:
+        return RolloutReportOperator(task_id="report").run_step(run, {"ti": ti}), ti, None
+    except AirflowException as exc:
+        return None, ti, exc
+
+
+def test_a_verified_run_reports_its_outcome_and_exit_code(tmp_path):
+    run = _Run(tmp_path / "run")
+    run.state.update(verdict=Verdict(verdict="ROLLBACK", reason="e2e p99", engine="inline", analysis="analysis-1"),
+                     status=RunStatus.VERIFIED_ROLLED_BACK)
+    result, ti, failed = _report(run)
+    assert failed is None and result is not None and ti.pushed == {}
+    assert (result["outcome"], result["exit_code"], result["status"]) == ("ROLLBACK", 1, "verified rolled_back")
+    assert (result["verdict"], result["reason"]) == ("ROLLBACK", "e2e p99")
+    assert result["analysis_report"] == str(run.run_dir / "analysis-1" / "report.html")
+
+
+@pytest.mark.parametrize("status, outcome", [(RunStatus.JUDGED_ROLLBACK, Outcome.UNFINISHED),
+                                             (RunStatus.PREFLIGHT, Outcome.UNFINISHED),
+                                             (RunStatus.JUDGED_INCONCLUSIVE, Outcome.INCONCLUSIVE)])
+def test_an_unverified_run_fails_the_dag_run_and_leaves_its_outcome_for_the_release(tmp_path, status, outcome):
+    run = _Run(tmp_path / "run")
+    run.state.update(status=status)
+    result, ti, failed = _report(run)
+    assert result is None and failed is not None and f"did not finish ({outcome})" in str(failed)
+    summary = ti.pushed["return_value"]
+    assert isinstance(summary, dict)
+    assert (summary["outcome"], summary["exit_code"], summary["status"]) == (outcome, outcome.exit_code, status)
+
+
+# ----- the connection's password -----
 
 SECRET = "s3cr3t-scram-pa55word"
 RUN_ID = "manual__2027-01-01T00:00:00+00:00"
@@ -103,3 +166,26 @@ def test_the_spark_arguments_of_a_secured_run_hold_no_credentials(secured_connec
     assert run_file(rollout.run_id, request["from_ms"]) == 1 and run_file(rollout.run_id, "") == ""
     assert SECRET not in json.dumps(request)
     assert SECRET.encode() not in (run_dir / "analysis-1" / "judge.yaml").read_bytes()
+
+
+# ----- a person's choice -----
+
+class _FakeTI:
+    def __init__(self, xcoms: dict):
+        self.xcoms = xcoms
+
+    def xcom_pull(self, task_ids: str, key: str = "return_value"):
+        return self.xcoms.get((task_ids, key))
+
+
+@pytest.mark.parametrize(("xcoms", "expected"), [
+    ({("ask", "return_value"): ["promote"]}, ["promote"]),
+    ({("ask", "return_value"): "rollback"}, ["rollback"]),
+    # Airflow 3.3 resumes a task parked for a person's input without its return value: the branch record decides.
+    ({("ask", "skipmixin_key"): {"followed": ["promote"]}}, ["promote"]),
+    ({}, []),
+])
+def test_a_persons_choice_is_read_from_the_branch_record_too(xcoms, expected):
+    from kafka_canary_provider.operators.rollout import followed_branches
+
+    assert followed_branches(_FakeTI(xcoms), "ask") == expected
