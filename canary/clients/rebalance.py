@@ -28,8 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-from canary.judge.brief import INCONCLUSIVE, PROMOTE, ROLLBACK, Brief
-from canary.judge.evidence import FAIL, INSUFFICIENT, PASS
+from canary.judge import INCONCLUSIVE, PROMOTE, ROLLBACK, Brief, Decision
 from canary.observations import LANES, Lane
 
 EventKind = Literal["assigned", "revoked", "lost", "closing"]
@@ -188,15 +187,13 @@ def compare(lanes: Mapping[Lane, LaneDisruption], disturbances: int, min_disturb
                  "unit": rule.unit}
         text = f"canary {c:.3g} vs baseline {b:.3g} {rule.unit} per instance"
         if short:
-            entry["decision"], entry["reason"] = INSUFFICIENT, f"{short}; {text} not compared"
+            decision, why = Decision.INSUFFICIENT_DATA, f"{short}; {text} not compared"
         elif c - b > rule.abs_floor and c > b * (1 + rule.rel_floor):
-            entry["decision"] = FAIL
-            entry["reason"] = f"{text}: beyond +{rule.abs_floor:g} {rule.unit} and +{rule.rel_floor:.0%}"
+            decision, why = Decision.FAIL, f"{text}: beyond +{rule.abs_floor:g} {rule.unit} and +{rule.rel_floor:.0%}"
         else:
-            entry["decision"] = PASS
-            entry["reason"] = f"{text}: within +{rule.abs_floor:g} {rule.unit} or +{rule.rel_floor:.0%}"
-        metrics.append(entry)
-    failed = [m for m in metrics if m["decision"] == FAIL]
+            decision, why = Decision.PASS, f"{text}: within +{rule.abs_floor:g} {rule.unit} or +{rule.rel_floor:.0%}"
+        metrics.append(entry | {"decision": decision.value, "reason": why})  # JSON as the judge's metrics are
+    failed = [m for m in metrics if m["decision"] == Decision.FAIL]
     if short:
         verdict, reason = INCONCLUSIVE, f"rebalance disruption not compared: {short}"
     elif failed:

@@ -8,7 +8,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from canary.judge.evidence import FAIL
+from canary.judge.evidence import Decision
 from canary.outcome import Outcome
 
 PROMOTE: Final = "PROMOTE"
@@ -49,7 +49,7 @@ class Brief(BaseModel):
 
 def failed_metrics(verdict: Mapping[str, Any]) -> list[str]:
     """The names of the metrics that failed in `verdict` (what decided its ROLLBACK, if a metric did)."""
-    return [m["name"] for m in verdict.get("metrics", []) if m["decision"] == FAIL]
+    return [m["name"] for m in verdict.get("metrics", []) if m["decision"] == Decision.FAIL]
 
 
 def e_values(verdict: Mapping[str, Any]) -> dict[str, list[float]]:

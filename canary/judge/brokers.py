@@ -33,7 +33,7 @@ import numpy as np
 from canary.broker_metrics.catalogue import IDLE_SHARES, UNITS, WORK
 from canary.judge.aggregates import Readings, Window
 from canary.judge.config import MetricSpec
-from canary.judge.evidence import check_sufficiency, conclude, format_value
+from canary.judge.evidence import Decision, MetricResult, check_sufficiency, conclude, format_value
 
 
 def _worse(direction: str, a: float, b: float) -> bool:
@@ -114,12 +114,11 @@ def _settled(window: Window, metric: MetricSpec) -> Callable[[str], Readings]:
     return readings
 
 
-def broker_test(window: Window, metric: MetricSpec, alpha: float, result: dict) -> None:
+def broker_test(window: Window, metric: MetricSpec, alpha: float, result: MetricResult) -> MetricResult:
     """H0: at every reading the worst broker is a canary broker with probability at most K/(K+B) (B: the control
     brokers when there are any, else the baseline brokers)."""
     if metric.compare == "before":
-        before_test(window, metric, alpha, result)
-        return
+        return before_test(window, metric, alpha, result)
     reference = CONTROL if window.config.control_brokers else "baseline"
     named = "control brokers" if reference == CONTROL else "baseline brokers"
     direction = _direction(metric)
@@ -145,23 +144,27 @@ def broker_test(window: Window, metric: MetricSpec, alpha: float, result: dict) 
         p0s.append(len(canary) / (len(canary) + len(baseline)))
     n = len(x)
     unit = judged_unit(metric)
-    for lane, series in (("canary", worst_canary), ("baseline", pool)):
-        result[lane] = {"brokers": sorted(brokers[lane]), "readings": n, "unit": unit,
-                        "value": float(np.median(series)) if series else None}
+    lanes = {lane: {"brokers": sorted(brokers[lane]), "readings": n, "unit": unit,
+                    "value": float(np.median(series)) if series else None}
+             for lane, series in (("canary", worst_canary), ("baseline", pool))}
     if reference == CONTROL:
-        result["baseline"]["what"] = "the control brokers, restarted with nothing changed beside the canary"
-    if not check_sufficiency(result, n, n, metric, f"readings of canary and {named}"):
-        return
+        lanes["baseline"]["what"] = "the control brokers, restarted with nothing changed beside the canary"
+    result, compared = check_sufficiency(result.model_copy(update=lanes), n, n, metric,
+                                         f"readings of canary and {named}")
+    if not compared:
+        return result
     c, b, s = float(np.median(worst_canary)), float(np.median(pool)), float(np.median(spread))
-    result["baseline"]["spread"] = s   # how far the healthy brokers stray from their median (median over readings)
-    result["canary"]["worst_at_readings"] = int(sum(x))
-    _conclude(result, metric, direction, alpha, c, b, s, _rank_log_e(np.array(x), np.array(p0s)),
-              f"canary broker(s) {format_value(c)} vs {named}' median {format_value(b)} {unit} "
-              f"({named} within {format_value(s)} of it; canary the worst broker at {int(sum(x))} of {n} "
-              f"readings)", f"the {named}", "the canary is the worst broker more often than chance")
+    # The baseline's spread: how far the healthy brokers stray from their median (median over readings).
+    result = result.model_copy(update={
+        "baseline": lanes["baseline"] | {"spread": s},
+        "canary": lanes["canary"] | {"worst_at_readings": int(sum(x))}})
+    return _conclude(result, metric, direction, alpha, c, b, s, _rank_log_e(np.array(x), np.array(p0s)),
+                     f"canary broker(s) {format_value(c)} vs {named}' median {format_value(b)} {unit} "
+                     f"({named} within {format_value(s)} of it; canary the worst broker at {int(sum(x))} of {n} "
+                     f"readings)", f"the {named}", "the canary is the worst broker more often than chance")
 
 
-def before_test(window: Window, metric: MetricSpec, alpha: float, result: dict) -> None:
+def before_test(window: Window, metric: MetricSpec, alpha: float, result: MetricResult) -> MetricResult:
     """H0: the baseline brokers are as they were before the change. Each reading's median over the baseline brokers
     is compared with the medians of the readings before the change (the preflight probe's, same brokers): if
     nothing changed, the readings are exchangeable, and one falls beyond every one of m readings before with
@@ -177,40 +180,45 @@ def before_test(window: Window, metric: MetricSpec, alpha: float, result: dict) 
 
     now, then = medians(after), medians(judged_readings(window.before_readings, metric))
     unit = judged_unit(metric)
-    for key, series, what in (("canary", now, "the baseline brokers during the window"),
-                              ("baseline", then, "the same brokers before the change")):
-        result[key] = {"brokers": baseline, "readings": len(series), "unit": unit, "what": what,
-                       "value": float(np.median(series)) if series else None}
+    lanes = {key: {"brokers": baseline, "readings": len(series), "unit": unit, "what": what,
+                   "value": float(np.median(series)) if series else None}
+             for key, series, what in (("canary", now, "the baseline brokers during the window"),
+                                       ("baseline", then, "the same brokers before the change"))}
+    result = result.model_copy(update=lanes)
     if not then:
-        result["reason"] = "no readings of the baseline brokers before the change (a preflight probe's) to compare with"
-        return
-    if not check_sufficiency(result, len(now), len(then), metric, "readings of the baseline brokers"):
-        return
+        return result.decided(Decision.NO_DATA, "no readings of the baseline brokers before the change (a preflight "
+                                                "probe's) to compare with")
+    result, compared = check_sufficiency(result, len(now), len(then), metric, "readings of the baseline brokers")
+    if not compared:
+        return result
     c, b = float(np.median(now)), float(np.median(then))
     s = float(max(abs(v - b) for v in then))
     limit = max(then) if direction == "increase" else min(then)
     x = np.array([1.0 if _worse(direction, v, limit) else 0.0 for v in now])
-    result["baseline"]["spread"] = s   # how far the readings before the change strayed from their median
-    result["canary"]["beyond_before_at_readings"] = int(x.sum())
-    _conclude(result, metric, direction, alpha, c, b, s, _rank_log_e(x, np.full(x.size, 1 / (len(then) + 1))),
-              f"baseline brokers' median {format_value(c)} vs {format_value(b)} {unit} before the change (readings "
-              f"before within {format_value(s)} of it; beyond all {len(then)} of them at {int(x.sum())} of "
-              f"{len(now)} readings)", "the same brokers before the change",
-              "the baseline brokers are worse than before the change")
+    # The baseline's spread: how far the readings before the change strayed from their median.
+    result = result.model_copy(update={
+        "baseline": lanes["baseline"] | {"spread": s},
+        "canary": lanes["canary"] | {"beyond_before_at_readings": int(x.sum())}})
+    return _conclude(result, metric, direction, alpha, c, b, s,
+                     _rank_log_e(x, np.full(x.size, 1 / (len(then) + 1))),
+                     f"baseline brokers' median {format_value(c)} vs {format_value(b)} {unit} before the change "
+                     f"(readings before within {format_value(s)} of it; beyond all {len(then)} of them at "
+                     f"{int(x.sum())} of {len(now)} readings)", "the same brokers before the change",
+                     "the baseline brokers are worse than before the change")
 
 
-def _conclude(result: dict, metric: MetricSpec, direction: str, alpha: float, c: float, b: float, s: float,
-              log_e: np.ndarray, effect_text: str, reference: str, what: str) -> None:
+def _conclude(result: MetricResult, metric: MetricSpec, direction: str, alpha: float, c: float, b: float, s: float,
+              log_e: np.ndarray, effect_text: str, reference: str, what: str) -> MetricResult:
     """FAIL when the e-process is significant and the shift c - b is material: beyond the absolute floor, and beyond
     the relative floor plus the spread `s` (a deviation the reference shows by itself is not the change)."""
     sign = 1 if direction == "increase" else -1
     absolute = sign * (c - b)   # > 0: worse
-    result["effect"] = {"absolute": c - b, "relative": (c - b) / b if b else None, "baseline_spread": s}
+    effect = {"absolute": c - b, "relative": (c - b) / b if b else None, "baseline_spread": s}
     material = absolute >= metric.abs_floor and absolute - s >= metric.rel_floor * b
     word = "above" if sign > 0 else "below"
-    conclude(result, log_e, alpha, material, effect_text,
-             f"{format_value(metric.rel_floor, True)} {word} {reference} beyond its spread and "
-             f"{format_value(metric.abs_floor)} {judged_unit(metric)}", what=what)
+    return conclude(result.model_copy(update={"effect": effect}), log_e, alpha, material, effect_text,
+                    f"{format_value(metric.rel_floor, True)} {word} {reference} beyond its spread and "
+                    f"{format_value(metric.abs_floor)} {judged_unit(metric)}", what=what)
 
 
 def _rank_log_e(x: np.ndarray, p0: np.ndarray) -> np.ndarray:

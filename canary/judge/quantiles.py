@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.special import ndtri
@@ -16,7 +17,7 @@ from canary.judge import histogram as H
 from canary.judge.aggregates import Window
 from canary.judge.alpha import Alphas
 from canary.judge.config import MetricSpec
-from canary.judge.evidence import check_sufficiency, conclude, finite_or_none, format_value, slo_guard
+from canary.judge.evidence import MetricResult, check_sufficiency, conclude, finite_or_none, format_value, slo_guard
 from canary.judge.stats import dkw_radius, tail_log_e, tail_log_rank_z, tail_overdispersion
 from canary.observations import LANES, Lane
 
@@ -40,41 +41,45 @@ class _Tails:
     warm: np.ndarray
 
 
-def quantile_test(window: Window, metric: MetricSpec, alphas: Alphas, result: dict) -> None:
+def quantile_test(window: Window, metric: MetricSpec, alphas: Alphas, result: MetricResult) -> MetricResult:
     """H0: the canary's tail above the baseline's q_from-quantile is no heavier than the baseline's."""
     alpha = alphas.test * TAIL_E_SHARE  # the e-process's part; the rest is the final look's z test
-    result["test"].update(alpha=alpha, threshold=1 / alpha)
     q = metric.quantile
     tails = _tails(window, metric.source)
     n_c, n_b = tails.total["canary"].sum(), tails.total["baseline"].sum()
     cum = {lane: tails.tail[lane].sum(axis=0) for lane in LANES}
     est = {lane: _q_from_tail(cum[lane], q) for lane in LANES}
-    for lane in LANES:
-        result[lane] = _lane_quantiles(cum[lane], est[lane], q, alpha, metric.source)
-    if not check_sufficiency(result, n_c, n_b, metric, "samples"):
-        return
+    lanes: dict[str, dict[str, Any]] = {lane: _lane_quantiles(cum[lane], est[lane], q, alpha, metric.source)
+                                        for lane in LANES}
+    result, compared = check_sufficiency(result.with_test(alpha=alpha, threshold=1 / alpha).model_copy(update=lanes),
+                                         n_c, n_b, metric, "samples")
+    if not compared:
+        return result
     qc, qb = est["canary"], est["baseline"]
-    result["effect"] = _effect(qc, qb, result["canary"]["interval"], result["baseline"]["interval"])
-    log_e, fixed = _tail_test(result, window.final, alphas.test, tails, q)
-    unit = result["canary"]["unit"]
+    log_e, fixed, test = _tail_test(window.final, alphas.test, tails, q)
+    unit = lanes["canary"]["unit"]
     effect_text = f"canary p{100 * q:g} {format_value(qc)} {unit} vs baseline {format_value(qb)} {unit}"
     # The floors judge what changed: a canary broker that was already slower before the change is held to its
     # own pace (canary.judge.calibration), the test itself is left as it is.
     offset = window.offset(metric.source, q)
-    result["calibration"] = None
+    calibration = None
     if offset is not None:
         qc = qc / offset.ratio
-        result["calibration"] = offset.to_dict() | {"canary_calibrated": qc}
+        calibration = offset.to_dict() | {"canary_calibrated": qc}
         effect_text += (f" (before the change {format_value(offset.canary)} vs {format_value(offset.baseline)}: "
                         f"calibrated {format_value(qc)} {unit})")
     material = qc > qb * (1 + metric.rel_floor) and qc - qb >= metric.abs_floor
-    conclude(result, log_e, alpha, material, effect_text,
-             f"+{format_value(metric.rel_floor, True)} and +{format_value(metric.abs_floor)} {unit}",
-             what="tail heavier", fixed=fixed)
-    if metric.slo is not None:
-        j_s = min(H.first_bin_at_least(metric.slo * (1 + 1e-9)), tails.width - 1)
-        slo_guard(result, {lane: (tails.tail[lane][:, j_s], tails.total[lane]) for lane in LANES}, 1 - q,
-                  alphas.slo_lane, f"p{100 * q:g} <= {format_value(metric.slo)} {unit}")
+    result = result.with_test(**test).model_copy(update={
+        "effect": _effect(est["canary"], qb, lanes["canary"]["interval"], lanes["baseline"]["interval"]),
+        "calibration": calibration})
+    result = conclude(result, log_e, alpha, material, effect_text,
+                      f"+{format_value(metric.rel_floor, True)} and +{format_value(metric.abs_floor)} {unit}",
+                      what="tail heavier", fixed=fixed)
+    if metric.slo is None:
+        return result
+    j_s = min(H.first_bin_at_least(metric.slo * (1 + 1e-9)), tails.width - 1)
+    return slo_guard(result, {lane: (tails.tail[lane][:, j_s], tails.total[lane]) for lane in LANES}, 1 - q,
+                     alphas.slo_lane, f"p{100 * q:g} <= {format_value(metric.slo)} {unit}")
 
 
 def _tails(window: Window, source: str) -> _Tails:
@@ -107,9 +112,10 @@ def _effect(qc: float, qb: float, canary_interval: list, baseline_interval: list
                                   (hi_c / lo_b - 1) if hi_c is not None and lo_b else None]}
 
 
-def _tail_test(result: dict, final: bool, test_alpha: float, tails: _Tails, q: float) -> tuple[np.ndarray, str]:
-    """The tail e-process's running log e-value and the final look's z evidence (text, or empty); records
-    the method and the exceedances of the baseline's q-quantile in result["test"]."""
+def _tail_test(final: bool, test_alpha: float, tails: _Tails, q: float) -> tuple[np.ndarray, str, dict[str, Any]]:
+    """The tail e-process's running log e-value, the final look's z evidence (text, or empty) and what the test
+    records: the overdispersion, the fixed-horizon test, the method and the exceedances of the baseline's
+    q-quantile."""
     # The test: a sequential log-rank over the tail, from the baseline's q_from-quantile up, with thresholds
     # fixed before each bucket (the baseline's warm-up and earlier buckets), so within a bucket both lanes
     # face the same predictable thresholds. A tail-only regression changes how far the canary goes on
@@ -127,17 +133,15 @@ def _tail_test(result: dict, final: bool, test_alpha: float, tails: _Tails, q: f
     # much more the buckets vary than independent messages would (stats.tail_overdispersion).
     dispersion = tail_overdispersion(*tables)
     log_e = tail_log_e(*tables) / dispersion
-    result["test"]["overdispersion"] = finite_or_none(float(dispersion[-1])) if dispersion.size else None
-    fixed = _tail_z(result, final, test_alpha * (1 - TAIL_E_SHARE), risk, surv)
+    fixed, fixed_horizon = _tail_z(final, test_alpha * (1 - TAIL_E_SHARE), risk, surv)
     exceed = {lane: np.where(ready, np.take_along_axis(tails.tail[lane], j_q[:, None], axis=1)[:, 0], 0)
               for lane in LANES}
-    result["test"]["method"] = "tail log-rank"
-    result["test"]["tail_from_quantile"] = q_from
-    result["test"]["exceedances"] = {"canary": int(exceed["canary"].sum()),
-                                     "canary_of": int(tails.total["canary"][ready].sum()),
-                                     "baseline": int(exceed["baseline"].sum()),
-                                     "baseline_of": int(tails.total["baseline"][ready].sum())}
-    return log_e, fixed
+    return log_e, fixed, {
+        "overdispersion": finite_or_none(float(dispersion[-1])) if dispersion.size else None,
+        "fixed_horizon": fixed_horizon, "method": "tail log-rank", "tail_from_quantile": q_from,
+        "exceedances": {"canary": int(exceed["canary"].sum()), "canary_of": int(tails.total["canary"][ready].sum()),
+                        "baseline": int(exceed["baseline"].sum()),
+                        "baseline_of": int(tails.total["baseline"][ready].sum())}}
 
 
 def _risk_sets(tails: _Tails, ready: np.ndarray, j_from: np.ndarray) -> tuple[dict, dict]:
@@ -155,22 +159,20 @@ def _risk_sets(tails: _Tails, ready: np.ndarray, j_from: np.ndarray) -> tuple[di
     return risk, surv
 
 
-def _tail_z(result: dict, final: bool, alpha: float, risk: dict, surv: dict) -> str:
+def _tail_z(final: bool, alpha: float, risk: dict, surv: dict) -> tuple[str, dict[str, Any] | None]:
     """The fixed-horizon log-rank test at the final look (stats.tail_log_rank_z), with alpha split like the
-    e-process: 3/4 to the steps inside the tail, 1/4 to all steps. Recorded in result["test"]["fixed_horizon"]
-    (None at an interim look); returns the evidence text when significant, else ""."""
+    e-process: 3/4 to the steps inside the tail, 1/4 to all steps. Returns the evidence text when significant (else
+    "") and the test's record (the test's `fixed_horizon`: None at an interim look)."""
     if not final:
-        result["test"]["fixed_horizon"] = None
-        return ""
+        return "", None
     z_inside, z_all = tail_log_rank_z(risk["canary"], surv["canary"], risk["baseline"], surv["baseline"])
     crit_inside, crit_all = float(-ndtri(0.75 * alpha)), float(-ndtri(0.25 * alpha))
     hit = [f"log-rank z {z:.2f} >= {c:.2f}{where} at the final look"
            for z, c, where in ((z_inside, crit_inside, " inside the tail"), (z_all, crit_all, ""))
            if z is not None and z >= c]
-    result["test"]["fixed_horizon"] = {"method": "stratified log-rank z", "alpha": alpha, "z_inside": z_inside,
-                                       "critical_inside": crit_inside, "z_all": z_all, "critical_all": crit_all,
-                                       "significant": bool(hit)}
-    return hit[0] if hit else ""
+    return hit[0] if hit else "", {"method": "stratified log-rank z", "alpha": alpha, "z_inside": z_inside,
+                                   "critical_inside": crit_inside, "z_all": z_all, "critical_all": crit_all,
+                                   "significant": bool(hit)}
 
 
 def _dense(hists: list[dict[int, int]], width: int) -> np.ndarray:

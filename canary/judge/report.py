@@ -10,6 +10,7 @@ from pathlib import Path
 from canary.judge import histogram as H
 from canary.judge.aggregates import Aggregates
 from canary.judge.brief import Brief
+from canary.judge.evidence import Decision
 
 COLOURS = {"canary": "#d95f02", "baseline": "#1b9e77", "PROMOTE": "#1b7e3c", "ROLLBACK": "#b2182b",
            "INCONCLUSIVE": "#8c6d1f"}
@@ -105,7 +106,7 @@ def write_report(out: Path, verdict: dict, agg: Aggregates) -> Path:
     images = _plots(out, verdict, agg)
     rows = []
     for m in verdict["metrics"]:
-        colour = {"FAIL": "#f4cccc", "PASS": "#d9ead3"}.get(m["decision"], "#fff2cc")
+        colour = {Decision.FAIL: "#f4cccc", Decision.PASS: "#d9ead3"}.get(m["decision"], "#fff2cc")
         rows.append(
             f'<tr style="background:{colour}"><td>{html.escape(m["name"])}{" ⚑" if m["critical"] else ""}</td>'
             f'<td>{m["decision"]}</td><td>{lane_value(m["canary"])}</td><td>{lane_value(m["baseline"])}</td>'

@@ -14,7 +14,7 @@ from canary.judge.brief import INCONCLUSIVE, PROMOTE, ROLLBACK
 from canary.judge.brokers import broker_test
 from canary.judge.calibration import Calibration
 from canary.judge.config import JudgeConfig, MetricSpec
-from canary.judge.evidence import FAIL, INSUFFICIENT, NO_DATA, PASS, metric_result
+from canary.judge.evidence import Decision, MetricResult
 from canary.judge.quantiles import quantile_test
 from canary.judge.rates import rate_test, throughput_test
 from canary.observations import LANES, Lane
@@ -69,41 +69,40 @@ def judge(agg: Aggregates, config: JudgeConfig | None = None, final: bool = True
         "alpha": {"total": config.alpha, "tests": sum(count_tests(m) for m in tested),
                   "per_metric": config.alpha / max(1, len(tested)),
                   "by_metric": {m.name: shares[m.name] for m in tested}},
-        "metrics": results,
+        "metrics": [result.to_dict() for result in results],
         "config": config.to_dict(),
     }
 
 
-def judge_metric(window: Window, metric: MetricSpec, share: float) -> dict:
+def judge_metric(window: Window, metric: MetricSpec, share: float) -> MetricResult:
     """One metric's result, tested with its `share` of alpha; INSUFFICIENT_DATA instead of a PASS on too
     few samples."""
     alphas = Alphas.split(metric, share)
-    result = metric_result(metric, alphas.test)
+    result = MetricResult.of(metric, alphas.test)
     if metric.kind == "rate":
-        rate_test(window, metric, alphas, result)
+        result = rate_test(window, metric, alphas, result)
     elif metric.kind == "throughput":
-        throughput_test(window, metric, alphas.test, result)
+        result = throughput_test(window, metric, alphas.test, result)
     elif metric.kind == "broker":
-        broker_test(window, metric, alphas.test, result)
+        result = broker_test(window, metric, alphas.test, result)
     else:
-        quantile_test(window, metric, alphas, result)
-    short = result.pop("insufficient", None)
-    if short and result["decision"] == PASS:
-        result["decision"], result["reason"] = INSUFFICIENT, f"{short} ({result['reason']})"
+        result = quantile_test(window, metric, alphas, result)
+    if result.insufficient and result.decision == Decision.PASS:
+        return result.decided(Decision.INSUFFICIENT_DATA, f"{result.insufficient} ({result.reason})")
     return result
 
 
-def _decide(window: Window, results: list[dict], empty: list[Lane]) -> tuple[str, str]:
+def _decide(window: Window, results: list[MetricResult], empty: list[Lane]) -> tuple[str, str]:
     """The verdict and its reason from the metrics' decisions: a regression rolls back (at an interim look a
     critical one only); too little data, or an interim look, is INCONCLUSIVE; else PROMOTE."""
     config = window.config
-    failed = [r for r in results if r["decision"] == FAIL]
-    critical_failed = [r for r in failed if r["critical"]]
-    missing = [r for r in results if r["decision"] in (NO_DATA, INSUFFICIENT) and r["must_have_data"]]
+    failed = [r for r in results if r.decision == Decision.FAIL]
+    critical_failed = [r for r in failed if r.critical]
+    missing = [r for r in results if r.decision in (Decision.NO_DATA, Decision.INSUFFICIENT_DATA) and r.must_have_data]
     if critical_failed:
-        return ROLLBACK, "critical regression: " + "; ".join(f"{r['name']}: {r['reason']}" for r in critical_failed)
+        return ROLLBACK, "critical regression: " + "; ".join(f"{r.name}: {r.reason}" for r in critical_failed)
     if window.final and failed:
-        return ROLLBACK, "regression: " + "; ".join(f"{r['name']}: {r['reason']}" for r in failed)
+        return ROLLBACK, "regression: " + "; ".join(f"{r.name}: {r.reason}" for r in failed)
     if not window.all_buckets:
         return INCONCLUSIVE, "no valid observations in the window"
     if empty:
@@ -115,12 +114,12 @@ def _decide(window: Window, results: list[dict], empty: list[Lane]) -> tuple[str
     if apart:
         return INCONCLUSIVE, apart
     if missing:
-        return INCONCLUSIVE, "not enough data: " + "; ".join(f"{r['name']}: {r['reason']}" for r in missing)
+        return INCONCLUSIVE, "not enough data: " + "; ".join(f"{r.name}: {r.reason}" for r in missing)
     if not window.final:
         return INCONCLUSIVE, ("interim look: no critical regression, continue" +
-                              (f" (non-critical regressions so far: {', '.join(r['name'] for r in failed)})"
+                              (f" (non-critical regressions so far: {', '.join(r.name for r in failed)})"
                                if failed else ""))
-    decided = [r for r in results if r["decision"] in (PASS, FAIL)]
+    decided = [r for r in results if r.passed_or_failed]
     if not decided:  # every metric disabled, or none with data: nothing was compared, so nothing is shown healthy
         return INCONCLUSIVE, "no metric could be judged (each is disabled in the judge config or has no data)"
     return PROMOTE, f"no regression beyond the floors in {len(decided)} metric(s) at alpha {config.alpha}"
@@ -144,11 +143,11 @@ def _not_concurrent(window: Window) -> str | None:
             f"clocks of the hosts that wrote them")
 
 
-def _score(results: list[dict]) -> float:
+def _score(results: list[MetricResult]) -> float:
     """The weighted share (in %) of the decided metrics that passed."""
-    decided = [r for r in results if r["decision"] in (PASS, FAIL)]
-    weight = sum(r["weight"] for r in decided)
-    return round(100 * sum(r["weight"] for r in decided if r["decision"] == PASS) / weight, 1) if weight else 0.0
+    decided = [r for r in results if r.passed_or_failed]
+    weight = sum(r.weight for r in decided)
+    return round(100 * sum(r.weight for r in decided if r.decision == Decision.PASS) / weight, 1) if weight else 0.0
 
 
 def _window_summary(window: Window) -> dict:
@@ -171,7 +170,5 @@ def _has_data(window: Window, metric: MetricSpec) -> bool:
     return any(window.agg.hist(lane, metric.source, b) for lane in ("canary", "baseline") for b in window.buckets)
 
 
-def _no_data(metric: MetricSpec, alpha: float) -> dict:
-    result = metric_result(metric, alpha)
-    result["reason"] = "no data in either lane after the warm-up"
-    return result
+def _no_data(metric: MetricSpec, alpha: float) -> MetricResult:
+    return MetricResult.of(metric, alpha).decided(Decision.NO_DATA, "no data in either lane after the warm-up")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from canary.judge import INCONCLUSIVE, PROMOTE, ROLLBACK, Brief
+from canary.judge import INCONCLUSIVE, PROMOTE, ROLLBACK, Brief, Decision
 from canary.sweep.config import DEGRADED, HEALTHY
 from canary.sweep.summary import percent_text
 
@@ -33,7 +33,7 @@ def decide(guards: dict | None, comparison: dict | None, reference: int, history
         return INCONCLUSIVE, f"compared with {against}: {relabel(compared.reason)}"
     if guarded is not None and guarded.verdict != PROMOTE:
         return INCONCLUSIVE, f"SLO guards: {relabel(guarded.reason)}"
-    decided = sum(1 for metric in comparison["metrics"] if metric["decision"] in ("PASS", "FAIL"))
+    decided = sum(1 for metric in comparison["metrics"] if metric["decision"] in (Decision.PASS, Decision.FAIL))
     return HEALTHY, (f"no regression against {against} in {decided} metric(s)"
                      + (" and within every SLO guard" if guards is not None else ""))
 
