@@ -10,6 +10,7 @@ from canary.kafka.admin import ROLLOUT_LOCK_TOPIC
 from canary.kafka.wait import POLL, wait_until
 from canary.rollout import guard
 from canary.rollout.core import ClusterRun
+from canary.rollout.core.audit import AuditAction
 
 ELECTION_SETTLE = 2 * POLL  # how long an election is looked for before what is still off is elected again
 SETTLE_POLL = 0.2  # seconds between two looks at the metadata after an election or a reorder
@@ -38,7 +39,7 @@ def elect_until_led(run: ClusterRun, select: Callable[[list[guard.PartitionView]
     while off and time.monotonic() <= deadline:
         run.say("preferred leader election for %d partition(s)", len(off))
         failures = elect_preferred(run, off)
-        run.audit.record(run.step, "preferred leader election", partitions=off, failures=failures)
+        run.audit.record(run.step, AuditAction.PREFERRED_ELECTION, partitions=off, failures=failures)
         elected += [n for n in off if n not in elected]
         # A KRaft election shows in the metadata within milliseconds: looked for every SETTLE_POLL, so a roll does
         # not wait a fixed pause per election; what is still off after ELECTION_SETTLE is elected again.
@@ -48,7 +49,7 @@ def elect_until_led(run: ClusterRun, select: Callable[[list[guard.PartitionView]
     return elected, off
 
 
-def reorder(run: ClusterRun, targets: dict[str, list[int]], action: str, timeout: float) -> list[str]:
+def reorder(run: ClusterRun, targets: dict[str, list[int]], action: AuditAction, timeout: float) -> list[str]:
     """Reorders the replica lists of `targets` (partition name -> replicas, the same sets: no data moves), waits
     until the metadata shows them, then elects preferred leaders until the first replica leads each. Returns the
     partitions still not led by their first replica (empty when done)."""

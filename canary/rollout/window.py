@@ -11,6 +11,7 @@ from typing import Any
 from canary.judge import ROLLBACK, Brief
 from canary.kafka.wait import POLL
 from canary.rollout.core import Look, RolloutRun, Verdict
+from canary.rollout.core.audit import AuditAction
 from canary.rollout.core.verdict import record_verdict
 
 
@@ -36,7 +37,7 @@ def watch_window(run: RolloutRun, seconds: float, interval: float, look: Callabl
             result = look().model_copy(update={"at_s": round(time.monotonic() - started, 1)})
             interim.append(result)
             run.say("interim look at %.0fs: %s", result.at_s, result.line())
-            run.audit.record(run.step, "interim look", **result.model_dump(mode="json"))
+            run.audit.record(run.step, AuditAction.INTERIM_LOOK, **result.model_dump(mode="json"))
             if result.verdict == ROLLBACK:
                 return interim, result
     return interim, None

@@ -27,6 +27,7 @@ from canary.errors import CanaryError
 from canary.judge import INCONCLUSIVE, PROMOTE, ROLLBACK
 from canary.kafka.wait import wait_until
 from canary.rollout.broker import BROKER, Rollout
+from canary.rollout.broker.record import BrokerRunRecord
 from canary.rollout.broker.spec import load_spec
 from canary.rollout.core import RolloutKind, RunStatus, Step, run_all
 from canary.rollout.core.audit import AuditLog
@@ -171,7 +172,7 @@ class Offline:
                                "canary": {"count": 1}, "judge": {"engine": engine_name}, "run_id": "offline"})
         self.run_id = self.spec.effective_run_id
         self.run_dir = tmp_path / "run"
-        self.state = RunState.open(self.run_dir, self.run_id, self.spec.to_dict())
+        self.state = RunState.open(self.run_dir, self.run_id, self.spec.to_dict(), record=BrokerRunRecord)
         self.store = self.state.store
         self.audit = AuditLog(self.store, self.run_id)
         self.bootstrap_servers = "127.0.0.1:9"
@@ -181,6 +182,9 @@ class Offline:
 
     relative = RolloutRun.relative
     local = RolloutRun.local
+    record = Rollout.record
+    snapshot = Rollout.snapshot
+    write_report = Rollout.write_report
     judge_config = Rollout.judge_config
     control_ids = Rollout.control_ids
 

@@ -11,6 +11,7 @@ from canary.rollout.broker.rolling import roll_fleet, wait_in_isr
 from canary.rollout.broker.rollout import PROBE_TOPIC, Rollout
 from canary.rollout.broker.traffic import wait_for_fair_share
 from canary.rollout.core import RolloutError, RunStatus
+from canary.rollout.core.audit import AuditAction
 from canary.rollout.leaders import elect_until_led
 
 
@@ -59,7 +60,7 @@ def lead(run: Rollout) -> dict:
         raise RolloutError(f"no probe partition is led by a canary broker after 60s of preferred leader elections "
                            f"(still not led by their canary broker: {off[:5]})")
     share = wait_for_fair_share(run)
-    run.audit.record(run.step, "traffic share", **share)
+    run.audit.record(run.step, AuditAction.TRAFFIC_SHARE, **share)
     led = sorted({name.rpartition("-")[0] for name in canary_partitions})
     return {"elected": len(elected), "not_led": off[:20], "canary_partitions": len(canary_partitions),
             "topics_led": led[:50], "traffic_share": share}

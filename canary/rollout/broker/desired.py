@@ -4,16 +4,17 @@ marker), promoted (the change), baseline (as before the rollout); a control brok
 from __future__ import annotations
 
 from canary import lanes
+from canary.rollout.broker.record import BrokerNode
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.deployers.base import BrokerInfo
 
 
-def target_version(run: Rollout, before: dict) -> str:
-    return run.spec.change.version or before["version"]
+def target_version(run: Rollout, before: BrokerNode) -> str:
+    return run.spec.change.version or before.version
 
 
-def target_config(run: Rollout, before: dict) -> dict[str, str]:
-    config = dict(before["config"])
+def target_config(run: Rollout, before: BrokerNode) -> dict[str, str]:
+    config = dict(before.config)
     for key, value in run.spec.change.config.items():
         if value is None:
             config.pop(key, None)
@@ -25,12 +26,12 @@ def target_config(run: Rollout, before: dict) -> dict[str, str]:
 def desired_state(run: Rollout, broker_id: int, phase: str) -> dict:
     """What broker `broker_id` should look like in `phase`: canary, promoted, baseline (= before) or control (the
     same)."""
-    before = run.state.snapshot["brokers"][str(broker_id)]
+    before = run.snapshot.broker(broker_id)
     if phase in ("baseline", "control"):
-        return {"version": before["version"], "config": before["config"], "rack": before["rack"],
+        return {"version": before.version, "config": dict(before.config), "rack": before.rack,
                 "client_delay_ms": 0.0}
     canary = phase == "canary"
-    rack = lanes.canary_rack(before["rack"]) if canary else lanes.real_rack(before["rack"])
+    rack = lanes.canary_rack(before.rack) if canary else lanes.real_rack(before.rack)
     return {"version": target_version(run, before), "config": target_config(run, before), "rack": rack,
             "client_delay_ms": run.spec.fault.client_delay_ms if phase == run.spec.fault.on else 0.0}
 
@@ -44,10 +45,10 @@ def not_back(run: Rollout) -> list[str]:
     """Each node that is not as the pre-rollout snapshot has it, as the deployer describes it now (stopped, or on
     another version, config, rack or delay): what a failed rollback left behind. Config values are not shown (one
     may be a secret), only the keys that differ."""
-    snapshot = run.state.snapshot
+    snapshot = run.snapshot
     now = {b.broker_id: b for b in run.deployer.brokers()}
     left = []
-    for broker_id in sorted(int(key) for key in snapshot["brokers"]):
+    for broker_id in sorted(int(key) for key in snapshot.brokers):
         b = now.get(broker_id)
         want = desired_state(run, broker_id, "baseline")
         if b is None or not b.running:
@@ -55,12 +56,12 @@ def not_back(run: Rollout) -> list[str]:
         elif not is_as_desired(b, want):
             left.append(f"broker {broker_id} differs from before: {', '.join(_differences(b, want))}")
     controllers = {c.node_id: c for c in run.deployer.controllers()}
-    for node_id, before in sorted((int(k), v) for k, v in snapshot["controllers"].items()):
+    for node_id, before in sorted((int(k), v) for k, v in snapshot.controllers.items()):
         c = controllers.get(node_id)
         if c is None or not c.running:
             left.append(f"controller {node_id} is {'gone' if c is None else 'stopped'}")
-        elif c.version != before["version"]:
-            left.append(f"controller {node_id} runs {c.version} (before {before['version']})")
+        elif c.version != before.version:
+            left.append(f"controller {node_id} runs {c.version} (before {before.version})")
     return left
 
 

@@ -12,6 +12,7 @@ from collections.abc import Collection
 
 from canary.kafka.admin import ROLLOUT_LOCK_TOPIC
 from canary.rollout.broker.rollout import Rollout
+from canary.rollout.core.audit import AuditAction
 from canary.rollout.guard import PartitionView
 from canary.rollout.leaders import reorder
 
@@ -48,10 +49,10 @@ def drain(run: Rollout, batch: list[int]) -> dict:
     was = {p.name: list(p.replicas) for p in views if p.name in orders}
     run.state.update(drained=was | (run.state.record.drained or {}))  # an order recorded earlier is the original
     run.say("draining brokers %s: leadership of %d partition(s) to replicas that stay up", batch, len(orders))
-    reorder(run, orders, "drain", DRAIN_TIMEOUT)
+    reorder(run, orders, AuditAction.DRAIN, DRAIN_TIMEOUT)
     left = still_leading(run.partitions(), batch)
     result = {"drained": len(orders) - len(left), "still_leading": left}
-    run.audit.record(run.step, "drained", brokers=batch, **result)
+    run.audit.record(run.step, AuditAction.DRAINED, brokers=batch, **result)
     return result
 
 
@@ -64,7 +65,7 @@ def undrain(run: Rollout) -> list[str]:
     now = {p.name: p for p in run.partitions()}
     # a partition deleted, or reassigned by someone else meanwhile, keeps what it has now
     back = {n: reps for n, reps in was.items() if n in now and sorted(now[n].replicas) == sorted(reps)}
-    off = reorder(run, back, "undrain", DRAIN_TIMEOUT) if back else []
+    off = reorder(run, back, AuditAction.UNDRAIN, DRAIN_TIMEOUT) if back else []
     if off:
         run.say("preferred leaders not yet back on %d partition(s) (%s): they are elected again at the end",
                 len(off), ", ".join(off[:5]))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from canary.rollout.broker import deploy, desired, preflight, promote, verdict, verify, window
+from canary.rollout.broker import deploy, desired, finalize, preflight, promote, rollback, verdict, verify, window
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.broker.spec import BrokerRolloutSpec, load_spec
 from canary.rollout.core import RolloutKind, Step
@@ -35,9 +35,9 @@ JUDGE = Step("judge", verdict.judge_window,
              decides=True)
 GATE = Step("gate", _gate, "probe-window then judge (exit 0/1/3 by verdict)", decides=True)
 PROMOTE = Step("promote", promote.promote, "roll the rest of the fleet and the controllers, probe")
-FINALIZE = Step("finalize", promote.finalize_fleet,
+FINALIZE = Step("finalize", finalize.finalize_fleet,
                 "after promote.bake, a clean look, then raise the feature levels (irreversible)")
-ROLLBACK = Step("rollback", promote.rollback, "bring every changed broker back to the pre-rollout state",
+ROLLBACK = Step("rollback", rollback.rollback, "bring every changed broker back to the pre-rollout state",
                 after_rollback=True)
 VERIFY = Step("verify", verify.verify, "check the promised state, probe, release the lock", after_rollback=True)
 

@@ -12,9 +12,11 @@ from canary.rollout.broker.config_check import check_change_config
 from canary.rollout.broker.control import choose_control
 from canary.rollout.broker.metrics import check_broker_metrics
 from canary.rollout.broker.probes import green_probe, probe_observations
+from canary.rollout.broker.record import BrokerSnapshot
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.broker.traffic import MEASURES, file_means, measure_now, share
 from canary.rollout.core import RolloutError, RunStatus, SpecMismatch
+from canary.rollout.core.audit import AuditAction
 from canary.rollout.deployers.base import BrokerInfo
 from canary.rollout.leaders import leaders
 
@@ -70,7 +72,7 @@ def preflight(run: Rollout) -> dict:
     metrics_from = check_broker_metrics(run, [b.broker_id for b in brokers])
 
     taken = run.lock.acquire(run.run_id, len(brokers))
-    run.audit.record("preflight", "lock taken" if taken else "lock already held by this rollout")
+    run.audit.record("preflight", AuditAction.LOCK_TAKEN if taken else AuditAction.LOCK_ALREADY_HELD)
     run.state.update(canary_brokers=canaries, control_brokers=controls, status=RunStatus.PREFLIGHT)
     try:
         # Long enough to measure each broker before the change (the window's latencies are calibrated by it).
@@ -84,11 +86,11 @@ def preflight(run: Rollout) -> dict:
         traffic = traffic_before(run, before, canaries, load["rate"])
     except Exception:
         if run.state.before is None and run.lock.release(run.run_id):  # nothing changed yet: free the cluster
-            run.audit.record("preflight", "lock released: preflight failed before any change")
+            run.audit.record("preflight", AuditAction.LOCK_RELEASED_PREFLIGHT_FAILED)
         raise
     if run.state.before is None:
         run.state.update(before=snapshot(run))
-        run.audit.record("preflight", "snapshot", before=run.state.before)
+        run.audit.record("preflight", AuditAction.SNAPSHOT, before=run.snapshot.model_dump(mode="json"))
     return {"canary_brokers": canaries, "control_brokers": controls, "brokers": len(brokers),
             "finalized": levels.finalized, "probe": probe, "broker_metrics": metrics_from,
             "load": load, "traffic": traffic, "config_checked": config_checked}
@@ -126,7 +128,7 @@ def traffic_before(run: Rollout, before: dict[int, dict[str, float]], canaries: 
                             "(a person decides): roll while the cluster carries its traffic, add load, or set "
                             "capacity: not_required")
         run.say("%s: %s", measured["reason"], measured["note"])
-    run.audit.record("preflight", "traffic before the change", **measured)
+    run.audit.record("preflight", AuditAction.TRAFFIC_BEFORE, **measured)
     return measured
 
 
@@ -150,7 +152,7 @@ def window_load(run: Rollout, before: dict[int, dict[str, float]]) -> dict:
                           required=run.spec.capacity == "required").to_dict()
         run.say("the window's load: %s", sized["rule"])
         run.state.update(load_sizing=sized)
-        run.audit.record("preflight", "load sized", **sized)
+        run.audit.record("preflight", AuditAction.LOAD_SIZED, **sized)
     return {"sized": True, **sized}
 
 
@@ -168,12 +170,12 @@ def check_features(version: str, finalized: dict[str, int]) -> None:
                            f"as the finalized features")
 
 
-def snapshot(run: Rollout) -> dict:
+def snapshot(run: Rollout) -> BrokerSnapshot:
     levels = run.admin.features()
-    return {
+    return BrokerSnapshot.model_validate({
         "taken_ms": int(time.time() * 1000),
         "brokers": {str(b.broker_id): b.to_dict() for b in run.deployer.brokers()},
         "controllers": {str(c.node_id): c.to_dict() for c in run.deployer.controllers()},
         "features": levels.finalized,
         "leaders": leaders(run),
-    }
+    })

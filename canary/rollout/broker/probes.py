@@ -13,6 +13,7 @@ from canary.probe.view import ProbeSummary
 from canary.rollout.broker.metrics import broker_metrics_source
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.core import RolloutError
+from canary.rollout.core.audit import AuditAction
 
 
 def observations_path(run: Rollout, name: str) -> Path:
@@ -78,7 +79,7 @@ def watched(run: Rollout, name: str, result: dict) -> Iterator[None]:
         summary = probe.stop()
         result["probe"] = {"probe_run_id": summary.run_id, **{
             k: sum(t[k] for t in summary.lanes.values()) for k in ("sent", "acked", "lost", "produce_errors")}}
-        run.audit.record(run.step, "probe during the rolls", **result["probe"])
+        run.audit.record(run.step, AuditAction.PROBE_DURING_ROLLS, **result["probe"])
 
 
 def probe_problems(summary: ProbeSummary) -> list[str]:
@@ -104,7 +105,7 @@ def green_probe(run: Rollout, name: str, tries: int = 2, reconcile: bool = False
         problems = probe_problems(summary)
         result = {"probe_run_id": summary.run_id, "acked": summary.acked,
                   "lost": sum(t["lost"] for t in summary.lanes.values()), "problems": problems}
-        run.audit.record(run.step, "probe", **result)
+        run.audit.record(run.step, AuditAction.PROBE, **result)
         if not problems:
             return result
     raise RolloutError(f"the {name} probe is not green (tried {tries} times): {'; '.join(problems)}")

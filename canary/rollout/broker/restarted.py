@@ -12,6 +12,7 @@ from canary.fields import format_utc
 from canary.kafka.wait import WaitTimeout, wait_until
 from canary.rollout.broker.metrics import broker_metrics_source
 from canary.rollout.broker.rollout import Rollout
+from canary.rollout.core.audit import AuditAction
 
 # How long a restarted broker's metrics may take to answer at all: a fresh JVM's agent answers its first scrape slowly
 # on a loaded machine (CI saw no answer within 10 s of the broker's registration).
@@ -64,14 +65,15 @@ class RestartCheck:
         try:
             wait_until(f"broker {self.broker_id}'s metrics", ANSWERS_WITHIN_S, answered, self.run.progress)
         except WaitTimeout as exc:
-            self.run.audit.record(self.run.step, "restart not confirmed", broker=self.broker_id, reason=str(exc))
+            self.run.audit.record(self.run.step, AuditAction.RESTART_NOT_CONFIRMED, broker=self.broker_id,
+                                  reason=str(exc))
             return None
         if seen[-1] > before:
             return format_utc(seen[-1] * 1000)
         try:
             wait_until(f"broker {self.broker_id}'s restart", self.old_for_s, newer, self.run.progress)
         except WaitTimeout:
-            self.run.audit.record(self.run.step, "broker not restarted", broker=self.broker_id,
+            self.run.audit.record(self.run.step, AuditAction.BROKER_NOT_RESTARTED, broker=self.broker_id,
                                   started=format_utc(before * 1000))
             raise NotRestarted(
                 f"broker {self.broker_id} was not restarted: its process started at {format_utc(before * 1000)}, "

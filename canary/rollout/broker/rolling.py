@@ -21,6 +21,7 @@ from canary.rollout.broker.recovery import Recovery
 from canary.rollout.broker.restarted import RestartCheck
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.core import RolloutError
+from canary.rollout.core.audit import AuditAction
 from canary.rollout.deployers.base import BrokerInfo
 
 
@@ -44,13 +45,13 @@ def wait_for_guard(run: Rollout, brokers: int | list[int]) -> None:
     try:
         waited = wait_until(f"safe-roll guard for {guard.who(batch)}", run.spec.timeouts.guard, check, run.progress)
     except WaitTimeout as exc:
-        run.audit.record(run.step, "guard refused", **named, reason=str(exc), down=sorted(down))
+        run.audit.record(run.step, AuditAction.GUARD_REFUSED, **named, reason=str(exc), down=sorted(down))
         fix = (f"broker(s) {sorted(down)} are down: start them, or run promote or rollback, which start a broker "
                f"that is down first" if down else "bring the named partitions' replicas back into the ISR")
         raise GuardRefused(f"{exc}. The broker was not restarted; {fix} (or raise timeouts.guard) and run the step "
                            f"again") from None
     if waited > POLL:
-        run.audit.record(run.step, "guard allowed after waiting", **named, waited_s=round(waited, 1))
+        run.audit.record(run.step, AuditAction.GUARD_ALLOWED, **named, waited_s=round(waited, 1))
 
 
 def wait_for_quorum(run: Rollout, voters: list[int], node: int) -> None:
@@ -62,12 +63,12 @@ def wait_for_quorum(run: Rollout, voters: list[int], node: int) -> None:
     try:
         waited = wait_until(f"quorum guard for controller {node}", run.spec.timeouts.guard, check, run.progress)
     except WaitTimeout as exc:
-        run.audit.record(run.step, "quorum guard refused", controller=node, reason=str(exc))
+        run.audit.record(run.step, AuditAction.QUORUM_GUARD_REFUSED, controller=node, reason=str(exc))
         raise GuardRefused(f"{exc}. The controller was not restarted; bring the lagging voters back (a voter that is "
                            f"down, or far behind the metadata log), or raise timeouts.guard, and run the step "
                            f"again") from None
     if waited > POLL:
-        run.audit.record(run.step, "quorum guard allowed after waiting", controller=node, waited_s=round(waited, 1))
+        run.audit.record(run.step, AuditAction.QUORUM_GUARD_ALLOWED, controller=node, waited_s=round(waited, 1))
 
 
 def wait_in_isr(run: Rollout, brokers: int | list[int], timeout: float,
@@ -138,7 +139,7 @@ def roll_broker(run: Rollout, broker_id: int, phase: str, warm: bool, guarded: b
     # else: a broker that is down is in no live ISR, so starting it takes nothing away (and the guard may be waiting
     # for it); the guard is not asked.
     run.say("rolling broker %s to %s %s", broker_id, phase, want["version"])
-    run.audit.record(run.step, "restart broker", broker=broker_id, phase=phase, was_running=current.running,
+    run.audit.record(run.step, AuditAction.RESTART_BROKER, broker=broker_id, phase=phase, was_running=current.running,
                    before=current.to_dict(), after=want)
     restart = RestartCheck(run, broker_id) if phase == "control" else None  # nothing else shows it restarted
     started = time.monotonic()
@@ -159,7 +160,7 @@ def roll_broker(run: Rollout, broker_id: int, phase: str, warm: bool, guarded: b
     if warm:
         wait_in_isr(run, broker_id, run.spec.timeouts.warm_up)
         result["in_isr_s"] = round(time.monotonic() - started, 1)
-    run.audit.record(run.step, "broker restarted", **result)
+    run.audit.record(run.step, AuditAction.BROKER_RESTARTED, **result)
     return result
 
 
@@ -215,7 +216,7 @@ def roll_batches(run: Rollout, plan: BatchPlan, phase: str) -> list[dict]:
                 "isr_headroom_min": headroom}
         if drained is not None:
             away |= {"drained": drained["drained"], "restored": len(undrain(run))}
-        run.audit.record(run.step, "batch back in every ISR", **away)
+        run.audit.record(run.step, AuditAction.BATCH_IN_ISR, **away)
         rolled += [r | away for r in done]
     return rolled
 
@@ -246,7 +247,8 @@ def roll_controllers(run: Rollout, version_of: Callable) -> list[int]:
             continue
         wait_for_quorum(run, voters, c.node_id)
         run.say("rolling controller %s to %s", c.node_id, version)
-        run.audit.record(run.step, "restart controller", controller=c.node_id, before=c.version, after=version)
+        run.audit.record(run.step, AuditAction.RESTART_CONTROLLER, controller=c.node_id, before=c.version,
+                         after=version)
         run.deployer.roll_controller(c.node_id, version=version)
         wait_until(f"controller {c.node_id} back in the quorum", run.spec.timeouts.warm_up,
                    lambda: quorum_missing(run), run.progress)

@@ -6,16 +6,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 from canary.broker_metrics.sources import BrokerMetricsSource
 from canary.judge.config import JudgeConfig
 from canary.probe.config import ProbeConfig
 from canary.probe.runner import Probe
 from canary.rollout import guard
+from canary.rollout.broker.record import BrokerRunRecord, BrokerSnapshot
+from canary.rollout.broker.report import BROKER_REPORT
 from canary.rollout.broker.spec import BrokerRolloutSpec
 from canary.rollout.core import ClusterRun, RolloutError
 from canary.rollout.core.admin import ClusterAdmin
+from canary.rollout.core.run import RunState
 from canary.rollout.deployers.base import BrokerInfo, Deployer
+from canary.rollout.report import write_report
 from canary.storage import Store
 
 PROBE_TOPIC = "__kafka_canary"
@@ -30,12 +35,26 @@ def _probe(config: ProbeConfig, broker_metrics: BrokerMetricsSource | None) -> P
 class Rollout(ClusterRun):
     """One broker rollout."""
 
+    RECORD = BrokerRunRecord
     spec: BrokerRolloutSpec
+    state: RunState[BrokerRunRecord]
 
     def __init__(self, spec: BrokerRolloutSpec, run_dir: str | Path | Store | None = None,
                  deployer: Deployer | None = None, admin: ClusterAdmin | None = None, probe: OpenProbe = _probe):
         super().__init__(spec, run_dir, deployer, admin)
         self.open_probe = probe
+
+    @property
+    def record(self) -> BrokerRunRecord:
+        return self.state.record
+
+    @property
+    def snapshot(self) -> BrokerSnapshot:
+        """The pre-rollout snapshot preflight took (RunStateError before)."""
+        return cast(BrokerSnapshot, self.state.snapshot)
+
+    def write_report(self) -> Path:
+        return write_report(self.state, self.audit, BROKER_REPORT)
 
     def partitions(self) -> list[guard.PartitionView]:
         return self.admin.partitions()

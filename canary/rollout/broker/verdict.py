@@ -7,15 +7,16 @@ from canary.judge import INCONCLUSIVE, PROMOTE
 from canary.judge.config import JudgeConfig
 from canary.rollout import judging
 from canary.rollout.broker.probes import before_observations
+from canary.rollout.broker.record import BrokerWindow
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.broker.traffic import capacity_verdict
-from canary.rollout.core import RolloutError, Window
+from canary.rollout.core import RolloutError
 from canary.rollout.core.verdict import record_verdict
 
 
-def last_window(run: Rollout) -> Window:
+def last_window(run: Rollout) -> BrokerWindow:
     """The last probe window; RolloutError when none has run yet."""
-    window = run.state.window
+    window = run.record.window
     if window is None or window.observations is None or window.probe_run_id is None:
         raise RolloutError("no probe window has run yet; run the probe-window step first")
     return window
@@ -53,4 +54,4 @@ def judge_window(run: Rollout) -> dict:
     traffic = window.traffic
     verdict = capacity_verdict(verdict, traffic, required=run.spec.capacity == "required")
     return record_verdict(run, verdict.model_copy(update={"analysis": run.relative(request["out"])}),
-                          probe_run_id=window.probe_run_id, probe=window.probe, traffic=traffic)
+                          probe_run_id=window.probe_run_id, probe=window.probe_counts(), traffic=traffic)

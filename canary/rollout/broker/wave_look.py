@@ -25,6 +25,7 @@ from canary.rollout.broker.rollout import Rollout
 from canary.rollout.broker.waves import Wave
 from canary.rollout.broker.window import interim_look
 from canary.rollout.core import Look
+from canary.rollout.core.audit import AuditAction
 from canary.rollout.window import watch_window
 
 
@@ -62,14 +63,15 @@ def wave_look(run: Rollout, wave: int, promoted: list[int], control: int | None 
     seconds = config.warmup_s + run.spec.promote.look
     probe = run.open_probe(cfg, broker_metrics_source(run))
     probe.start()
-    run.audit.record(run.step, "wave look started", wave=wave, promoted=promoted, control=control, seconds=seconds)
+    run.audit.record(run.step, AuditAction.WAVE_LOOK_STARTED, wave=wave, promoted=promoted, control=control,
+                     seconds=seconds)
     try:
         looks, stopped = watch_window(run, seconds, min(run.spec.probe.interim_interval, seconds / 2),
                                       lambda: interim_look(observations, config, before), lambda at_s, due: None)
         last = stopped or interim_look(observations, config, before).model_copy(update={"at_s": seconds})
     finally:
         probe.stop()
-    run.audit.record(run.step, "wave look", wave=wave, promoted=promoted, control=control,
+    run.audit.record(run.step, AuditAction.WAVE_LOOK, wave=wave, promoted=promoted, control=control,
                      looks=len(looks) + (stopped is None),
                      **last.model_dump(mode="json", include={"verdict", "reason", "failed", "observations"}))
     run.say("look after wave %d (promoted %s against %s): %s", wave, promoted,

@@ -8,12 +8,15 @@ from pathlib import Path
 from canary.analysis.inline import aggregate, calibration
 from canary.judge import brief, e_values, judge
 from canary.probe.load import Load, LoadConfig
+from canary.probe.runner import Probe
 from canary.probe.user_reads import UserReads, UserReadsConfig
 from canary.rollout.broker.metrics import broker_metrics_source
 from canary.rollout.broker.probes import before_observations, observations_path, probe_config, window_leaders
+from canary.rollout.broker.record import BrokerWindow, LaneCounts
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.broker.traffic import window_traffic
-from canary.rollout.core import Look, Window
+from canary.rollout.core import Look
+from canary.rollout.core.audit import AuditAction
 from canary.rollout.window import fail_fast_verdict, watch_window
 
 
@@ -65,64 +68,80 @@ def probe_window(run: Rollout) -> dict:
     probe = run.open_probe(cfg, broker_metrics_source(run))  # the brokers' own metrics beside the messages
     start_ms = int(time.time() * 1000)
     probe.start()
-    run.audit.record(run.step, "probe started", probe_run_id=cfg.run_id, window_s=spec.probe.window)
-    load, reads = None, None
+    run.audit.record(run.step, AuditAction.PROBE_STARTED, probe_run_id=cfg.run_id, window_s=spec.probe.window)
     rate = load_rate(run)
+    load, reads = _start_beside(run, probe, cfg.run_id, rate)
+    watch = DisturbanceWatch(run)
     try:
-        if rate:
-            load = Load(LoadConfig(run.bootstrap_servers, rate, spec.load.record_size, dict(spec.client),
-                                   interval=spec.broker_metrics.interval, run_id=cfg.run_id), emit=probe.sink.emit)
-            load.start()
-            run.audit.record(run.step, "load started", rate_per_partition=rate, record_size=spec.load.record_size)
-        if spec.traffic.catch_up_bytes:
-            reads = UserReads(UserReadsConfig(run.bootstrap_servers, spec.traffic.catch_up_bytes,
-                                              spec.traffic.catch_up_partitions, spec.traffic.catch_up_interval,
-                                              cfg.run_id, dict(spec.client)), emit=probe.sink.emit)
-            reads.start()
-    except BaseException:  # the step fails and is retried: leave no probe, load or reads running behind it
-        for started in (reads, load, probe):
-            if started is not None:
-                started.stop()
-        raise
-    disturbed: list[str] = []  # each problem once, when first seen
-    seen: set[str] = set()
-
-    def watch(at_s: float, full: bool) -> None:
-        try:
-            now = disturbances(run, full)
-        except Exception as exc:  # the cluster not answering is a disturbance too
-            now = [f"the cluster did not answer ({exc})"]
-        new = [p for p in now if p not in seen]
-        if new:
-            seen.update(new)
-            disturbed.extend(f"at {at_s:.0f}s: {p}" for p in new)
-            run.say("the cluster is disturbed during the window: %s", "; ".join(new))
-            run.audit.record(run.step, "cluster disturbed", at_s=round(at_s, 1), problems=new)
-
-    def tick(at_s: float, look_due: bool) -> None:
-        watch(at_s, full=look_due)
-
-    def look() -> Look:
-        return interim_look(observations, config, before)
-
-    try:
-        interim, stopped_early = watch_window(run, spec.probe.window, spec.probe.interim_interval, look, tick)
+        interim, stopped_early = watch_window(run, spec.probe.window, spec.probe.interim_interval,
+                                              lambda: interim_look(observations, config, before), watch.tick)
     finally:
         loaded = load.stop() if load is not None else None
         read_back = reads.stop() if reads is not None else None
         summary = probe.stop()
-    window = Window(attempt=attempt, probe_run_id=cfg.run_id, start_ms=start_ms, end_ms=int(time.time() * 1000),
-                    observations=run.relative(observations), stopped_early=stopped_early, interim=interim,
-                    disturbed=disturbed[:20],
-                    probe={lane: {k: t[k] for k in ("sent", "acked", "lost", "produce_errors")}
-                           for lane, t in summary.lanes.items()},
-                    broker_readings=summary.broker_readings, load=loaded,
-                    traffic=window_traffic(run, observations, rate) | ({"catch_up_reads": read_back} if read_back
-                                                                         else {}))
+    window = BrokerWindow(attempt=attempt, probe_run_id=cfg.run_id, start_ms=start_ms, end_ms=int(time.time() * 1000),
+                          observations=run.relative(observations), stopped_early=stopped_early, interim=interim,
+                          disturbed=watch.disturbed[:20],
+                          probe={lane: LaneCounts(**{k: t[k] for k in ("sent", "acked", "lost", "produce_errors")})
+                                 for lane, t in summary.lanes.items()},
+                          broker_readings=summary.broker_readings, load=loaded,
+                          traffic=window_traffic(run, observations, rate) | (
+                              {"catch_up_reads": read_back} if read_back else {}))
     run.say("traffic in the window: %s", (window.traffic or {}).get("reason"))
     run.state.update(window=window, verdict=None)
     if stopped_early:
-        fail_fast_verdict(run, stopped_early, probe_run_id=cfg.run_id, probe=window.probe, traffic=window.traffic)
+        fail_fast_verdict(run, stopped_early, probe_run_id=cfg.run_id, probe=window.probe_counts(),
+                          traffic=window.traffic)
     return window.model_dump(mode="json", include={"probe_run_id", "start_ms", "end_ms", "probe", "disturbed",
                                                   "broker_readings", "load", "traffic"}) | {
         "load": window.load, "stopped_early": stopped_early is not None, "interim_looks": len(interim)}
+
+
+def _start_beside(run: Rollout, probe: Probe, probe_run_id: str, rate: float) -> tuple[Load | None, UserReads | None]:
+    """Starts the window's load (at `rate` records/s per partition; none at 0) and the catch-up reads beside the
+    started `probe`, their records into its sink. A failure stops what started, the probe too (the step is retried:
+    nothing is left running behind it)."""
+    spec = run.spec
+    load, reads = None, None
+    try:
+        if rate:
+            load = Load(LoadConfig(run.bootstrap_servers, rate, spec.load.record_size, dict(spec.client),
+                                   interval=spec.broker_metrics.interval, run_id=probe_run_id), emit=probe.sink.emit)
+            load.start()
+            run.audit.record(run.step, AuditAction.LOAD_STARTED, rate_per_partition=rate,
+                             record_size=spec.load.record_size)
+        if spec.traffic.catch_up_bytes:
+            reads = UserReads(UserReadsConfig(run.bootstrap_servers, spec.traffic.catch_up_bytes,
+                                              spec.traffic.catch_up_partitions, spec.traffic.catch_up_interval,
+                                              probe_run_id, dict(spec.client)), emit=probe.sink.emit)
+            reads.start()
+    except BaseException:
+        for started in (reads, load, probe):
+            if started is not None:
+                started.stop()
+        raise
+    return load, reads
+
+
+class DisturbanceWatch:
+    """The cluster watched through the window: each problem (disturbances) once, when first seen, said and
+    audited; `disturbed` lists them with the second they were seen at."""
+
+    def __init__(self, run: Rollout):
+        self.run = run
+        self.disturbed: list[str] = []
+        self.seen: set[str] = set()
+
+    def tick(self, at_s: float, look_due: bool) -> None:
+        """Brokers down every tick; registration and offline partitions when a look is due."""
+        try:
+            now = disturbances(self.run, look_due)
+        except Exception as exc:  # the cluster not answering is a disturbance too
+            now = [f"the cluster did not answer ({exc})"]
+        new = [p for p in now if p not in self.seen]
+        if new:
+            self.seen.update(new)
+            self.disturbed.extend(f"at {at_s:.0f}s: {p}" for p in new)
+            self.run.say("the cluster is disturbed during the window: %s", "; ".join(new))
+            self.run.audit.record(self.run.step, AuditAction.CLUSTER_DISTURBED, at_s=round(at_s, 1), problems=new)
+

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from canary.clients.deployer import Instance
 from canary.rollout.client.rollout import ClientRollout
+from canary.rollout.core.audit import AuditAction
 
 
 def fleet_differences(run: ClientRollout, wanted: list[Instance]) -> list[str]:
@@ -26,7 +27,7 @@ def converge(run: ClientRollout, wanted: list[Instance]) -> list[str]:
     for inst in wanted:
         before = run.services.status(inst.name)
         if run.services.start(inst):
-            run.audit.record(run.step, "start instance", instance=inst.name, role=inst.role, lane=inst.lane,
+            run.audit.record(run.step, AuditAction.START_INSTANCE, instance=inst.name, role=inst.role, lane=inst.lane,
                            version=inst.version, was=before.to_dict() if before else None)
             run.say("%s %s started on %s (%s lane)", inst.role, inst.name, inst.version, inst.lane)
             changed.append(inst.name)
@@ -40,6 +41,7 @@ def remove(run: ClientRollout, wanted: list[Instance]) -> list[str]:
         if run.services.status(inst.name) is not None:
             was_running = run.services.stop(inst.name)
             run.services.forget(inst.name)
-            run.audit.record(run.step, "stop instance", instance=inst.name, role=inst.role, was_running=was_running)
+            run.audit.record(run.step, AuditAction.STOP_INSTANCE, instance=inst.name, role=inst.role,
+                             was_running=was_running)
             stopped.append(inst.name)
     return stopped

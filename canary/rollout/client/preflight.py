@@ -7,8 +7,10 @@ import time
 from canary.rollout.client import lane_plan
 from canary.rollout.client.fleet import converge, fleet_differences
 from canary.rollout.client.lane import canary_brokers, canary_partitions_now, replicas
+from canary.rollout.client.record import ClientSnapshot, InstanceSnapshot
 from canary.rollout.client.rollout import ClientRollout, fleet
 from canary.rollout.core import RolloutError, RunStatus, SpecMismatch
+from canary.rollout.core.audit import AuditAction
 
 
 def preflight(run: ClientRollout) -> dict:
@@ -38,7 +40,7 @@ def preflight(run: ClientRollout) -> dict:
                                f"baseline broker is first, then a preferred leader election)")
         plan = lane_plan.plan_open(replicas(state), canaries, spec.lane.partitions, run.topic)
     else:
-        plan = {int(p): v for p, v in run.state.before["lane"].items()}
+        plan = run.snapshot.lane_plan()
     baseline = fleet(spec, spec.change.from_)
     cannot = [p for i in fleet(spec, spec.change.to, "canary") if (p := run.services.program_problem(i))]
     if cannot:  # a mistake in the spec, found before any change
@@ -48,14 +50,15 @@ def preflight(run: ClientRollout) -> dict:
         raise RolloutError(f"the baseline fleet is not running on {spec.change.from_}: {'; '.join(wrong)}; start it "
                            f"with `kafka-canary client-rollout baseline --spec FILE`")
     taken = run.lock.acquire(run.run_id, len(brokers))
-    run.audit.record("preflight", "lock taken" if taken else "lock already held by this rollout")
+    run.audit.record("preflight", AuditAction.LOCK_TAKEN if taken else AuditAction.LOCK_ALREADY_HELD)
     if run.state.before is None:
-        before = {"taken_ms": int(time.time() * 1000), "topic": run.topic, "canary_brokers": canaries,
-                  "replicas": {str(p): v for p, v in replicas(state).items()},
-                  "lane": {str(p): v for p, v in plan.items()},
-                  "instances": [s.to_dict() for s in run.services.instances()]}
+        before = ClientSnapshot(taken_ms=int(time.time() * 1000), topic=run.topic, canary_brokers=canaries,
+                                replicas={str(p): v for p, v in replicas(state).items()},
+                                lane={str(p): v for p, v in plan.items()},
+                                instances=[InstanceSnapshot.model_validate(s.to_dict())
+                                           for s in run.services.instances()])
         run.state.update(before=before, canary_brokers=canaries, status=RunStatus.PREFLIGHT)
-        run.audit.record("preflight", "snapshot", before=before)
+        run.audit.record("preflight", AuditAction.SNAPSHOT, before=before.model_dump(mode="json"))
     return {"canary_brokers": canaries, "lane_plan": {str(p): v for p, v in plan.items()},
             "baseline": [i.name for i in baseline]}
 

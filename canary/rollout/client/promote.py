@@ -10,6 +10,7 @@ from canary.rollout.client.fleet import converge, remove
 from canary.rollout.client.lane import canary_partitions_now, close_lane
 from canary.rollout.client.rollout import ClientRollout, fleet
 from canary.rollout.core import RolloutError, RunStatus
+from canary.rollout.core.audit import AuditAction
 from canary.rollout.core.verdict import require_promotable
 
 
@@ -62,7 +63,8 @@ def rollback(run: ClientRollout) -> dict:
         result["stopped"] += remove(run, consumers)
     elif opened and any((s := run.services.status(i.name)) and s.running for i in consumers):
         left = drain(run, opened)
-        run.audit.record(run.step, "drained" if not left else "drain incomplete", partitions=opened, left=left)
+        run.audit.record(run.step, AuditAction.DRAINED if not left else AuditAction.DRAIN_INCOMPLETE, partitions=opened,
+                         left=left)
         if left:
             run.say("canary partitions %s not drained after %.0fs: %s records go to the baseline consumers", opened,
                   run.spec.timeouts.drain, sum(left.values()))

@@ -4,15 +4,20 @@ service deployer of the service's fleet, and the fleet each lane should have."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 from canary import lanes
 from canary.clients.deployer import Instance, ServiceDeployer
 from canary.kafka.admin import TopicState
+from canary.rollout.client.record import ClientRunRecord, ClientSnapshot
+from canary.rollout.client.report import CLIENT_REPORT
 from canary.rollout.client.spec import ClientRolloutSpec
 from canary.rollout.core import ClusterRun
 from canary.rollout.core.admin import ClusterAdmin
+from canary.rollout.core.run import RunState
 from canary.rollout.deployers.base import Deployer
 from canary.rollout.guard import PartitionView
+from canary.rollout.report import write_report
 
 
 class ClientRollout(ClusterRun):
@@ -20,7 +25,9 @@ class ClientRollout(ClusterRun):
     service deployer of its fleet."""
 
     LOG_PREFIX = "client "
+    RECORD = ClientRunRecord
     spec: ClientRolloutSpec
+    state: RunState[ClientRunRecord]
 
     def __init__(self, spec: ClientRolloutSpec, run_dir: str | Path | None = None, deployer: Deployer | None = None,
                  services: ServiceDeployer | None = None, tie_to_parent: bool = False,
@@ -33,8 +40,16 @@ class ClientRollout(ClusterRun):
             commands={str(role): argv for role, argv in svc.command.items()}, env=svc.env, cwd=svc.cwd or None)
 
     @property
+    def snapshot(self) -> ClientSnapshot:
+        """The pre-rollout snapshot preflight took (RunStateError before)."""
+        return cast(ClientSnapshot, self.state.snapshot)
+
+    @property
     def topic(self) -> str:
         return self.spec.service.topic
+
+    def write_report(self) -> Path:
+        return write_report(self.state, self.audit, CLIENT_REPORT)
 
     def observe(self) -> TopicState:
         return self.admin.topic(self.topic)

@@ -11,6 +11,7 @@ from canary.rollout.client.fleet import fleet_differences
 from canary.rollout.client.lane import canary_partitions_now, replicas
 from canary.rollout.client.rollout import ClientRollout, fleet
 from canary.rollout.core import RolloutError
+from canary.rollout.core.audit import AuditAction
 
 
 def verify(run: ClientRollout) -> dict:
@@ -24,7 +25,7 @@ def verify(run: ClientRollout) -> dict:
     differences = fleet_differences(run, fleet(run.spec, version))
     differences += [f"canary instance {s.instance.name} is still {'running' if s.running else 'known'}"
                     for s in run.services.instances() if s.instance.lane == "canary"]
-    original = {int(p): reps for p, reps in run.state.snapshot["replicas"].items()}
+    original = run.snapshot.original_replicas()
     now = replicas(run.observe())
     differences += [f"{run.topic}-{p} has replicas {now.get(p)}, before {reps}"
                     for p, reps in lane_plan.plan_restore(original, now).items()]
@@ -35,9 +36,9 @@ def verify(run: ClientRollout) -> dict:
     if left:
         differences.append(f"canary partitions {left} of {run.topic} are still led by a canary broker")
     if differences:
-        run.audit.record("verify", "differences", differences=differences)
+        run.audit.record("verify", AuditAction.DIFFERENCES, differences=differences)
         raise RolloutError("verify failed, the lock stays held until this is fixed: " + "; ".join(differences))
     released = run.lock.release(run.run_id)
-    run.audit.record("verify", "lock released" if released else "lock was not held")
+    run.audit.record("verify", AuditAction.LOCK_RELEASED if released else AuditAction.LOCK_NOT_HELD)
     run.state.update(status=status.as_verified())
     return {"status": status, "version": version, "lock_released": released}

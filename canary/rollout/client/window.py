@@ -10,6 +10,7 @@ from canary.judge import ROLLBACK, Brief, brief, e_values, judge
 from canary.rollout import judging
 from canary.rollout.client.rollout import ClientRollout, fleet
 from canary.rollout.core import Look, RolloutError, Window
+from canary.rollout.core.audit import AuditAction
 from canary.rollout.core.observations import fetch_observations
 from canary.rollout.core.verdict import record_verdict
 from canary.rollout.window import fail_fast_verdict, watch_window
@@ -33,7 +34,7 @@ def window(run: ClientRollout) -> dict:
     attempt = run.state.record.steps["window"].attempts
     canary = fleet(spec, spec.change.to, "canary")
     start_ms = int(time.time() * 1000)
-    run.audit.record(run.step, "window started", window_s=spec.window.duration)
+    run.audit.record(run.step, AuditAction.WINDOW_STARTED, window_s=spec.window.duration)
 
     def tick(at_s: float, look_due: bool) -> Brief | None:
         gone = [i.name for i in canary if not (s := run.services.status(i.name)) or not s.running]
@@ -66,7 +67,7 @@ def judge_window(run: ClientRollout) -> dict:
     observations = run.run_dir / f"observations-window-{window.attempt}.jsonl"
     count = fetch_observations(run.bootstrap_servers, run.spec.client, run.spec.service.observations_run_id,
                                window.start_ms, window.end_ms, observations)
-    run.audit.record(run.step, "observations read", count=count, file=str(observations))
+    run.audit.record(run.step, AuditAction.OBSERVATIONS_READ, count=count, file=str(observations))
     request = judging.analysis_request(run, observations=observations, from_ms=window.start_ms,
                                        to_ms=window.end_ms, source_run_id=run.spec.service.observations_run_id,
                                        out=run.run_dir / f"analysis-{window.attempt}", config=config)

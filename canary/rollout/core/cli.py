@@ -24,7 +24,6 @@ from canary.outcome import Outcome
 from canary.rollout.core.engine import roll_back, run_all
 from canary.rollout.core.kind import RolloutKind
 from canary.rollout.core.record import Origin
-from canary.rollout.core.report import write_report
 from canary.rollout.core.rollout import RolloutRun
 from canary.rollout.core.step import SpecMismatch
 
@@ -132,6 +131,6 @@ def cmd_step(args) -> int:
     except (CanaryError, OSError) as exc:
         raise RunUnfinished.of(rollout, exc) from exc
     finally:
-        write_report(rollout.state, rollout.audit)
+        rollout.write_report()
     print_result(args, result)
     return Brief.of(result).outcome.exit_code if step.decides else 0

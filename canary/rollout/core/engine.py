@@ -13,10 +13,9 @@ from canary.judge import INCONCLUSIVE, PROMOTE
 from canary.kafka.wait import describe
 from canary.rollout.core.kind import RolloutKind
 from canary.rollout.core.record import RunSummary
-from canary.rollout.core.report import write_report
 from canary.rollout.core.rollout import RolloutRun
 from canary.rollout.core.step import RolloutError, rollback_decided
-from canary.rollout.core.verdict import failure_verdict
+from canary.rollout.core.verdict import failure_verdict, rolls_back
 
 
 def run_all(kind: RolloutKind, rollout: RolloutRun, approve: bool = False, on_inconclusive: str = "rollback",
@@ -50,7 +49,7 @@ def run_all(kind: RolloutKind, rollout: RolloutRun, approve: bool = False, on_in
         return result(rollout, "")
     finally:
         with contextlib.suppress(CanaryError, OSError):
-            write_report(state, rollout.audit)
+            rollout.write_report()
 
 
 def roll_back(kind: RolloutKind, rollout: RolloutRun) -> dict:
@@ -90,7 +89,7 @@ def _until_verdict(kind: RolloutKind, rollout: RolloutRun) -> None:
         try:
             step(rollout)
         except Exception as exc:  # a refusal or a bug alike: once something changed, the way back is safe
-            if not step.after_change or not state.before:
+            if not rolls_back(step, rollout):
                 raise  # nothing was changed
             rollout.say("%s failed (%s); rolling back", step.name, describe(exc))
             failure_verdict(rollout, step.name, describe(exc), isinstance(exc, InfrastructureError))

@@ -19,7 +19,7 @@ from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
 
 from canary.kafka.secrets import redacted
-from canary.rollout.core.record import Origin, RunRecord
+from canary.rollout.core.record import Origin, RunRecord, legacy_kind
 from canary.storage import Conflict, Store, StoreError
 
 log = logging.getLogger("canary.rollout")
@@ -59,7 +59,8 @@ class IndexEntry:
         spec = record.spec
         finished = [s.finished_ms for s in record.steps.values() if s.finished_ms is not None]
         origin = record.origin
-        return cls(run_id=record.run_id, kind=kind_of(spec), cluster=cluster_of(spec), change=change_of(spec),
+        return cls(run_id=record.run_id, kind=str(record.kind or legacy_kind(spec)), cluster=cluster_of(spec),
+                   change=change_of(spec),
                    verdict=record.verdict.verdict if record.verdict else "", outcome=str(record.outcome()),
                    status=str(record.status), started_ms=record.created_ms,
                    duration_s=round((max(finished) - record.created_ms) / 1000, 1) if finished else None,
@@ -93,15 +94,6 @@ def airflow_run(origin: Origin | None) -> str:
 def _section(spec: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     found = spec.get(name)
     return found if isinstance(found, Mapping) else {}
-
-
-def kind_of(spec: Mapping[str, Any]) -> str:
-    """The rollout kind a stored spec belongs to (each kind's to_dict has keys no other has)."""
-    if "service" in spec:
-        return "client"
-    if "out_dir" in spec:
-        return "migration"
-    return "broker"
 
 
 def cluster_of(spec: Mapping[str, Any]) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from canary.fields import format_utc
 from canary.kafka.wait import WaitTimeout, wait_until
-from canary.rollout.core.audit import AuditLog
+from canary.rollout.core.audit import AuditAction, AuditLog
 from canary.storage import Store
 
 PAUSE_KEY = "pause.json"
@@ -24,7 +24,7 @@ def pause(store: Store, audit: AuditLog, by: str, reason: str = "") -> dict:
         return held
     entry = {"by": by, "at_ms": int(time.time() * 1000), "reason": reason[:500]}
     store.write(PAUSE_KEY, json.dumps(entry).encode())
-    audit.record("pause", "paused", **entry)
+    audit.record("pause", AuditAction.PAUSED, **entry)
     return entry
 
 
@@ -33,7 +33,7 @@ def resume(store: Store, audit: AuditLog, by: str) -> dict | None:
     held = paused(store)
     if held is not None:
         store.delete(PAUSE_KEY)
-        audit.record("pause", "resumed", by=by)
+        audit.record("pause", AuditAction.RESUMED, by=by)
     return held
 
 

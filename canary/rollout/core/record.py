@@ -4,23 +4,45 @@ code (canary.outcome); and `RunSummary`, what a run says when a command or a tas
 here and only here (`RunRecord.load`, `RunRecord.to_json`); where it is stored, and how two writers' records are
 merged, is canary.rollout.core.run's.
 
-Schema 2: every verdict has the same fields (a failed step's ROLLBACK too), every window and look those of its
-kind. A schema 1 run.json (what kafka-canary wrote before) loads as it is: a field it lacks takes its default.
+Schema 3: the record says which kind made it (`kind`); the pre-rollout snapshot (`before`) and the window are the
+kind's own models (`Snapshot`, `Window` subclassed in the kind's module: canary.rollout.broker.record, …), hung on
+the kind's record (`RunRecord` subclassed with a Literal `kind`), so that `canary.rollout.records` reads any run.json
+as a discriminated union. Every verdict has the same fields (a failed step's ROLLBACK too). A schema 1 or 2 run.json
+(what kafka-canary wrote before) loads as it is: a field it lacks takes its default, and its kind is what its spec
+says (`legacy_kind`, the one place that still reads a kind from a spec's keys).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from canary.judge import ROLLBACK, Brief, VerdictWord
 from canary.outcome import Outcome
 
-SCHEMA = 2
-READABLE_SCHEMAS = (1, 2)  # a run.json of an older schema is read as this one; its next write is this one
+SCHEMA = 3
+READABLE_SCHEMAS = (1, 2, 3)  # a run.json of an older schema is read as this one; its next write is this one
+
+
+class RunKind(StrEnum):
+    """Which rollout kind made a run (canary.rollout.core.kind.RolloutKind.name)."""
+
+    BROKER = "broker"
+    CLIENT = "client"
+    MIGRATION = "migration"
+
+
+def legacy_kind(spec: Mapping[str, Any]) -> RunKind:
+    """The kind of a run.json written before records said it (schema 1 and 2): each kind's stored spec has keys no
+    other has."""
+    if "service" in spec:
+        return RunKind.CLIENT
+    if "out_dir" in spec:
+        return RunKind.MIGRATION
+    return RunKind.BROKER
 
 
 class RunStatus(StrEnum):
@@ -60,6 +82,11 @@ class RunStatus(StrEnum):
     def finished(self) -> bool:
         """Promote or rollback has finished (verified or not): no further change is made."""
         return self.promoted or self in (RunStatus.ROLLED_BACK, RunStatus.VERIFIED_ROLLED_BACK)
+
+    @property
+    def rolled_back(self) -> bool:
+        """The change was rolled back (verified or not)."""
+        return self in (RunStatus.ROLLED_BACK, RunStatus.VERIFIED_ROLLED_BACK)
 
     @property
     def promoted(self) -> bool:
@@ -141,29 +168,27 @@ class Look(Brief, _Record):
 
 class Window(_Record):
     """The last window: its attempt, start and end, the look that stopped it early (fail fast) or None, and its
-    interim looks. A broker rollout adds its probe (run id, observations file, counts per lane), the disturbances
-    seen, the brokers' readings, the load and the traffic; the migration canary its span (seconds since the epoch)
-    and the disturbance it caused."""
+    interim looks. A kind adds its own details in a subclass of its own (canary.rollout.broker.record.BrokerWindow:
+    the probe, the brokers' readings, the load, the traffic; the migration canary's span and disturbance); read by a
+    reader that does not know the kind, those details are kept as they are."""
 
-    DETAILS: ClassVar[frozenset[str]] = frozenset({
-        "attempt", "probe_run_id", "observations", "disturbed", "probe", "broker_readings", "load", "traffic",
-        "start_s", "end_s", "disturbance"})
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
 
     attempt: int | None = None
     start_ms: int
     end_ms: int
     stopped_early: Look | None = None
     interim: list[Look] = []
-    probe_run_id: str | None = None
-    observations: str | None = None  # the observations file, relative to the run
-    disturbed: list[str] | None = None
-    probe: dict[str, dict[str, Any]] | None = None  # per lane: sent, acked, lost, produce_errors
-    broker_readings: dict[str, Any] | None = None
-    load: dict[str, Any] | None = None
-    traffic: dict[str, Any] | None = None
-    start_s: float | None = None
-    end_s: float | None = None
-    disturbance: dict[str, Any] | None = None
+
+
+class Snapshot(_Record):
+    """The pre-rollout snapshot (run.json's `before`): what rollback and verify compare with. Each kind has its own
+    (canary.rollout.broker.record.BrokerSnapshot, …); read by a reader that does not know the kind, its fields are
+    kept as they are."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    taken_ms: int | None = None
 
 
 class Verdict(Brief, _Record):
@@ -259,34 +284,35 @@ class Origin(_Record):
 
 
 class RunRecord(_Record):
-    """One run: its id, when it was created, its spec (secret settings as ***), status, the pre-rollout snapshot
-    (`before`) and the canary brokers preflight chose, the steps' records, the last window and the verdict; a broker
-    rollout also the load preflight sized (`load_sizing`)."""
+    """One run: which kind made it, its id, when it was created, its spec (secret settings as ***), status, the
+    pre-rollout snapshot (`before`) and the canary brokers preflight chose, the steps' records, the last window and
+    the verdict. A kind's record (canary.rollout.broker.record.BrokerRunRecord, …) types its snapshot and window and
+    adds what only it keeps; read by a reader that does not know the kind (canary.rollout.records reads every kind),
+    those fields are kept as they are."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
+    model_config = ConfigDict(extra="allow", validate_assignment=True, populate_by_name=True)
 
     schema_version: int = Field(default=SCHEMA, alias="schema")
+    kind: RunKind | None = None                # None: a record made without a kind (never one a rollout wrote)
     run_id: str
     created_ms: int
     spec: dict[str, Any]
     status: RunStatus = RunStatus.NEW
-    before: dict[str, Any] | None = None
+    before: Snapshot | None = None
     canary_brokers: list[int] | None = None
-    control_brokers: list[int] | None = None   # a broker rollout's control brokers (canary.rollout.broker.control)
-    control_restarted: list[int] = []          # those of them the deploy step restarted already
-    drained: dict[str, list[int]] | None = None  # partitions a promotion drained: their replica order before it
     steps: dict[str, StepRecord] = {}
     verdict: Verdict | None = None
     window: Window | None = None
-    load_sizing: dict[str, Any] | None = None
     origin: Origin | None = None               # what started the run (None: a run older than the field)
 
     @classmethod
-    def load(cls, data: Mapping[str, Any]) -> RunRecord:
-        """The record run.json holds (of a schema in READABLE_SCHEMAS). ValueError (pydantic's ValidationError, every
-        problem named) for anything else."""
+    def load(cls, data: Mapping[str, Any]) -> Self:
+        """The record run.json holds (of a schema in READABLE_SCHEMAS; one of before schema 3 is given the kind its
+        spec says). ValueError (pydantic's ValidationError, every problem named) for anything else."""
         if data.get("schema") not in READABLE_SCHEMAS:
             raise ValueError(f"schema {data.get('schema')!r} is not one of {READABLE_SCHEMAS}")
+        if data.get("kind") is None and isinstance(data.get("spec"), Mapping):
+            data = {**data, "kind": legacy_kind(data["spec"])}
         return cls.model_validate(data)
 
     def to_json(self) -> dict[str, Any]:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from canary.rollout.core.admin import ClusterAdmin, KafkaAdmin
-from canary.rollout.core.audit import AuditLog
+from canary.rollout.core.audit import AuditAction, AuditLog
 from canary.rollout.core.lock import ClusterLock
+from canary.rollout.core.record import RunRecord
 from canary.rollout.core.run import RunState, existing, run_store
 from canary.rollout.deployers.base import Deployer, Reporting
 from canary.rollout.guard import PartitionView
@@ -23,12 +24,14 @@ class RolloutRun:
     `to_dict()` (secret-free) and `secret_values`. Subclasses say where the cluster is (`bootstrap_servers`)."""
 
     LOG_PREFIX = ""  # before the step's name in progress lines
+    RECORD: ClassVar[type[RunRecord]] = RunRecord  # the kind's record (run.json), which a kind's run names
+    state: RunState[Any]
 
     def __init__(self, spec: Any, run_dir: str | Path | Store | None = None):
         self.spec = spec
         self.run_id: str = spec.effective_run_id
         self.store = run_store(run_dir, self.run_id)
-        self.state = RunState.open(self.store, self.run_id, spec.to_dict(), spec.secret_values)
+        self.state = RunState.open(self.store, self.run_id, spec.to_dict(), spec.secret_values, self.RECORD)
         self.run_dir = self.state.run_dir
         self.store.pull(self.run_dir)  # the files earlier tasks left (on another worker, when the store is shared)
         self.audit = AuditLog(self.store, self.run_id, spec.secret_values)
@@ -56,6 +59,11 @@ class RolloutRun:
     def say(self, text: str, *args: Any) -> None:
         log.info(f"[{self.LOG_PREFIX}%s] " + text, self.step, *args)
 
+    def write_report(self) -> Path:
+        """Writes the run's report (canary.rollout.report, with the sections of the run's kind); the kind's run
+        says which."""
+        raise NotImplementedError
+
     def progress(self, line: str) -> None:
         """A waiting step's progress line (canary.kafka.wait)."""
         self.say("%s", line)
@@ -68,12 +76,14 @@ class ClusterRun(RolloutRun):
     def __init__(self, spec: Any, run_dir: str | Path | Store | None = None, deployer: Deployer | None = None,
                  admin: ClusterAdmin | None = None):
         store = run_store(run_dir, spec.effective_run_id)
-        existing(store, spec.effective_run_id, spec.to_dict())  # a run directory it may not use: refused first
+        # a run directory it may not use: refused first
+        existing(store, spec.effective_run_id, spec.to_dict(), self.RECORD)
         self.deployer = deployer or spec.cluster.open_deployer(spec.client)
         self.admin: ClusterAdmin = admin or KafkaAdmin(self.deployer.bootstrap_servers, spec.client)
         super().__init__(spec, store)
         if isinstance(self.deployer, Reporting):  # its commands go into this run's audit log, under the step
-            self.deployer.report_to(lambda action, details: self.audit.record(self.step, action, **details))
+            self.deployer.report_to(
+                lambda action, details: self.audit.record(self.step, AuditAction(action), **details))
 
     @property
     def bootstrap_servers(self) -> str:

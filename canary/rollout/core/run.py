@@ -16,6 +16,7 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from pydantic import ValidationError
 
@@ -28,6 +29,7 @@ from canary.rollout.core.record import (
     Origin,
     RunRecord,
     RunStatus,
+    Snapshot,
     StepRecord,
     StepStatus,
     Verdict,
@@ -68,13 +70,18 @@ def run_store(location: str | Path | Store | None, run_id: str) -> Store:
     return open_store(location) if location else open_store(runs_url()).child(run_id)
 
 
-class RunState:
-    """The run's record (`record`, a RunRecord) and where it is stored. Every change is written at once, conditionally;
+R = TypeVar("R", bound=RunRecord)
+
+
+class RunState(Generic[R]):
+    """The run's record (`record`, a RunRecord of the run's kind) and where it is stored. Every change is written at
+    once, conditionally;
     a write that lost to another writer is merged (each keeps the fields and step records it changed) and written
     again."""
 
-    def __init__(self, store: Store, record: RunRecord, version: str | None,
+    def __init__(self, store: Store, record: R, version: str | None,
                  secrets: list[str] | tuple[str, ...] = ()):
+        """`record`: of the run's kind (a RunRecord subclass); it is read back and merged as that kind's."""
         self.store = store
         self.run_dir = store.workdir()  # where this task writes its files; the store sends them on
         self.record = record
@@ -87,19 +94,20 @@ class RunState:
 
     @classmethod
     def open(cls, location: str | Path | Store, run_id: str, spec: dict,
-             secrets: list[str] | tuple[str, ...] = ()) -> RunState:
+             secrets: list[str] | tuple[str, ...] = (), record: type[R] = RunRecord) -> RunState[R]:  # type: ignore[assignment]
         """The run at `location`, created when new. Refuses a place holding anything else (`existing`) before
-        anything is written there. `secrets`: values that must never be written (the client's passwords)."""
+        anything is written there. `secrets`: values that must never be written (the client's passwords).
+        `record`: the kind's record (canary.rollout.broker.record.BrokerRunRecord, …)."""
         store = run_store(location, run_id)
-        found = existing(store, run_id, spec)
+        found = existing(store, run_id, spec, record)
         if found is not None:
             return cls(store, found[0], found[1], secrets)
-        state = cls(store, RunRecord(run_id=run_id, created_ms=int(time.time() * 1000), spec=_as_stored(spec)), None,
+        state = cls(store, record(run_id=run_id, created_ms=int(time.time() * 1000), spec=_as_stored(spec)), None,
                     secrets)
         try:
             state.save(merge=False)
         except Conflict:  # another task created it at the same moment: open what it wrote
-            return cls.open(store, run_id, spec, secrets)
+            return cls.open(store, run_id, spec, secrets, record)
         return state
 
     @property
@@ -119,12 +127,13 @@ class RunState:
         return self.record.window
 
     @property
-    def before(self) -> dict | None:
+    def before(self) -> Snapshot | None:
         return self.record.before
 
     @property
-    def snapshot(self) -> dict:
-        """The pre-rollout snapshot (`before`) the steps after preflight work from."""
+    def snapshot(self) -> Snapshot:
+        """The pre-rollout snapshot (`before`) the steps after preflight work from (of the run's kind: the kind's
+        run narrows it, e.g. canary.rollout.broker.rollout.Rollout.snapshot)."""
         if self.record.before is None:
             raise RunStateError(f"rollout {self.run_id} has no pre-rollout snapshot yet: preflight takes it")
         return self.record.before
@@ -145,8 +154,9 @@ class RunState:
                 if found is None:
                     raise RunStateError(f"{self.store.url}/{RUN_FILE} vanished while rollout {self.run_id} "
                                         f"ran") from None
-                theirs = _parse(self.store, found[0]).to_json()
-                self.record, self.version = RunRecord.load(_merge(self._base, mine, theirs)), found[1]
+                kind = type(self.record)
+                theirs = _parse(self.store, found[0], kind).to_json()
+                self.record, self.version = kind.load(_merge(self._base, mine, theirs)), found[1]
                 self._base = theirs
         raise RunStateError(f"{self.store.url}/{RUN_FILE} kept changing under rollout {self.run_id}: "
                             f"{MERGE_ATTEMPTS} writes in a row lost; is another rollout writing to the same run?")
@@ -210,7 +220,8 @@ class RunState:
         return self.record.step_done(name)
 
 
-def existing(store: Store, run_id: str, spec: dict) -> tuple[RunRecord, str] | None:
+def existing(store: Store, run_id: str, spec: dict, kind: type[R] = RunRecord  # type: ignore[assignment]
+             ) -> tuple[R, str] | None:
     """The run `run_id` of `spec` already at `store` (its record and version), None when the place is new or empty.
     Anything else is refused with RunStateError before anything is written there: a file where a directory should
     be, files or objects that are no run of ours (a run directory is never shared with anything: its report.html
@@ -228,7 +239,7 @@ def existing(store: Store, run_id: str, spec: dict) -> tuple[RunRecord, str] | N
         raise RunStateError(f"run directory {store.url} already holds files that are no run of kafka-canary's "
                             f"({shown}) and no run.json; a run directory must be new, empty or a run of "
                             f"kafka-canary's, so nothing of its own is overwritten: use another --run-dir")
-    record = _parse(store, found[0])
+    record = _parse(store, found[0], kind)
     if record.run_id != run_id:
         raise RunStateError(f"{store.url} holds rollout {record.run_id}, not {run_id}; use another --run-dir")
     if record.spec != _as_stored(spec):
@@ -241,7 +252,7 @@ def _as_stored(spec: dict) -> dict:
     return json.loads(json.dumps(spec, default=str))  # as run.json keeps it: tuples become lists
 
 
-def _parse(store: Store, raw: bytes) -> RunRecord:
+def _parse(store: Store, raw: bytes, kind: type[R] = RunRecord) -> R:  # type: ignore[assignment]
     try:
         data = json.loads(raw)
     except ValueError as exc:
@@ -258,7 +269,7 @@ def _parse(store: Store, raw: bytes) -> RunRecord:
             ": it was written by a newer kafka-canary, upgrade this one (every worker runs the same version)"
             if newer else ""))
     try:
-        return RunRecord.load(data)
+        return kind.load(data)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
         raise RunStateError(f"{store.url}/{RUN_FILE} is not a run of kafka-canary's schema {data['schema']} "

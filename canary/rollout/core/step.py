@@ -14,6 +14,7 @@ from canary.errors import CanaryError, InfrastructureError
 from canary.judge import ROLLBACK
 from canary.kafka.secrets import scrub_text
 from canary.kafka.wait import describe
+from canary.rollout.core.audit import AuditAction
 
 if TYPE_CHECKING:
     from canary.rollout.core.record import Verdict
@@ -61,13 +62,13 @@ class Step:
         rollout.step = self.name
         decided = None if self.after_rollback else rollback_decided(rollout)
         if decided is not None and not self.decides:
-            rollout.audit.record(self.name, "step refused", why=f"the run decided {ROLLBACK}")
+            rollout.audit.record(self.name, AuditAction.STEP_REFUSED, why=f"the run decided {ROLLBACK}")
             reason = " ".join(decided.reason.split())  # one line, whatever the failure quoted
             raise RolloutError(f"rollout {rollout.run_id} decided {ROLLBACK} ({reason}), so {self.name} may not "
                                f"run: the run can only finish its rollback (`run` resumes it; or the rollback step, "
                                f"then verify)")
         attempt = rollout.state.step_started(self.name)
-        rollout.audit.record(self.name, "step started", attempt=attempt)
+        rollout.audit.record(self.name, AuditAction.STEP_STARTED, attempt=attempt)
         try:
             result = decided.to_dict() if decided is not None else self.run(rollout, **options)
             if rollout.secret_values:  # the result lands in XCom and on the CLI's output: never a password
@@ -75,10 +76,10 @@ class Step:
         except BaseException as exc:
             rollout.store.push(rollout.run_dir)
             rollout.state.step_failed(self.name, describe(exc), isinstance(exc, InfrastructureError))
-            rollout.audit.record(self.name, "step failed", attempt=attempt, error=describe(exc))
+            rollout.audit.record(self.name, AuditAction.STEP_FAILED, attempt=attempt, error=describe(exc))
             raise
         # The step's files first, then its record: a task that sees the step done finds what it wrote.
         rollout.store.push(rollout.run_dir)
         rollout.state.step_finished(self.name, result)
-        rollout.audit.record(self.name, "step finished", attempt=attempt, result=result)
+        rollout.audit.record(self.name, AuditAction.STEP_FINISHED, attempt=attempt, result=result)
         return result

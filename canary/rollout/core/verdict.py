@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from canary.judge import PROMOTE, ROLLBACK, Brief
-from canary.rollout.core.record import RunStatus, Verdict
-from canary.rollout.core.step import RolloutError
+from canary.rollout.core.audit import AuditAction
+from canary.rollout.core.record import RunStatus, StepStatus, Verdict
+from canary.rollout.core.step import RolloutError, Step
 
 if TYPE_CHECKING:
+    from canary.rollout.core.kind import RolloutKind
     from canary.rollout.core.rollout import RolloutRun
 
 
@@ -18,8 +20,25 @@ def failure_verdict(rollout: RolloutRun, step_name: str, error: object, infrastr
     and the Airflow judge task both decide so); `infrastructure`: the deployer could not reach a node."""
     verdict = Verdict.failure(step_name, error, infrastructure)
     rollout.state.update(verdict=verdict, status=RunStatus.judged(verdict.verdict))
-    rollout.audit.record(step_name, "verdict", verdict=verdict.verdict, reason=verdict.reason, engine=None)
+    rollout.audit.record(step_name, AuditAction.VERDICT, verdict=verdict.verdict, reason=verdict.reason, engine=None)
     return verdict
+
+
+def rolls_back(step: Step, rollout: RolloutRun) -> bool:
+    """Whether a failure of `step` makes the run's verdict ROLLBACK: it runs after the first change and the run has
+    its snapshot (something may have changed). Otherwise nothing was changed, and the failure is the run's error."""
+    return step.after_change and rollout.state.before is not None
+
+
+def failed_change_verdict(kind: RolloutKind, rollout: RolloutRun) -> Verdict | None:
+    """The ROLLBACK verdict of a run whose step after the first change failed, as its record says (the first such
+    step; recorded now), or None when none did: what a task that runs after a failed one decides (the Airflow judge
+    task), as the engine decides when the step raises."""
+    for step in kind.steps:
+        record = rollout.state.record.step(step.name)
+        if record is not None and record.status is StepStatus.FAILED and not step.decides and rolls_back(step, rollout):
+            return failure_verdict(rollout, step.name, record.error, bool(record.infrastructure))
+    return None
 
 
 def require_promotable(rollout: RolloutRun, approve: bool) -> None:
@@ -36,5 +55,6 @@ def record_verdict(rollout: RolloutRun, verdict: Brief, **details: Any) -> dict:
     the kind adds (Verdict's fields: the probe, the traffic judged, …)."""
     result = Verdict.of_window(verdict, rollout.state.window, **details)
     rollout.state.update(verdict=result, status=RunStatus.judged(result.verdict))
-    rollout.audit.record(rollout.step, "verdict", verdict=result.verdict, reason=result.reason, engine=result.engine)
+    rollout.audit.record(rollout.step, AuditAction.VERDICT, verdict=result.verdict, reason=result.reason,
+                         engine=result.engine)
     return result.to_dict()

@@ -14,9 +14,12 @@ from pathlib import Path
 from canary.errors import CanaryError
 from canary.kafka.secrets import scrub_text
 from canary.rollout.core import RolloutError, RolloutRun, RunStatus
-from canary.rollout.core.run import RUN_FILE
+from canary.rollout.core.audit import AuditAction
+from canary.rollout.core.run import RUN_FILE, RunState
+from canary.rollout.migration.record import MigrationRunRecord
 from canary.rollout.migration.session import MigrationSession
 from canary.rollout.migration.spec import MigrationError, MigrationSpec
+from canary.rollout.report import write_report
 from canary.storage import Store, open_store
 
 RESULT_FILE = "result.json"
@@ -27,7 +30,9 @@ class MigrationRun(RolloutRun):
     result.json holds (written by preflight when it refuses, by judge and by verify)."""
 
     LOG_PREFIX = "migration "
+    RECORD = MigrationRunRecord
     spec: MigrationSpec
+    state: RunState[MigrationRunRecord]
 
     def __init__(self, spec: MigrationSpec):
         store = open_store(spec.out_dir)
@@ -45,6 +50,9 @@ class MigrationRun(RolloutRun):
     @property
     def bootstrap_servers(self) -> str:
         return self.spec.bootstrap_servers
+
+    def write_report(self) -> Path:
+        return write_report(self.state, self.audit)
 
     def live_session(self) -> MigrationSession:
         """The instances this process started in the join; refuses when there is none."""
@@ -69,12 +77,12 @@ class MigrationRun(RolloutRun):
         if self.holds_lock:
             released = self.lock.release(self.run_id)
             self.holds_lock = False
-            self.audit.record(self.step, "lock released at the end of the process" if released else
-                              "lock was not held")
+            self.audit.record(self.step, AuditAction.LOCK_RELEASED_AT_EXIT if released else
+                              AuditAction.LOCK_NOT_HELD)
 
     def _start_over(self) -> None:
         record = self.state.record
-        self.audit.record("-", "started over", earlier_status=record.status,
+        self.audit.record("-", AuditAction.STARTED_OVER, earlier_status=record.status,
                           earlier_steps={name: step.status for name, step in record.steps.items()},
                           why="the instances of a migration run ended with the process that ran them")
         self.state.update(status=RunStatus.NEW, before=None, steps={}, verdict=None, window=None)

@@ -8,9 +8,11 @@ from __future__ import annotations
 import time
 
 from canary.judge import Brief
-from canary.rollout.core import RolloutError, RunStatus, Verdict, Window
+from canary.rollout.core import RolloutError, RunStatus, Verdict
+from canary.rollout.core.audit import AuditAction
 from canary.rollout.core.verdict import record_verdict, require_promotable
 from canary.rollout.migration.preflight import preflight
+from canary.rollout.migration.record import MigrationWindow
 from canary.rollout.migration.run import MigrationRun
 from canary.rollout.migration.session import MigrationSession
 from canary.rollout.migration.spec import MigrationError, MigrationRefused
@@ -28,9 +30,9 @@ def preflight_step(run: MigrationRun) -> dict:
         raise
     taken = run.lock.acquire(run.run_id, evidence["brokers"])
     run.holds_lock = True
-    run.audit.record(run.step, "lock taken" if taken else "lock already held by this run")
+    run.audit.record(run.step, AuditAction.LOCK_TAKEN if taken else AuditAction.LOCK_ALREADY_HELD_BY_RUN)
     run.state.update(before=evidence, status=RunStatus.PREFLIGHT)
-    run.audit.record(run.step, "snapshot", before=evidence)
+    run.audit.record(run.step, AuditAction.SNAPSHOT, before=evidence)
     run.result = {"run_id": run.run_id, "spec": run.spec.to_dict(), "preflight": evidence}
     return {"group_version": evidence["group_version"], "migration_policy": evidence["migration_policy"],
             "topic_partitions": evidence["topic_partitions"], "lock_taken": taken}
@@ -45,7 +47,7 @@ def join_step(run: MigrationRun) -> dict:
     joined = run.session.join()
     run.result.update(joined)
     group = joined["group_at_start"]
-    run.audit.record(run.step, "joined", group_state=group["state"], group_type=group["type"],
+    run.audit.record(run.step, AuditAction.JOINED, group_state=group["state"], group_type=group["type"],
                      members={member["client_id"]: member["protocol"] for member in group["members"]})
     run.state.update(status=RunStatus.CANARY_DEPLOYED)
     return {"baseline_settled_s": joined["baseline_settled_s"], "canary_settled_s": joined["canary_settled_s"],
@@ -59,9 +61,11 @@ def window_step(run: MigrationRun) -> dict:
     window = session.observe_window()
     run.result["window"] = window
     # a migration window has no interim look and never stops early: its disruption is judged on the whole window
-    kept = {k: v for k, v in window.items() if k in Window.model_fields}  # run.json's window; result.json has all
-    run.state.update(window=Window(**kept, start_ms=start_ms, end_ms=int(time.time() * 1000)), verdict=None)
-    run.audit.record(run.step, "window", **window)
+    # run.json's window; result.json has all
+    kept = {k: v for k, v in window.items() if k in MigrationWindow.model_fields}
+    run.state.update(window=MigrationWindow(**kept, start_ms=start_ms, end_ms=int(time.time() * 1000)),
+                     verdict=None)
+    run.audit.record(run.step, AuditAction.WINDOW, **window)
     return window
 
 
@@ -93,7 +97,7 @@ def rollback_step(run: MigrationRun) -> dict:
 def _act(run: MigrationRun, action: str, status: RunStatus) -> dict:
     done = run.live_session().act(action)
     run.result["action"] = done
-    run.audit.record(run.step, action, protocol=done["protocol"], switched=done["switched"])
+    run.audit.record(run.step, AuditAction(action), protocol=done["protocol"], switched=done["switched"])
     run.state.update(status=status)
     return done
 
@@ -109,12 +113,12 @@ def verify_step(run: MigrationRun) -> dict:
     run.result["verify"] = verified
     path = run.write_result()
     if not verified["ok"]:
-        run.audit.record(run.step, "differences", problems=verified["problems"])
+        run.audit.record(run.step, AuditAction.DIFFERENCES, problems=verified["problems"])
         raise MigrationError(f"{action} did not reach the promised state: {'; '.join(verified['problems'])} "
                              f"(see {path})")
     released = run.lock.release(run.run_id)
     run.holds_lock = False
-    run.audit.record(run.step, "lock released" if released else "lock was not held")
+    run.audit.record(run.step, AuditAction.LOCK_RELEASED if released else AuditAction.LOCK_NOT_HELD)
     run.state.update(status=status.as_verified())
     return {"ok": True, "protocols": verified["protocols"], "group_type": verified["group"]["type"],
             "records": verified["records"], "lock_released": released}

@@ -71,7 +71,6 @@ class RolloutStepOperator(BaseOperator):
         return self.kind().step(self.step)(rollout)
 
     def execute(self, context: Context) -> dict:
-        from canary.rollout.core.report import write_report
 
         since_ms = int(time.time() * 1000)
         rollout = self.rollout(context)
@@ -80,7 +79,7 @@ class RolloutStepOperator(BaseOperator):
             result = self.run_step(rollout, context)
         finally:
             rollout.state.ran_in(self.task_id, since_ms)
-            write_report(rollout.state, rollout.audit)
+            rollout.write_report()
         return _jsonable(result)
 
 
@@ -151,17 +150,13 @@ class JudgeOperator(RolloutStepOperator):
     yet, it fails and nothing is rolled back."""
 
     def run_step(self, rollout: RolloutRun, context: Context) -> dict:
-        from canary.rollout.core.record import StepStatus
-        from canary.rollout.core.verdict import failure_verdict
+        from canary.rollout.core.verdict import failed_change_verdict
 
         kind = self.kind()
-        state = rollout.state
-        failed = [(name, record) for name, record in state.record.steps.items()
-                  if name in kind.changing_steps and record.status == StepStatus.FAILED]
-        if failed and state.before is not None:
-            name, record = failed[0]
-            self.log.warning("%s failed after the first change; the verdict is ROLLBACK", name)
-            return failure_verdict(rollout, name, record.error, bool(record.infrastructure)).to_dict()
+        failed = failed_change_verdict(kind, rollout)
+        if failed is not None:
+            self.log.warning("a step failed after the first change; the verdict is ROLLBACK: %s", failed.reason)
+            return failed.to_dict()
         return kind.step("judge")(rollout)
 
 
@@ -196,8 +191,7 @@ class PromoteOperator(RolloutStepOperator):
     def run_step(self, rollout: RolloutRun, context: Context) -> dict:
         from airflow.sdk.exceptions import AirflowSkipException
 
-        from canary.rollout.broker.promote import promotion_waves
-        from canary.rollout.core.step import rollback_decided
+        from canary.rollout.broker.promote import wave_skipped
 
         approve = False
         if self.approved_by:
@@ -206,12 +200,9 @@ class PromoteOperator(RolloutStepOperator):
                 self.log.info("a person approved promoting through %s", self.approved_by)
         if self.wave is None:
             return self.kind().promote(rollout, approve=approve)
-        decided = rollback_decided(rollout)
-        if decided is not None:
-            raise AirflowSkipException(f"the promotion rolled back: {decided.reason}")
-        waves = len(promotion_waves(broker_run(rollout)))
-        if self.wave > waves:
-            raise AirflowSkipException(f"the promotion has {waves} wave(s): nothing for wave {self.wave}")
+        skipped = wave_skipped(broker_run(rollout), self.wave)
+        if skipped:
+            raise AirflowSkipException(skipped)
         return self.kind().promote(rollout, approve=approve, through_wave=self.wave)
 
 
@@ -235,15 +226,12 @@ class FinalizeOperator(RolloutStepOperator):
     def run_step(self, rollout: RolloutRun, context: Context) -> dict:
         from airflow.sdk.exceptions import AirflowSkipException
 
-        from canary.rollout.broker.promote import still_baking
+        from canary.rollout.broker.finalize import not_due
 
         run = broker_run(rollout)
-        status = run.state.status
-        if not (status.promoted and status.verified):
-            raise AirflowSkipException(f"nothing to finalize: the rollout is at '{status}'")
-        baking = still_baking(run) if run.spec.change.version and run.spec.finalize else None
-        if baking:
-            raise AirflowSkipException(f"{baking}; clear this task then, or run `kafka-canary rollout finalize`")
+        waiting = not_due(run)
+        if waiting:
+            raise AirflowSkipException(f"{waiting}; clear this task then, or run `kafka-canary rollout finalize`")
         return self.kind().step("finalize")(run)
 
 

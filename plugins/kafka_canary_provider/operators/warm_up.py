@@ -48,7 +48,6 @@ class LearnerWarmUpOperator(RolloutStepOperator):
         raise AssertionError("unreachable: defer() raises")
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict:
-        from canary.rollout.core.report import write_report
 
         if event.get("status") != "in_isr":
             raise AirflowException(f"learner warm-up of brokers {event.get('broker_ids')} not done after "
@@ -58,4 +57,4 @@ class LearnerWarmUpOperator(RolloutStepOperator):
         try:
             return _jsonable(self.kind().step("warm-up")(rollout) | {"deferred_s": event["waited_s"]})
         finally:
-            write_report(rollout.state, rollout.audit)
+            rollout.write_report()

@@ -12,8 +12,9 @@ import pytest
 
 from canary.judge import PROMOTE, ROLLBACK
 from canary.outcome import Outcome
-from canary.rollout.broker import BROKER
+from canary.rollout.broker import BROKER, Rollout
 from canary.rollout.broker.desired import not_back
+from canary.rollout.broker.record import BrokerRunRecord
 from canary.rollout.broker.spec import load_spec
 from canary.rollout.core import RolloutError, RolloutKind, RolloutRun, RunStatus, Verdict, run_all
 from canary.rollout.core.audit import AuditLog
@@ -23,7 +24,7 @@ from canary.rollout.deployers.base import BrokerInfo, ControllerInfo
 
 from ..fake_steps import with_fake_steps
 
-BEFORE = {"brokers": {str(i): {"version": "3.9.2", "config": {"num.io.threads": "4"}, "rack": None}
+BEFORE = {"brokers": {str(i): {"id": i, "version": "3.9.2", "config": {"num.io.threads": "4"}, "rack": None}
                       for i in (1, 2, 3)},
           "controllers": {"3000": {"id": 3000, "version": "3.9.2"}}, "features": {}}
 
@@ -50,7 +51,7 @@ class FakeRun:
         self.spec = load_spec({"cluster": {"dir": str(run_dir.parent / "no-cluster")},
                                "change": {"version": "4.1.2"}, "canary": {"count": 1}, "run_id": "resumed"})
         self.run_id = self.spec.effective_run_id
-        self.state = RunState.open(run_dir, self.run_id, self.spec.to_dict())
+        self.state = RunState.open(run_dir, self.run_id, self.spec.to_dict(), record=BrokerRunRecord)
         self.store = self.state.store
         self.run_dir = self.state.run_dir
         self.audit = AuditLog(self.store, self.run_id)
@@ -61,6 +62,9 @@ class FakeRun:
 
     relative = RolloutRun.relative
     local = RolloutRun.local
+    record = Rollout.record
+    snapshot = Rollout.snapshot
+    write_report = Rollout.write_report
 
     def say(self, text: str, *args) -> None:
         pass

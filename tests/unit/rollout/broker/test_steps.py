@@ -12,7 +12,7 @@ import pytest
 from canary.judge import PROMOTE
 from canary.kafka.wait import WaitTimeout
 from canary.lanes import canary_rack
-from canary.rollout.broker import config_check, deploy, preflight, promote, verify
+from canary.rollout.broker import config_check, deploy, finalize, preflight, promote, rollback, verify
 from canary.rollout.broker.preflight import snapshot
 from canary.rollout.broker.probes import probe_config, window_leaders
 from canary.rollout.broker.rolling import GuardRefused, roll_controllers
@@ -100,10 +100,10 @@ def test_preflight_refuses_lead_topics_the_cluster_does_not_have(cluster, tmp_pa
 
 def test_the_snapshot_holds_every_broker_the_features_and_the_leaders(cluster, tmp_path):
     before = snapshot(run_on(cluster, tmp_path))
-    assert before["brokers"]["3"] == {"id": 3, "version": "3.9.2", "config": BASE, "rack": None,
-                                      "client_delay_ms": 0.0}
-    assert before["features"] == {"metadata.version": 21} and before["controllers"]["3000"]["version"] == "3.9.2"
-    assert before["leaders"]["orders-2"] == {"leader": 3, "preferred": 3}
+    assert before.broker(3).model_dump() == {"id": 3, "version": "3.9.2", "config": BASE, "rack": None,
+                                             "client_delay_ms": 0.0}
+    assert before.features == {"metadata.version": 21} and before.controller(3000).version == "3.9.2"
+    assert before.leader_map()["orders-2"] == {"leader": 3, "preferred": 3}
 
 
 # ----- deploy-canary, warm-up, lead -----
@@ -218,7 +218,7 @@ def test_rollback_brings_the_canary_back_and_leaves_the_control_as_it_is(cluster
     run = deployed(cluster, tmp_path)
     deploy.lead(run)
     cluster.changes.clear()
-    result = promote.rollback(run)
+    result = rollback.rollback(run)
     assert [c[:5] for c in cluster.changes if c[0] == "roll"] == [("roll", 3, "3.9.2", BASE, None)]
     assert [b.config for b in cluster.brokers()] == [BASE, BASE, BASE]
     assert sorted(result["elected"]) == [f"{PROBE_TOPIC}-2", "orders-2", "orders-5"]
@@ -230,14 +230,14 @@ def test_rollback_is_refused_once_features_were_finalized(cluster, tmp_path):
     cluster.levels["metadata.version"] = 27
     with pytest.raises(RolloutError, match=r"refusing to roll back: feature levels were finalized \(metadata.version "
                                            r"21→27\)"):
-        promote.rollback(run)
+        rollback.rollback(run)
     assert cluster.rolls() == [3, 2]
 
 
 def test_verify_after_a_rollback_checks_the_snapshot_and_releases_the_lock(cluster, tmp_path):
     run = deployed(cluster, tmp_path)
     run.lock.acquire(run.run_id, 3)
-    promote.rollback(run)
+    rollback.rollback(run)
     result = verify.verify(run)
     assert result["lock_released"] and run.state.status.verified
 
@@ -245,7 +245,7 @@ def test_verify_after_a_rollback_checks_the_snapshot_and_releases_the_lock(clust
 def test_verify_names_what_differs_from_the_snapshot_and_keeps_the_lock(cluster, tmp_path):
     run = deployed(cluster, tmp_path)
     run.lock.acquire(run.run_id, 3)
-    promote.rollback(run)
+    rollback.rollback(run)
     cluster.brokers_[1] = cluster.brokers_[1].__class__(1, "3.9.2", {"num.io.threads": "4"}, None, True)
     cluster.parts[("orders", 0)].leader = 2  # orders-0 was led by its preferred replica, broker 1
     with pytest.raises(RolloutError, match=r"verify failed, the lock stays held until this is fixed: broker 1 is .*"
@@ -257,7 +257,7 @@ def test_verify_names_what_differs_from_the_snapshot_and_keeps_the_lock(cluster,
 def test_verify_fails_on_a_probe_that_loses_messages(cluster, tmp_path):
     run = deployed(cluster, tmp_path)
     run.open_probe = FakeProbes(losing=("verify",))
-    promote.rollback(run)
+    rollback.rollback(run)
     with pytest.raises(RolloutError, match=r"the verify probe is not green \(tried 2 times\): 1 acknowledged "
                                            r"message\(s\) lost"):
         verify.verify(run)
@@ -339,7 +339,7 @@ def test_a_promotion_cut_off_mid_batch_leaves_the_drain_recorded_and_rollback_gi
     assert {p.name: p.replicas for p in cluster.partitions()} != orders
     run.step = "rollback"
     cluster.failing.clear()
-    result = promote.rollback(run)
+    result = rollback.rollback(run)
     assert result["undrained"] == led
     assert {p.name: p.replicas for p in cluster.partitions()} == orders and run.state.record.drained is None
 
@@ -521,7 +521,7 @@ def test_finalize_waits_for_the_bake_looks_at_the_cluster_then_raises_the_levels
         changed = run.admin.finalize({"metadata.version": 27})
         raised.append(changed)
         return {k: list(v) for k, v in changed.items()}
-    monkeypatch.setattr(promote, "finalize", levels)
+    monkeypatch.setattr(finalize, "finalize", levels)
     run = judged(deployed(cluster, tmp_path, change={"version": "4.1.2", "config": CHANGE}))
     with pytest.raises(RolloutError, match="nothing to finalize yet: the rollout is at 'judged PROMOTE'"):
         FINALIZE(run)

@@ -64,7 +64,7 @@ def run_on(cluster: FakeCluster, tmp_path: Path, services: object | None = None,
 def opened(cluster: FakeCluster, tmp_path: Path) -> ClientRollout:
     """A run whose preflight recorded the plan: partition 0 (replicas 1, 2, 3) gets broker 3 first."""
     run = run_on(cluster, tmp_path)
-    before = {"canary_brokers": [3], "replicas": {str(p): list(s.replicas)
+    before = {"topic": "orders", "canary_brokers": [3], "replicas": {str(p): list(s.replicas)
                                                   for p, s in run.observe().partitions.items()},
               "lane": {"0": [3, 2, 1]}}
     run.state.update(before=before, canary_brokers=[3], status=RunStatus.PREFLIGHT)
@@ -119,7 +119,8 @@ def test_close_lane_restores_the_replica_order_and_the_leaders(cluster, tmp_path
 
 def test_a_lane_whose_canary_cannot_lead_fails_naming_it(cluster, tmp_path):
     run = run_on(cluster, tmp_path)
-    run.state.update(before={"canary_brokers": [3], "replicas": {"0": [1, 2, 3]}, "lane": {"0": [3, 2, 1]}},
+    run.state.update(before={"topic": "orders", "canary_brokers": [3], "replicas": {"0": [1, 2, 3]},
+                             "lane": {"0": [3, 2, 1]}},
                      canary_brokers=[3], status=RunStatus.PREFLIGHT)
     cluster.parts[("orders", 0)].isr = [1, 2]  # the canary broker behind: not electable
     with pytest.raises(RolloutError, match=r"the canary lane did not open as planned: canary partitions are \[\], "

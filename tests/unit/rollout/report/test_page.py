@@ -4,10 +4,14 @@ what started the run and each step's Airflow task log; table headers and the pag
 
 import json
 
+from canary.rollout.broker.record import BrokerRunRecord
+from canary.rollout.broker.report import BROKER_REPORT
+from canary.rollout.client.record import ClientRunRecord
+from canary.rollout.client.report import CLIENT_REPORT
 from canary.rollout.core.audit import AuditLog
 from canary.rollout.core.record import Origin
-from canary.rollout.core.report import write_report
 from canary.rollout.core.run import RunState
+from canary.rollout.report import write_report
 
 
 def test_the_report_says_what_traffic_the_verdict_judged(tmp_path):
@@ -42,7 +46,8 @@ BROKER = {"version": "3.9.2", "config": {}, "rack": None}
 
 
 def test_a_rolled_back_run_shows_what_changed_each_step_and_that_the_snapshot_is_back(tmp_path):
-    state = RunState.open(tmp_path / "run", "r4", {"change": {"config": {"num.io.threads": "6"}}})
+    state = RunState.open(tmp_path / "run", "r4", {"change": {"config": {"num.io.threads": "6"}}},
+                          record=BrokerRunRecord)
     audit = AuditLog(tmp_path / "run", "r4")
     for step in ("preflight", "deploy-canary", "probe-window", "rollback"):
         state.step_started(step)
@@ -58,11 +63,12 @@ def test_a_rolled_back_run_shows_what_changed_each_step_and_that_the_snapshot_is
          "canary": {"value": 472.3, "unit": "ms"}, "baseline": {"value": 209.7, "unit": "ms"},
          "effect": {"relative": 1.25, "relative_interval": [0.9, 1.6]}},
         {"name": "dropped_rate", "decision": "NO_DATA", "reason": "no observations"}]}))
-    state.update(before={"brokers": {"1": BROKER, "2": BROKER}, "controllers": {"3000": {"version": "3.9.2"}},
+    state.update(before={"brokers": {"1": BROKER | {"id": 1}, "2": BROKER | {"id": 2}},
+                         "controllers": {"3000": {"id": 3000, "version": "3.9.2"}},
                          "features": {"metadata.version": 21}},
                  canary_brokers=[2], status="verified rolled_back",
                  verdict={"verdict": "ROLLBACK", "reason": "e2e p99", "analysis": "analysis-1"})
-    page = write_report(state, audit).read_text()
+    page = write_report(state, audit, BROKER_REPORT).read_text()
     assert '<span class="changed">num.io.threads: — → 6 → —</span>' in page  # the canary's path, marked
     assert page.count("✓ restored = snapshot") == 2 and "✗ differs" not in page
     assert "<b>Not judged (no data):</b> dropped_rate" in page
@@ -73,30 +79,31 @@ def test_a_rolled_back_run_shows_what_changed_each_step_and_that_the_snapshot_is
 
 
 def test_a_promoted_run_not_yet_finalized_says_what_is_still_reversible(tmp_path):
-    state = RunState.open(tmp_path / "run", "r5", {"change": {"version": "4.1.2"}})
+    state = RunState.open(tmp_path / "run", "r5", {"change": {"version": "4.1.2"}}, record=BrokerRunRecord)
     state.step_started("promote")
     state.step_finished("promote", {"finalize": "after the bake, from 2026-11-27T10:20:00Z: `kafka-canary rollout "
                                                 "finalize`"})
-    state.update(before={"brokers": {"1": BROKER}, "features": {"metadata.version": 21}}, status="promoted",
+    state.update(before={"brokers": {"1": BROKER | {"id": 1}}, "features": {"metadata.version": 21}}, status="promoted",
                  verdict={"verdict": "PROMOTE", "reason": "no regression"})
-    page = write_report(state, AuditLog(tmp_path / "run", "r5")).read_text()
+    page = write_report(state, AuditLog(tmp_path / "run", "r5"), BROKER_REPORT).read_text()
     assert "<b>Still reversible:</b>" in page and "metadata.version 21" in page and "10:20:00Z" in page
     state.step_started("finalize")
     state.step_finished("finalize", {})
-    assert "Still reversible" not in write_report(state, AuditLog(tmp_path / "run", "r5")).read_text()
+    assert "Still reversible" not in write_report(state, AuditLog(tmp_path / "run", "r5"), BROKER_REPORT).read_text()
 
 
 def test_a_client_rollout_shows_each_instance_version_path_and_that_the_fleet_is_back(tmp_path):
     state = RunState.open(tmp_path / "run", "r6", {"service": {"name": "billing"}, "from_version": "1.0",
-                                                   "to_version": "2.0"})
+                                                   "to_version": "2.0"}, record=ClientRunRecord)
     audit = AuditLog(tmp_path / "run", "r6")
     audit.record("deploy-canary", "start instance", instance="billing-consumer-0-canary", role="consumer",
                  lane="canary", version="2.0", was=None)
     audit.record("rollback", "stop instance", instance="billing-consumer-0-canary", role="consumer", was_running=True)
-    state.update(before={"topic": "orders", "lane": {"0": [3, 1, 2], "1": [3, 2, 1]}, "instances": [
+    state.update(before={"topic": "orders", "canary_brokers": [3], "replicas": {"0": [1, 2, 3], "1": [2, 1, 3]},
+                         "lane": {"0": [3, 1, 2], "1": [3, 2, 1]}, "instances": [
         {"name": "billing-consumer-0", "role": "consumer", "lane": "baseline", "version": "1.0", "running": True}]},
                  status="verified rolled_back", verdict={"verdict": "ROLLBACK", "reason": "dropped_rate"})
-    page = write_report(state, AuditLog(tmp_path / "run", "r6")).read_text()
+    page = write_report(state, AuditLog(tmp_path / "run", "r6"), CLIENT_REPORT).read_text()
     assert "<span class=\"changed\">— → 2.0 → stopped</span>" in page  # the canary, started and stopped
     assert "<th scope='row'>billing-consumer-0</th><td>baseline</td><td>1.0</td><td>✓ as before</td>" in page
     assert page.count("✓ as before") == 2 and "partitions 0, 1 of orders" in page
@@ -137,7 +144,8 @@ def test_the_timeline_names_a_fault_injected_into_the_canary_lane(tmp_path):
 
 
 def test_a_promotion_in_waves_shows_each_wave_its_look_the_drain_and_the_pauses(tmp_path):
-    state = RunState.open(tmp_path / "run", "r9", {"change": {"config": {"num.io.threads": "6"}}})
+    state = RunState.open(tmp_path / "run", "r9", {"change": {"config": {"num.io.threads": "6"}}},
+                          record=BrokerRunRecord)
     audit = AuditLog(tmp_path / "run", "r9")
     audit.record("promote", "promotion plan", batches=[], waves=[
         {"wave": 1, "batches": [[1], [3, 4]]}, {"wave": 2, "batches": [[5, 6]]}, {"wave": 3, "batches": [[2]]}],
@@ -146,7 +154,7 @@ def test_a_promotion_in_waves_shows_each_wave_its_look_the_drain_and_the_pauses(
     audit.record("promote", "wave look", wave=1, verdict="PROMOTE", reason="no regression")
     audit.record("pause", "paused", by="alice", reason="SLO <red>")
     audit.record("promote", "wave look", wave=2, control=2, verdict="ROLLBACK", reason="e2e_latency_p99: 480 vs 12 ms")
-    page = write_report(state, audit).read_text()
+    page = write_report(state, audit, BROKER_REPORT).read_text()
     assert "<h2>Promotion</h2>" in page
     assert "<td>1, 3, 4</td><td>[1] · [3, 4]</td><td>passed: no regression</td>" in page
     assert ("<td>regression (against control broker 2, restarted unchanged): e2e_latency_p99: 480 vs 12 ms</td>"

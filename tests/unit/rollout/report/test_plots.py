@@ -8,9 +8,9 @@ import os
 
 from canary.observations import BrokerReading, Observation
 from canary.rollout.core.audit import AuditLog
-from canary.rollout.core.report import write_report
-from canary.rollout.core.rollout_plot import BROKER_METRIC, PLOT, broker_series, draw, series
 from canary.rollout.core.run import RunState
+from canary.rollout.report import write_report
+from canary.rollout.report.plots import BROKER_METRIC, PLOT, broker_series, draw, series
 
 
 def _obs(lane: str, send: float, e2e: float | None, outcome: str = "delivered", n: int = 0) -> Observation:

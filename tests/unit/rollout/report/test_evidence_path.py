@@ -4,8 +4,8 @@ closest to their boundary drawn against it; none without looks that carry eviden
 from __future__ import annotations
 
 from canary.judge import e_values
-from canary.rollout.core.evidence_path import evidence_svg, paths
 from canary.rollout.core.record import Look, RunRecord, Window
+from canary.rollout.report.evidence_path import evidence_svg, paths
 
 FINAL = {"metrics": [
     {"name": "e2e_latency_p99", "test": {"e_value": 40.0, "threshold": 20.0}, "tolerance": None},
