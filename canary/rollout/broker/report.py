@@ -65,14 +65,22 @@ def changes(record: RunRecord, entries: list[AuditEntry]) -> str:
     for cid, controller in sorted(before.controllers.items()):
         rows.append(f"<tr><th scope='row'>controller {_e(cid)}</th><td>-</td><td>version: "
                     f"{_e(controller.version)}</td>{'<td></td>' if rolled_back else ''}</tr>")
-    verify = record.steps.get("verify")
-    finalized = (verify.result or {}).get("finalized") if verify else None
-    features = ", ".join(f"{k}: {v} → {(finalized or {}).get(k, v)}"
-                         for k, v in sorted(before.features.items()))
+    finalized = levels_now(record)
+    features = ", ".join(f"{k}: {v} → {finalized.get(k, v)}" for k, v in sorted(before.features.items()))
     head = "<tr><th>node</th><th>lane</th><th>snapshot → each restart</th>" + (
         "<th>restored</th>" if rolled_back else "") + "</tr>"
     return (f"<h2>What changed</h2><table>{head}{''.join(rows)}</table>"
             + (f"<p><b>Feature levels:</b> {_e(features)}</p>" if features else ""))
+
+
+def levels_now(record: RunRecord) -> dict[str, int]:
+    """The finalized feature levels as the run last saw them: verify's reading, then what the finalize step (which
+    runs after verify, once the fleet baked) raised."""
+    verify, finalize = record.steps.get("verify"), record.steps.get("finalize")
+    levels = dict((verify.result or {}).get("finalized") or {}) if verify else {}
+    raised = (finalize.result or {}).get("finalized") if finalize and finalize.status is StepStatus.DONE else None
+    levels |= {feature: pair[1] for feature, pair in (raised or {}).items()}
+    return levels
 
 
 def promotion(record: RunRecord, entries: list[AuditEntry]) -> str:

@@ -87,9 +87,15 @@ def test_a_promoted_run_not_yet_finalized_says_what_is_still_reversible(tmp_path
                  verdict={"verdict": "PROMOTE", "reason": "no regression"})
     page = write_report(state, AuditLog(tmp_path / "run", "r5"), BROKER_REPORT).read_text()
     assert "<b>Still reversible:</b>" in page and "metadata.version 21" in page and "10:20:00Z" in page
+    state.step_started("verify")
+    state.step_finished("verify", {"finalized": {"metadata.version": 21}})
+    assert "metadata.version: 21 → 21" in write_report(state, AuditLog(tmp_path / "run", "r5"), BROKER_REPORT
+                                                       ).read_text()
     state.step_started("finalize")
-    state.step_finished("finalize", {})
-    assert "Still reversible" not in write_report(state, AuditLog(tmp_path / "run", "r5"), BROKER_REPORT).read_text()
+    state.step_finished("finalize", {"finalized": {"metadata.version": [21, 27]}})
+    page = write_report(state, AuditLog(tmp_path / "run", "r5"), BROKER_REPORT).read_text()
+    # finalize runs after verify: the levels it raised are the ones shown
+    assert "Still reversible" not in page and "metadata.version: 21 → 27" in page
 
 
 def test_a_client_rollout_shows_each_instance_version_path_and_that_the_fleet_is_back(tmp_path):
