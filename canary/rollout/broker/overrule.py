@@ -64,7 +64,7 @@ _NOTES: dict[Overrule, str] = {
 
 @dataclass(frozen=True)
 class _Facts:
-    disturbed: Sequence[str]
+    disturbed: Sequence[str] | None
     traffic: Mapping[str, Any] | None
     capacity: Capacity | None
     regressed: tuple[int, Look] | None
@@ -117,7 +117,7 @@ _RULES: dict[Overrule, Callable[[Verdict, _Facts], dict[str, Any] | None]] = {
 }
 
 
-def overruled(verdict: Verdict, *, disturbed: Sequence[str] = (), traffic: Mapping[str, Any] | None = None,
+def overruled(verdict: Verdict, *, disturbed: Sequence[str] | None = (), traffic: Mapping[str, Any] | None = None,
               capacity: Capacity | None = None,
               regressed: tuple[int, Look] | None = None) -> tuple[Verdict, list[Overrule]]:
     """`verdict` as the rollout overrules it, with the reasons that did, in order (none: the verdict as it was).
@@ -134,7 +134,7 @@ def overruled(verdict: Verdict, *, disturbed: Sequence[str] = (), traffic: Mappi
     return verdict, applied
 
 
-def overrule(verdict: Verdict, *, disturbed: Sequence[str] = (), traffic: Mapping[str, Any] | None = None,
+def overrule(verdict: Verdict, *, disturbed: Sequence[str] | None = (), traffic: Mapping[str, Any] | None = None,
              capacity: Capacity | None = None, regressed: tuple[int, Look] | None = None) -> Verdict:
     """`verdict` as the rollout overrules it (`overruled`, without the reasons)."""
     return overruled(verdict, disturbed=disturbed, traffic=traffic, capacity=capacity, regressed=regressed)[0]

@@ -13,6 +13,7 @@ from canary.judge import ROLLBACK
 from canary.rollout.broker.batches import BatchPlan, plan_batches, serial_plan
 from canary.rollout.broker.control import choose_control
 from canary.rollout.broker.drain import undrain
+from canary.rollout.broker.overrule import overrule
 from canary.rollout.broker.preflight import choose_canaries
 from canary.rollout.broker.probes import watched
 from canary.rollout.broker.record import Promotion
@@ -21,7 +22,7 @@ from canary.rollout.broker.rolling import roll_batches, roll_controllers
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.broker.wave_look import look_control, restart_look_control, wave_look
 from canary.rollout.broker.waves import Wave, plan_waves, wave_lines, wave_sizes
-from canary.rollout.core import Look, RunStatus, Verdict
+from canary.rollout.core import Look, RunStatus
 from canary.rollout.core.audit import AuditAction
 from canary.rollout.core.pause import wait_while_paused
 from canary.rollout.core.step import rollback_decided
@@ -123,11 +124,14 @@ def _promoted(run: Rollout) -> dict:
 
 
 def _regressed(run: Rollout, wave: int, look: Look) -> str:
-    """Records the promotion's ROLLBACK: the look after `wave` saw a regression. Returns the reason."""
-    reason = f"the look after promotion wave {wave} saw a regression: {look.reason}"
-    run.say("%s; the promoted waves roll back", reason)
-    record_verdict(run, Verdict(verdict=ROLLBACK, engine="interim", failed=look.failed, reason=reason))
-    return reason
+    """Records the promotion's ROLLBACK: the look after `wave` saw a regression (overrule.Overrule.WAVE_REGRESSED).
+    Returns the reason."""
+    judged = run.state.verdict
+    assert judged is not None  # promote runs on a verdict (require_promotable)
+    verdict = overrule(judged, regressed=(wave, look))
+    run.say("%s; the promoted waves roll back", verdict.reason)
+    record_verdict(run, verdict)
+    return verdict.reason
 
 
 def promotion_plan(run: Rollout, canaries: list[int]) -> BatchPlan:

@@ -18,7 +18,8 @@ partitions it leads (`fair_requests` in the result when the two differ).
   brokers' capacity metrics measure brokers at work, not idle ones.
 
 The lead step waits for a fair share after its elections (wait_for_fair_share); the window measures the share over
-its own readings (window_traffic), which the verdict records and the capacity rule reads (capacity_verdict)."""
+its own readings (window_traffic), which the verdict records and the rollout's rule after the judge reads
+(canary.rollout.broker.overrule: capacity not judged)."""
 
 from __future__ import annotations
 
@@ -26,18 +27,18 @@ import statistics
 import time
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
-from typing import TypeVar
 
 from confluent_kafka import KafkaException
 
 from canary.broker_metrics import BrokerMetricsError, BrokerMetricsSource
 from canary.errors import CanaryError
-from canary.judge import INCONCLUSIVE, PROMOTE, Brief
 from canary.kafka.admin import is_user_topic
 from canary.observations import BrokerReading, read_file_counted
 from canary.rollout.broker.metrics import broker_metrics_source
+from canary.rollout.broker.overrule import overrule
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.broker.spec import TrafficSection
+from canary.rollout.core import Verdict
 
 MEASURES: tuple[str, ...] = ("bytes_in_per_s", "bytes_out_per_s", "produce_requests_per_s")
 # Below this a baseline broker serves none of that traffic to speak of (the probe alone sends a few requests a
@@ -45,7 +46,6 @@ MEASURES: tuple[str, ...] = ("bytes_in_per_s", "bytes_out_per_s", "produce_reque
 _MIN_REQUESTS_PER_S = 5.0
 
 PerBroker = Mapping[int, Mapping[str, float]]
-VerdictT = TypeVar("VerdictT", bound=Brief)  # a judge's brief, or the run's Verdict
 
 
 def _floor(measure: str, settings: TrafficSection) -> float:
@@ -225,17 +225,8 @@ def wait_for_fair_share(run: Rollout) -> dict:
         return measured | {"reason": f"the brokers' metrics could not be read: {exc}"}
 
 
-def capacity_verdict(verdict: VerdictT, traffic: Mapping | None, required: bool) -> VerdictT:
-    """A PROMOTE whose window had no representative traffic through a canary carrying its fair share is not a plain
-    PROMOTE: with capacity required it is INCONCLUSIVE (a person decides, or the rollout rolls back); otherwise the
-    reason says what was not judged."""
-    if verdict.verdict != PROMOTE or (traffic and traffic.get("fair")):
-        return verdict
-    why = (traffic or {}).get("reason") or "the window's traffic was not measured"
-    if not required:
-        return verdict.model_copy(update={"reason": f"{verdict.reason}; capacity not judged (capacity: not_required): "
-                                                f"{why}"})
-    return verdict.model_copy(update={
-        "verdict": INCONCLUSIVE, "reason": f"capacity was not judged: {why}; the probe and the metrics judged said "
-                                          f"PROMOTE ({verdict.reason}); a person decides, or set capacity: "
-                                          f"not_required"})
+def capacity_verdict(verdict: Verdict, traffic: Mapping | None, required: bool) -> Verdict:
+    """The rollout's rule after the judge (canary.rollout.broker.overrule) on capacity alone: a PROMOTE whose window
+    had no representative traffic through a canary carrying its fair share is INCONCLUSIVE with capacity `required`,
+    else its reason says what was not judged."""
+    return overrule(verdict, traffic=traffic, capacity="required" if required else "not_required")

@@ -3,13 +3,12 @@ judge in-process); a failed analysis is INCONCLUSIVE, never PROMOTE."""
 
 from __future__ import annotations
 
-from canary.judge import INCONCLUSIVE, PROMOTE
 from canary.judge.config import JudgeConfig
 from canary.rollout import judging
+from canary.rollout.broker.overrule import overrule
 from canary.rollout.broker.probes import before_observations
 from canary.rollout.broker.record import BrokerWindow
 from canary.rollout.broker.rollout import Rollout
-from canary.rollout.broker.traffic import capacity_verdict
 from canary.rollout.core import RolloutError
 from canary.rollout.core.verdict import record_verdict
 
@@ -42,16 +41,9 @@ def judge_window(run: Rollout) -> dict:
     config = run.judge_config()
     request = analysis_request(run, config)
     observations = run.local(window.observations or "")  # last_window refuses a window without its file
-    verdict = judging.final_verdict(run, request, observations, config)
-    if verdict.verdict == PROMOTE and window.disturbed:
-        # A broker that failed in the window hurt both lanes (every acks=all write waits for its replicas) and may
-        # have failed because of the canary; lanes that look alike then prove nothing. A person decides.
-        shown = "; ".join(window.disturbed[:3]) + ("; …" if len(window.disturbed) > 3 else "")
-        verdict = verdict.model_copy(update={"verdict": INCONCLUSIVE, "reason": f"the cluster was disturbed during "
-                                                                              f"the window ({shown}), so it cannot "
-                                                                              f"promote; the analysis said PROMOTE: "
-                                                                              f"{verdict.reason}"})
     traffic = window.traffic
-    verdict = capacity_verdict(verdict, traffic, required=run.spec.capacity == "required")
+    # What the rollout knows and the judge does not: a disturbed cluster, capacity not judged (overrule.Overrule).
+    verdict = overrule(judging.final_verdict(run, request, observations, config), disturbed=window.disturbed,
+                       traffic=traffic, capacity=run.spec.capacity)
     return record_verdict(run, verdict.model_copy(update={"analysis": run.relative(request["out"])}),
                           probe_run_id=window.probe_run_id, probe=window.probe_counts(), traffic=traffic)
