@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_serializer
 
 from canary.rollout.core.record import RunKind, RunRecord, Snapshot, Window
 
@@ -69,6 +69,33 @@ class LaneCounts(_Part):
     produce_errors: int = 0
 
 
+class TrafficJudged(_Part):
+    """The client traffic a window judged (canary.rollout.broker.traffic.share and window_traffic): the canary
+    brokers' mean of each measure and the median reference broker's, each canary's share per measure served,
+    whether the traffic was representative and the canary's share fair, why; the leadership weights and the produce
+    requests' fair range when shares were weighed; the load and probe rates beside it; the catch-up reads."""
+
+    canary: dict[str, dict[str, float]] = {}
+    baseline: dict[str, float] = {}
+    share: dict[str, dict[str, float]] = {}
+    representative: bool = False
+    fair: bool = False
+    reason: str = ""
+    leads: dict[str, float] | None = None
+    fair_requests: dict[str, list[float]] | None = None
+    load_records_per_s_per_partition: float | None = None
+    probe_messages_per_s_per_partition: float | None = None
+    catch_up_reads: dict[str, Any] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_absent(self, handler: Any) -> dict[str, Any]:
+        return {key: value for key, value in handler(self).items() if value is not None}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form a verdict keeps (canary.rollout.core.record.Verdict.traffic)."""
+        return self.model_dump(mode="json")
+
+
 class BrokerWindow(Window):
     """A broker rollout's window: its probe (run id, observations file relative to the run, counts per lane), the
     disturbances seen, the brokers' readings, the load, and the client traffic judged (canary.rollout.broker.traffic:
@@ -84,7 +111,10 @@ class BrokerWindow(Window):
     probe: dict[str, LaneCounts] | None = None
     broker_readings: dict[str, Any] | None = None
     load: dict[str, Any] | None = None
-    traffic: dict[str, Any] | None = None
+    traffic: TrafficJudged | None = None
+
+    def traffic_dict(self) -> dict[str, Any] | None:
+        return self.traffic.to_dict() if self.traffic is not None else None
 
     def probe_counts(self) -> dict[str, dict[str, int]] | None:
         """The per-lane counts in their JSON form (what a verdict keeps)."""

@@ -35,10 +35,8 @@ from canary.errors import CanaryError
 from canary.kafka.admin import is_user_topic
 from canary.observations import BrokerReading, read_file_counted
 from canary.rollout.broker.metrics import broker_metrics_source
-from canary.rollout.broker.overrule import overrule
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.broker.spec import TrafficSection
-from canary.rollout.core import Verdict
 
 MEASURES: tuple[str, ...] = ("bytes_in_per_s", "bytes_out_per_s", "produce_requests_per_s")
 # Below this a baseline broker serves none of that traffic to speak of (the probe alone sends a few requests a
@@ -223,10 +221,3 @@ def wait_for_fair_share(run: Rollout) -> dict:
                 return measured
     except BrokerMetricsError as exc:  # judged from the window's readings all the same
         return measured | {"reason": f"the brokers' metrics could not be read: {exc}"}
-
-
-def capacity_verdict(verdict: Verdict, traffic: Mapping | None, required: bool) -> Verdict:
-    """The rollout's rule after the judge (canary.rollout.broker.overrule) on capacity alone: a PROMOTE whose window
-    had no representative traffic through a canary carrying its fair share is INCONCLUSIVE with capacity `required`,
-    else its reason says what was not judged."""
-    return overrule(verdict, traffic=traffic, capacity="required" if required else "not_required")

@@ -41,7 +41,7 @@ def judge_window(run: Rollout) -> dict:
     config = run.judge_config()
     request = analysis_request(run, config)
     observations = run.local(window.observations or "")  # last_window refuses a window without its file
-    traffic = window.traffic
+    traffic = window.traffic_dict()
     # What the rollout knows and the judge does not: a disturbed cluster, capacity not judged (overrule.Overrule).
     verdict = overrule(judging.final_verdict(run, request, observations, config), disturbed=window.disturbed,
                        traffic=traffic, capacity=run.spec.capacity)

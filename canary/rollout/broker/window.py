@@ -12,7 +12,7 @@ from canary.probe.runner import Probe
 from canary.probe.user_reads import UserReads, UserReadsConfig
 from canary.rollout.broker.metrics import broker_metrics_source
 from canary.rollout.broker.probes import before_observations, observations_path, probe_config, window_leaders
-from canary.rollout.broker.record import BrokerWindow, LaneCounts
+from canary.rollout.broker.record import BrokerWindow, LaneCounts, TrafficJudged
 from canary.rollout.broker.rollout import Rollout
 from canary.rollout.broker.traffic import window_traffic
 from canary.rollout.core import Look
@@ -85,13 +85,13 @@ def probe_window(run: Rollout) -> dict:
                           probe={lane: LaneCounts(**{k: t[k] for k in ("sent", "acked", "lost", "produce_errors")})
                                  for lane, t in summary.lanes.items()},
                           broker_readings=summary.broker_readings, load=loaded,
-                          traffic=window_traffic(run, observations, rate) | (
-                              {"catch_up_reads": read_back} if read_back else {}))
-    run.say("traffic in the window: %s", (window.traffic or {}).get("reason"))
+                          traffic=TrafficJudged.model_validate(window_traffic(run, observations, rate) | (
+                              {"catch_up_reads": read_back} if read_back else {})))
+    run.say("traffic in the window: %s", window.traffic.reason if window.traffic else None)
     run.state.update(window=window, verdict=None)
     if stopped_early:
         fail_fast_verdict(run, stopped_early, probe_run_id=cfg.run_id, probe=window.probe_counts(),
-                          traffic=window.traffic)
+                          traffic=window.traffic_dict())
     return window.model_dump(mode="json", include={"probe_run_id", "start_ms", "end_ms", "probe", "disturbed",
                                                   "broker_readings", "load", "traffic"}) | {
         "load": window.load, "stopped_early": stopped_early is not None, "interim_looks": len(interim)}

@@ -7,6 +7,7 @@ import itertools
 
 import pytest
 
+from canary.judge import Brief
 from canary.rollout.broker.overrule import Overrule, overrule, overruled
 from canary.rollout.core import Look, Verdict
 
@@ -79,3 +80,30 @@ def test_every_reason_says_what_the_verdict_becomes_and_why():
         Overrule.DISTURBED: "INCONCLUSIVE", Overrule.CAPACITY_NOT_JUDGED: "INCONCLUSIVE",
         Overrule.CAPACITY_NOT_REQUIRED: None, Overrule.WAVE_REGRESSED: "ROLLBACK"}
     assert all(len(reason.note) > 40 for reason in Overrule)
+
+
+# ----- capacity alone (was traffic.capacity_verdict) -----
+
+CAPACITY_PROMOTED = Verdict(verdict="PROMOTE", reason="no regression in 19 metric(s)", engine="inline")
+
+
+def test_a_promote_without_a_fair_share_asks_a_person_when_capacity_is_required():
+    traffic = {"fair": False, "representative": False, "reason": "the baseline brokers take 3.0 kB/s …"}
+    judged = overrule(CAPACITY_PROMOTED, traffic=traffic, capacity="required")
+    assert judged.verdict == "INCONCLUSIVE" and judged.engine == "inline"  # the rest of the verdict kept
+    assert judged.reason.startswith("capacity was not judged: the baseline brokers take 3.0 kB/s …")
+    assert "no regression in 19 metric(s)" in judged.reason
+    assert overrule(CAPACITY_PROMOTED, traffic=None, capacity="required").verdict == "INCONCLUSIVE"
+
+
+def test_capacity_not_required_promotes_and_says_what_was_not_judged():
+    judged = overrule(CAPACITY_PROMOTED, traffic={"fair": False, "reason": "broker metrics are off"},
+                      capacity="not_required")
+    assert judged.verdict == "PROMOTE"
+    assert judged.reason.endswith("capacity not judged (capacity: not_required): broker metrics are off")
+
+
+def test_a_fair_share_or_another_verdict_is_left_as_it_is():
+    assert overrule(CAPACITY_PROMOTED, traffic={"fair": True, "reason": "…"}, capacity="required") == CAPACITY_PROMOTED
+    rolled_back = Brief(verdict="ROLLBACK", reason="e2e p99", failed=["e2e_latency_p99"])
+    assert overrule(rolled_back, traffic={"fair": False, "reason": "idle"}, capacity="required") == rolled_back

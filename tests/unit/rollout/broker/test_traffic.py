@@ -3,11 +3,9 @@ per-broker readings."""
 
 import pytest
 
-from canary.judge import Brief
 from canary.observations import BrokerReading
 from canary.rollout.broker.spec import TrafficSection
-from canary.rollout.broker.traffic import capacity_verdict, means, share
-from canary.rollout.core import Verdict
+from canary.rollout.broker.traffic import means, share
 
 SETTINGS = TrafficSection()
 BUSY = {"bytes_in_per_s": 400_000.0, "bytes_out_per_s": 800_000.0, "produce_requests_per_s": 300.0}
@@ -68,30 +66,6 @@ def test_means_average_each_brokers_readings_of_the_measures_only():
     found = means([reading(1, "bytes_in_per_s", 10.0), reading(1, "bytes_in_per_s", 30.0),
                    reading(2, "bytes_in_per_s", 5.0), reading(1, "cpu_seconds_per_s", 0.5)])
     assert found == {1: {"bytes_in_per_s": 20.0}, 2: {"bytes_in_per_s": 5.0}}
-
-
-PROMOTED = Verdict(verdict="PROMOTE", reason="no regression in 19 metric(s)", engine="inline")
-
-
-def test_a_promote_without_a_fair_share_asks_a_person_when_capacity_is_required():
-    traffic = {"fair": False, "representative": False, "reason": "the baseline brokers take 3.0 kB/s …"}
-    judged = capacity_verdict(PROMOTED, traffic, required=True)
-    assert judged.verdict == "INCONCLUSIVE" and judged.engine == "inline"  # the rest of the verdict kept
-    assert judged.reason.startswith("capacity was not judged: the baseline brokers take 3.0 kB/s …")
-    assert "no regression in 19 metric(s)" in judged.reason
-    assert capacity_verdict(PROMOTED, None, required=True).verdict == "INCONCLUSIVE"
-
-
-def test_capacity_not_required_promotes_and_says_what_was_not_judged():
-    judged = capacity_verdict(PROMOTED, {"fair": False, "reason": "broker metrics are off"}, required=False)
-    assert judged.verdict == "PROMOTE"
-    assert judged.reason.endswith("capacity not judged (capacity: not_required): broker metrics are off")
-
-
-def test_a_fair_share_or_another_verdict_is_left_as_it_is():
-    assert capacity_verdict(PROMOTED, {"fair": True, "reason": "…"}, required=True) == PROMOTED
-    rolled_back = Brief(verdict="ROLLBACK", reason="e2e p99", failed=["e2e_latency_p99"])
-    assert capacity_verdict(rolled_back, {"fair": False, "reason": "idle"}, required=True) == rolled_back
 
 
 class FakeSource:
