@@ -80,9 +80,10 @@ def state_subscripts(paths: list[Path]) -> int:
         if "rollout" not in p.parts:
             continue
         for n in ast.walk(ast.parse(p.read_text())):
-            if isinstance(n, ast.Subscript) and held(n.value) and isinstance(n.slice, ast.Constant) or (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get"
-                  and held(n.func.value)):
-                count += 1
+            subscript = isinstance(n, ast.Subscript) and held(n.value) and isinstance(n.slice, ast.Constant)
+            get = (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get"
+                   and held(n.func.value))
+            count += subscript or get
     return count
 
 
