@@ -17,13 +17,13 @@ SPARK_TIMEOUT_S = 900
 def analysis_request(run: ClusterRun, *, observations: Path, from_ms: int, to_ms: int, source_run_id: str,
                      out: Path, config, before: Path | None = None) -> dict:
     """What the final analysis of a window reads and writes: the arguments of the analysis job (the Airflow DAG
-    hands them to SparkSubmitOperator). A secured cluster's credentials are not handed to Spark (its arguments land
-    in XCom and on command lines): the job then reads the window's observations file instead, the same records the
-    probe or the service wrote to the observations topic. `before`: the observations the latencies are calibrated by
-    (canary.judge.calibration); "" for none, so a templated command line can always pass the flag."""
+    hands them to SparkSubmitOperator). The job reads the window's observations file, the run's own record of what
+    the probe (or the services) saw: never the observations topic, whose writes a canary that refuses them would
+    lose, and whose cluster's credentials would land in XCom and on command lines. `before`: the observations the
+    latencies are calibrated by (canary.judge.calibration); "" for none, so a templated command line can always pass
+    the flag."""
     out.mkdir(parents=True, exist_ok=True)
-    secured = run.spec.client.get("security.protocol", "plaintext").lower() != "plaintext"
-    return {"observations": str(observations) if secured else f"kafka://{run.bootstrap_servers}",
+    return {"observations": str(observations),
             "from_ms": from_ms, "to_ms": to_ms, "run_id": source_run_id, "out": str(out),
             "config": str(write_judge_config(config, out / "judge.yaml")), "before": str(before or "")}
 

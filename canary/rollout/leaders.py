@@ -21,6 +21,37 @@ def leaders(run: ClusterRun) -> dict[str, dict]:
             for p in run.partitions() if p.topic != ROLLOUT_LOCK_TOPIC}
 
 
+def orders_avoiding(partitions: Iterable[guard.PartitionView], topic: str, avoid: Iterable[int]
+                    ) -> dict[str, list[int]]:
+    """The replica orders that make a broker outside `avoid` the preferred leader of each of `topic`'s partitions
+    now preferring one in it: the same replicas (no data moves), those in `avoid` moved last. A partition whose every
+    replica is in `avoid` is left as it is."""
+    avoided = set(avoid)
+    orders = {}
+    for p in partitions:
+        if p.topic != topic or not p.replicas or p.replicas[0] not in avoided:
+            continue
+        order = [r for r in p.replicas if r not in avoided] + [r for r in p.replicas if r in avoided]
+        if order[0] not in avoided:
+            orders[p.name] = order
+    return orders
+
+
+def keep_leaders_off(run: ClusterRun, topic: str, avoid: list[int], timeout: float) -> list[str]:
+    """`topic`'s partitions led by a broker outside `avoid`, preferred so (orders_avoiding), so that an election or
+    a restart never gives one to a broker in `avoid`. Returns the partitions still led from `avoid` (empty when
+    done)."""
+    orders = orders_avoiding(run.partitions(), topic, avoid)
+    if orders:
+        reorder(run, orders, AuditAction.KEEP_LEADERS_OFF, timeout)
+
+    def led_from_avoided(parts: list[guard.PartitionView]) -> list[str]:
+        return [p.name for p in parts if p.topic == topic and p.leader in avoid and p.replicas
+                and p.replicas[0] not in avoid]
+    _, off = elect_until_led(run, led_from_avoided, timeout=timeout)  # a failover left one there
+    return off
+
+
 def elect_preferred(run: ClusterRun, names: list[str]) -> list[str]:
     """Preferred leader elections for `topic-partition` names; returns failures."""
     failures = []

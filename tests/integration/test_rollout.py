@@ -17,6 +17,7 @@ from canary.cluster import distribution
 from canary.cluster.distribution import BASELINE_VERSION, TARGET_VERSION
 from canary.cluster.local import LocalCluster
 from canary.cluster.traffic import TrafficSpec, UserTraffic
+from canary.observations import OBSERVATIONS_TOPIC, Observation, read_file_counted
 from canary.process import free_port
 from canary.rollout.broker import BROKER, Rollout
 from canary.rollout.broker.rolling import GuardRefused
@@ -73,6 +74,16 @@ def spec_for(cluster: LocalCluster, run_id: str, **overrides):
     raw.update(overrides)
     raw["canary"] = {"control": "none", **raw["canary"]}
     return load_spec(raw)
+
+
+def observation_leaders(cluster: LocalCluster) -> set[int]:
+    """The preferred leaders of the observations topic's partitions."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "observation-leaders"})
+    try:
+        topic = consumer.list_topics(OBSERVATIONS_TOPIC, timeout=10).topics[OBSERVATIONS_TOPIC]
+        return {p.replicas[0] for p in topic.partitions.values()}
+    finally:
+        consumer.close()
 
 
 def snapshot(cluster: LocalCluster) -> dict:
@@ -200,6 +211,12 @@ def test_bad_config_canary_fails_fast_and_rolls_back_to_the_exact_state(baseline
     assert restarts(rollout, "deploy-canary") == [2] and restarts(rollout, "rollback") == [2]
     verified = rollout.state.record.steps["verify"].result
     assert verified["status"] == "rolled_back" and verified["lock_released"]
+    # The gate's own observations never depended on the canary that refused writes: the observations topic is led by
+    # the other brokers, and the window's file holds what the probe saw in both lanes.
+    assert preflight["observations_led_by_canary"] == []
+    assert observation_leaders(baseline_cluster) and 2 not in observation_leaders(baseline_cluster)
+    records, _ = read_file_counted(rollout.local(rollout.record.window.observations))
+    assert {r.lane for r in records if isinstance(r, Observation)} == {"canary", "baseline"}
 
 
 # make faults: a fault injected into the canary's clients (the DAG's bad canary is rolled back in make test).

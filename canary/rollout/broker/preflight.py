@@ -1,12 +1,14 @@
 """Preflight of a broker rollout: everything is checked before any change (the spec against the cluster, the change's
 config values against the broker's definitions, health, no reassignment, the target's features, every broker's
-metrics readable, the lock, a green baseline probe); then the pre-rollout snapshot."""
+metrics readable, the lock, a green baseline probe); the observations topic's leaders kept off the canary brokers
+(the gate's own topic, the one change preflight makes); then the pre-rollout snapshot."""
 
 from __future__ import annotations
 
 import time
 
 from canary.cluster import distribution
+from canary.observations import OBSERVATIONS_TOPIC
 from canary.probe.load_sizing import size_load
 from canary.rollout.broker.config_check import check_change_config
 from canary.rollout.broker.control import choose_control
@@ -18,7 +20,11 @@ from canary.rollout.broker.traffic import MEASURES, file_means, measure_now, sha
 from canary.rollout.core import RolloutError, RunStatus, SpecMismatch
 from canary.rollout.core.audit import AuditAction
 from canary.rollout.deployers.base import BrokerInfo
-from canary.rollout.leaders import leaders
+from canary.rollout.leaders import keep_leaders_off, leaders
+
+# The observations topic is the gate's own: its partitions are led by brokers the change does not touch, so a canary
+# that refuses writes (or dies) never takes the gate's observations with it (the analysis reads the run's own files).
+OBSERVATIONS_OFF_TIMEOUT = 60.0
 
 
 def choose_canaries(run: Rollout, brokers: list[BrokerInfo]) -> list[int]:
@@ -75,15 +81,8 @@ def preflight(run: Rollout) -> dict:
     run.audit.record("preflight", AuditAction.LOCK_TAKEN if taken else AuditAction.LOCK_ALREADY_HELD)
     run.state.update(canary_brokers=canaries, control_brokers=controls, status=RunStatus.PREFLIGHT)
     try:
-        # Long enough to measure each broker before the change (the window's latencies are calibrated by it).
-        probe = green_probe(run, "preflight", reconcile=True,
-                            seconds=max(spec.probe.preflight, spec.probe.calibration))
-        measured = (*MEASURES, "request_handler_idle_ratio")
-        before = file_means(probe_observations(run, probe["probe_run_id"]), measured)
-        if not any("bytes_in_per_s" in v for v in before.values()):  # a probe too short for two readings
-            before = measure_now(run, measured)
-        load = window_load(run, before)
-        traffic = traffic_before(run, before, canaries, load["rate"])
+        probe, load, traffic = measure_before(run, canaries)
+        observations_off = keep_leaders_off(run, OBSERVATIONS_TOPIC, canaries, OBSERVATIONS_OFF_TIMEOUT)
     except Exception:
         if run.state.before is None and run.lock.release(run.run_id):  # nothing changed yet: free the cluster
             run.audit.record("preflight", AuditAction.LOCK_RELEASED_PREFLIGHT_FAILED)
@@ -93,7 +92,21 @@ def preflight(run: Rollout) -> dict:
         run.audit.record("preflight", AuditAction.SNAPSHOT, before=run.snapshot.model_dump(mode="json"))
     return {"canary_brokers": canaries, "control_brokers": controls, "brokers": len(brokers),
             "finalized": levels.finalized, "probe": probe, "broker_metrics": metrics_from,
-            "load": load, "traffic": traffic, "config_checked": config_checked}
+            "load": load, "traffic": traffic, "config_checked": config_checked,
+            "observations_led_by_canary": observations_off}
+
+
+def measure_before(run: Rollout, canaries: list[int]) -> tuple[dict, dict, dict]:
+    """A green probe long enough to measure each broker before the change (the window's latencies are calibrated by
+    it), the load the window will add, and the client traffic the brokers carry: (probe, load, traffic)."""
+    spec = run.spec
+    probe = green_probe(run, "preflight", reconcile=True, seconds=max(spec.probe.preflight, spec.probe.calibration))
+    measured = (*MEASURES, "request_handler_idle_ratio")
+    before = file_means(probe_observations(run, probe["probe_run_id"]), measured)
+    if not any("bytes_in_per_s" in v for v in before.values()):  # a probe too short for two readings
+        before = measure_now(run, measured)
+    load = window_load(run, before)
+    return probe, load, traffic_before(run, before, canaries, load["rate"])
 
 
 def check_lead_topics(run: Rollout) -> None:

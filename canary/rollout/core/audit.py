@@ -66,6 +66,7 @@ class AuditAction(StrEnum):
     UNDRAIN = "undrain"
     DRAINED = "drained"
     DRAIN_INCOMPLETE = "drain incomplete"
+    KEEP_LEADERS_OFF = "keep leaders off the canary"
     OPEN_LANE = "open lane"
     CLOSE_LANE = "close lane"
     LANE_OPEN = "lane open"

@@ -74,3 +74,12 @@ def test_a_preferred_replica_out_of_the_isr_is_elected_again_until_the_timeout(m
     elected, off = leaders.elect_until_led(run_on(cluster), not_preferred, timeout=10)
     assert len(off) == 6 and cluster.asked >= 10 / leaders.ELECTION_SETTLE - 1
     assert 10 <= clock.now <= 10 + leaders.ELECTION_SETTLE + leaders.SETTLE_POLL
+
+
+def test_orders_avoiding_moves_the_avoided_brokers_last_and_leaves_the_rest():
+    def view(topic: str, n: int, replicas: list[int]):
+        return SimpleNamespace(topic=topic, partition=n, replicas=replicas, name=f"{topic}-{n}")
+    parts = [view("obs", 0, [3, 1, 2]), view("obs", 1, [1, 3, 2]), view("obs", 2, [2, 3, 4]), view("obs", 3, [3, 4]),
+             view("orders", 0, [3, 1, 2])]
+    assert leaders.orders_avoiding(parts, "obs", [3]) == {"obs-0": [1, 2, 3], "obs-3": [4, 3]}
+    assert leaders.orders_avoiding(parts, "obs", [3, 4]) == {"obs-0": [1, 2, 3]}  # obs-3: every replica avoided
