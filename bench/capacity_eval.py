@@ -121,7 +121,7 @@ def decision_of(rollout: Rollout, result: RunSummary) -> dict:
             "reason": reason,
             "decided_after_s": round((verdict_at - window_state.start_ms) / 1000, 1)
             if verdict_at and window_state else None,
-            "traffic_share": share_of((window_state.traffic if window_state else None) or {})}
+            "traffic_share": share_of((window_state.traffic_dict() if window_state else None) or {})}
 
 
 def share_of(traffic: dict) -> str:
