@@ -38,9 +38,9 @@ def lost_and_acked(rollout: Rollout) -> tuple[int, int]:
     for e in rollout.audit.entries():
         if e["action"] in ("probe", "probe during the rolls"):
             lost, acked = lost + e["lost"], acked + e["acked"]
-    window = rollout.state.window
+    window = rollout.record.window
     for lane in ((window.probe if window else None) or {}).values():
-        lost, acked = lost + lane["lost"], acked + lane["acked"]
+        lost, acked = lost + lane.lost, acked + lane.acked
     return lost, acked
 
 
