@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> None:
     for case, mode, neighbour, attempt in todo:
         busy = neighbour_process() if neighbour else None
         load_before = os.getloadavg()[0]
-        started = time.monotonic()
+        started, started_at = time.monotonic(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         try:
             with tempfile.TemporaryDirectory(prefix="precision-") as tmp:
                 result = rollout_to_verdict(Path(tmp), case, mode, attempt, args.window)
@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> None:
                 busy.kill()
                 busy.wait()
         row = {"case": case, "mode": mode, "neighbour": neighbour, "attempt": attempt, "commit": commit(),
-               "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "window": args.window,
+               "started": started_at, "window": args.window,
                "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2),
                "took_s": round(time.monotonic() - started), **result}
         with open(args.ledger, "a") as ledger:
