@@ -143,13 +143,13 @@ def test_good_v2_is_promoted_to_every_instance_and_nothing_is_lost(canary_cluste
     assert result.status == "verified promoted"
     assert instances == {f"orders-good-{n}": ("v2", True)
                          for n in ("producer-0", "consumer-0", "consumer-1")}  # canary instances gone
-    before = r.state.before
+    before = r.snapshot
     observed = TopicAdmin(canary_cluster.bootstrap_servers).observe("orders-good").partitions
-    assert {str(p): list(s.replicas) for p, s in observed.items()} == before["replicas"]
+    assert {str(p): list(s.replicas) for p, s in observed.items()} == before.replicas
     assert all(s.leader != 3 for s in observed.values())
     # the canary consumer read the canary partitions while the lane was open
     assert processed["orders-good-consumer-0-canary"]
-    assert {e["partition"] for e in processed["orders-good-consumer-0-canary"]} <= {int(p) for p in before["lane"]}
+    assert {e["partition"] for e in processed["orders-good-consumer-0-canary"]} <= set(before.lane_plan())
     figures = _handoff("promote", acked, processed)
     assert figures["acked"] > 1000 and figures["missing"] == 0
 
@@ -191,7 +191,7 @@ def test_bad_v2_is_rolled_back_and_its_malformed_records_never_reach_the_baselin
     assert result.outcome == "ROLLBACK", result
     assert result.status == "verified rolled_back"
     assert instances == {f"orders-bad-{n}": ("v1", True) for n in ("producer-0", "consumer-0", "consumer-1")}
-    lane = {int(p) for p in r.state.before["lane"]}
+    lane = set(r.snapshot.lane_plan())
     malformed = {i: e for i, e in acked.items() if e["malformed"]}
     fleet_written = {e["id"] for path in r.services.directory.glob("*-producer-*.records.jsonl")
                      if "canary" not in path.name for e in _records_of(path)}
@@ -217,7 +217,7 @@ def test_bad_v2_is_rolled_back_and_its_malformed_records_never_reach_the_baselin
     figures = _handoff("rollback", acked, processed)
     assert figures["missing"] == 0
     observed = TopicAdmin(canary_cluster.bootstrap_servers).observe("orders-bad").partitions
-    assert {str(p): list(s.replicas) for p, s in observed.items()} == r.state.before["replicas"]
+    assert {str(p): list(s.replicas) for p, s in observed.items()} == r.snapshot.replicas
 
 
 def test_without_a_canary_broker_preflight_refuses_and_changes_nothing(canary_cluster, run_root, tmp_path,
@@ -329,8 +329,7 @@ def test_a_teams_own_service_runs_through_its_command_and_is_promoted(canary_clu
     assert logs and all("billing " in text for text in logs.values()), logs  # the team's service, never the sample
     assert f"billing 2.0 as {r.topic}-consumer-0-canary in the canary lane" in logs[f"{r.topic}-consumer-0-canary.log"]
     _, processed = _records(fleet_dir)
-    assert {e["partition"] for e in processed[f"{r.topic}-consumer-0-canary"]} <= {
-        int(p) for p in r.state.before["lane"]}
+    assert {e["partition"] for e in processed[f"{r.topic}-consumer-0-canary"]} <= set(r.snapshot.lane_plan())
     figures = _handoff("a team's service", acked, processed)
     assert figures["acked"] > 1000 and figures["missing"] == 0
     verdict = json.loads((tmp_path / "run" / "analysis-1" / "verdict.json").read_text())
@@ -367,8 +366,7 @@ def test_a_java_service_joins_its_lane_by_configuration_and_is_promoted(canary_c
     assert f"billing 2.0 as {r.topic}-consumer-0-canary in the canary lane (java)" in logs[
         f"{r.topic}-consumer-0-canary.log"], logs
     _, processed = _records(r.services.directory)
-    assert {e["partition"] for e in processed[f"{r.topic}-consumer-0-canary"]} <= {
-        int(p) for p in r.state.before["lane"]}
+    assert {e["partition"] for e in processed[f"{r.topic}-consumer-0-canary"]} <= set(r.snapshot.lane_plan())
     figures = _handoff("a Java service", acked, processed)
     assert figures["acked"] > 1000 and figures["missing"] == 0
     verdict = json.loads((tmp_path / "run" / "analysis-1" / "verdict.json").read_text())

@@ -136,7 +136,7 @@ def test_good_canary_carries_its_share_of_real_traffic_promotes_the_fleet_and_fi
     assert {v[0] for v in snapshot(cluster).values()} == {TARGET_VERSION}  # brokers and controller
     assert all(rack is None for _, _, rack in snapshot(cluster).values())  # no canary marker left
     # Promote never finalizes: finalize is its own step, refused until the promoted fleet has baked.
-    assert cluster.features().finalized == rollout.state.before["features"]
+    assert cluster.features().finalized == rollout.snapshot.features
     assert "finalize" in stepped["promote"]["result"], stepped["promote"]["result"]
     assert stepped["judge"]["result"]["engine"] == "inline"
     # The brokers' own metrics were read beside the probe and judged, canary broker against the control broker:
@@ -172,8 +172,8 @@ def test_good_canary_carries_its_share_of_real_traffic_promotes_the_fleet_and_fi
     # After the bake (5 s here; verify took longer), finalize raises the release's levels under the lock, once.
     time.sleep(max(0.0, 5 - (time.time() * 1000 - rollout.state.record.step("promote").finished_ms) / 1000))
     finalized = BROKER.step("finalize")(rollout)
-    assert finalized["finalized"]["metadata.version"][1] > rollout.state.before["features"]["metadata.version"]
-    assert cluster.features().finalized["metadata.version"] > rollout.state.before["features"]["metadata.version"]
+    assert finalized["finalized"]["metadata.version"][1] > rollout.snapshot.features["metadata.version"]
+    assert cluster.features().finalized["metadata.version"] > rollout.snapshot.features["metadata.version"]
     assert BROKER.step("finalize")(rollout)["finalized"] == {}
     assert ClusterLock(cluster.bootstrap_servers).holder() is None
     # Finalized levels cannot go down: a rollback now is refused and changes nothing.
