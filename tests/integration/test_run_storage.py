@@ -67,8 +67,8 @@ def test_audit_appends_from_four_processes_lose_no_line(runs_url):
 
 
 def test_a_run_written_by_a_newer_version_is_refused(runs_url):
-    open_store(runs_url).child("r1").write("run.json", json.dumps({"schema": 3, "run_id": "r1"}).encode())
-    with pytest.raises(RunStateError, match="schema 3; this kafka-canary reads 1, 2: it was written by a newer"):
+    open_store(runs_url).child("r1").write("run.json", json.dumps({"schema": 4, "run_id": "r1"}).encode())
+    with pytest.raises(RunStateError, match="schema 4; this kafka-canary reads 1, 2, 3: it was written by a newer"):
         RunState.open(open_store(runs_url).child("r1"), "r1", {})
 
 
