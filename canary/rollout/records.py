@@ -11,7 +11,7 @@ from pydantic import Field, TypeAdapter
 
 from canary.rollout.broker.record import BrokerRunRecord
 from canary.rollout.client.record import ClientRunRecord
-from canary.rollout.core.record import READABLE_SCHEMAS, legacy_kind
+from canary.rollout.core.record import readable
 from canary.rollout.migration.record import MigrationRunRecord
 
 AnyRunRecord = Annotated[BrokerRunRecord | ClientRunRecord | MigrationRunRecord, Field(discriminator="kind")]
@@ -21,8 +21,4 @@ _ADAPTER: TypeAdapter[AnyRunRecord] = TypeAdapter(AnyRunRecord)
 def load_record(data: Mapping[str, Any]) -> BrokerRunRecord | ClientRunRecord | MigrationRunRecord:
     """The record run.json holds, as its kind's model. ValueError (pydantic's ValidationError, every problem named)
     for a schema this version does not read or a record that does not fit its kind."""
-    if data.get("schema") not in READABLE_SCHEMAS:
-        raise ValueError(f"schema {data.get('schema')!r} is not one of {READABLE_SCHEMAS}")
-    if data.get("kind") is None and isinstance(data.get("spec"), Mapping):
-        data = {**data, "kind": legacy_kind(data["spec"])}
-    return _ADAPTER.validate_python(data)
+    return _ADAPTER.validate_python(readable(data))

@@ -45,6 +45,16 @@ def legacy_kind(spec: Mapping[str, Any]) -> RunKind:
     return RunKind.BROKER
 
 
+def readable(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """run.json's content as this version reads it: ValueError for a schema not in READABLE_SCHEMAS; one written
+    before records said their kind gets the one its spec says."""
+    if data.get("schema") not in READABLE_SCHEMAS:
+        raise ValueError(f"schema {data.get('schema')!r} is not one of {READABLE_SCHEMAS}")
+    if data.get("kind") is None and isinstance(data.get("spec"), Mapping):
+        return {**data, "kind": legacy_kind(data["spec"])}
+    return data
+
+
 class RunStatus(StrEnum):
     """Where a run is: new → preflight → (lane open →) canary deployed → judged <VERDICT> → promoted or rolled_back →
     verified promoted or verified rolled_back. Its value is what run.json keeps."""
@@ -309,11 +319,7 @@ class RunRecord(_Record):
     def load(cls, data: Mapping[str, Any]) -> Self:
         """The record run.json holds (of a schema in READABLE_SCHEMAS; one of before schema 3 is given the kind its
         spec says). ValueError (pydantic's ValidationError, every problem named) for anything else."""
-        if data.get("schema") not in READABLE_SCHEMAS:
-            raise ValueError(f"schema {data.get('schema')!r} is not one of {READABLE_SCHEMAS}")
-        if data.get("kind") is None and isinstance(data.get("spec"), Mapping):
-            data = {**data, "kind": legacy_kind(data["spec"])}
-        return cls.model_validate(data)
+        return cls.model_validate(readable(data))
 
     def to_json(self) -> dict[str, Any]:
         """run.json's content: every field, None too (a field cleared is a change another writer's merge must see),
